@@ -1,0 +1,12 @@
+"""bpe-dask: exact byte-level BPE training (GPT-2 / CS336 rules) as a Dask job.
+
+from bpe_dask import train_bpe
+vocab, merges = train_bpe("corpus.txt", 10_000, ["<|endoftext|>"])
+"""
+
+__version__ = "0.1.0"
+
+from .errors import BpeDaskError
+from .pipeline import count_words, train, train_bpe
+
+__all__ = ["BpeDaskError", "__version__", "count_words", "train", "train_bpe"]

@@ -1,0 +1,197 @@
+"""The command line: ``bpe-dask train | count | merge``.
+
+Takes ``argv``; runs the job and gives an exit code: 0 when done, 1 for a user error (one
+line on stderr, no traceback), 2 for a malformed command line, 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from . import __version__, formats, pipeline
+from .config import resolve
+from .errors import BpeDaskError
+
+log = logging.getLogger("bpe_dask")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="bpe-dask", description="Exact byte-level BPE training on Dask.")
+    parser.add_argument("--version", action="version", version=f"bpe-dask {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    train = commands.add_parser("train", help="count words and learn merges: the whole job")
+    train.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS)
+    _vocab_options(train, "directory for vocab.json, merges.txt, tokenizer.json, report.json")
+    _count_options(train)
+
+    count = commands.add_parser("count", help="count words only, into a Parquet table")
+    count.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS)
+    count.add_argument(
+        "--out", metavar="COUNTS", default=argparse.SUPPRESS, help="Parquet file for the counts"
+    )
+    _count_options(count)
+
+    merge = commands.add_parser("merge", help="learn merges from a counts table")
+    merge.add_argument("counts", metavar="COUNTS", help="a Parquet table written by `bpe-dask count`")
+    _vocab_options(merge, "output directory")
+    _common_options(merge)
+    return parser
+
+
+def _vocab_options(parser: argparse.ArgumentParser, out_help: str) -> None:
+    parser.add_argument("--vocab-size", type=int, metavar="N", default=argparse.SUPPRESS)
+    parser.add_argument("--out", metavar="DIR", default=argparse.SUPPRESS, help=out_help)
+    parser.add_argument(
+        "--special-token", dest="special_tokens", action="append", metavar="TOK", default=argparse.SUPPRESS
+    )
+
+
+def _count_options(parser: argparse.ArgumentParser) -> None:
+    if not any(a.dest == "special_tokens" for a in parser._actions):
+        parser.add_argument(
+            "--special-token",
+            dest="special_tokens",
+            action="append",
+            metavar="TOK",
+            default=argparse.SUPPRESS,
+        )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        default=argparse.SUPPRESS,
+        help="LocalCluster worker processes (default: one per core)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDR",
+        default=argparse.SUPPRESS,
+        help="address of a running Dask scheduler, e.g. tcp://host:8786",
+    )
+    parser.add_argument(
+        "--chunk-size",
+        metavar="SIZE",
+        default=argparse.SUPPRESS,
+        help="bytes per map task, e.g. 65536 or 64MiB (default 64MiB)",
+    )
+    parser.add_argument(
+        "--work-dir",
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help="where shards go; kept, so a re-run reuses them (default: a temporary directory)",
+    )
+    _common_options(parser)
+
+
+def _common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="TOML file of options; flags override it")
+    parser.add_argument(
+        "--overwrite", action="store_true", default=argparse.SUPPRESS, help="replace results already in --out"
+    )
+    parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="warnings only")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, Dask's included")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = vars(build_parser().parse_args(argv))
+    command, config_path, verbose = args.pop("command"), args.pop("config"), args.pop("verbose")
+    counts = args.pop("counts", None)
+    try:
+        options = resolve(args, config_path)
+        _configure_logging(options["quiet"], verbose)
+        if command == "merge":
+            report = _merge(counts, options)
+        elif command == "count":
+            report = _count(options)
+        else:
+            report = _train(options)
+    except BpeDaskError as error:
+        print(f"bpe-dask: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("bpe-dask: interrupted", file=sys.stderr)
+        return 130
+    log.info("done: %s", json.dumps(_summary(report)))
+    return 0
+
+
+def _require(options: dict[str, Any], *names: str) -> None:
+    for name in names:
+        if not options.get(name):
+            flag = "INPUT" if name == "inputs" else "--" + name.replace("_", "-")
+            raise BpeDaskError(f"{flag} is required (on the command line or in --config)")
+
+
+def _count_kwargs(options: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "chunk_size": options["chunk_size"],
+        "scheduler": options.get("scheduler"),
+        "workers": options.get("workers"),
+        "work_dir": options.get("work_dir"),
+    }
+
+
+def _train(options: dict[str, Any]) -> dict:
+    _require(options, "inputs", "vocab_size", "out")
+    return pipeline.train(
+        options["inputs"],
+        options["vocab_size"],
+        options["out"],
+        options["special_tokens"],
+        overwrite=options["overwrite"],
+        **_count_kwargs(options),
+    )
+
+
+def _count(options: dict[str, Any]) -> dict:
+    _require(options, "inputs", "out")
+    formats.check_output_file(options["out"], options["overwrite"])
+    counted = pipeline.count_words(
+        options["inputs"],
+        options["special_tokens"],
+        out=options["out"],
+        in_process=False,
+        **_count_kwargs(options),
+    )
+    return {
+        **counted.report(),
+        "unique_words": formats.parquet_num_rows(options["out"]),
+        "timings": {"count": counted.seconds},
+    }
+
+
+def _merge(counts: str, options: dict[str, Any]) -> dict:
+    _require(options, "vocab_size", "out")
+    pipeline.validate(options["vocab_size"], options["special_tokens"])
+    formats.check_output_dir(options["out"], options["overwrite"])
+    table = formats.read_counts(counts)
+    return pipeline.merge_and_publish(table, options["vocab_size"], options["out"], options["special_tokens"])
+
+
+def _summary(report: dict) -> dict:
+    keys = ("input_bytes", "partitions", "unique_words", "num_merges", "timings")
+    return {k: report[k] for k in keys if k in report}
+
+
+def _configure_logging(quiet: bool, verbose: bool) -> None:
+    level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
+    logging.basicConfig(format="bpe-dask: %(message)s", level=level, stream=sys.stderr)
+    log.setLevel(level)
+    if not verbose:
+        for noisy in ("distributed", "dask", "tornado", "asyncio"):
+            logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""Job options: built-in defaults, then a TOML config file, then command-line flags.
+
+Takes the flags argparse saw and an optional ``--config`` file; gives one dict of checked
+option values. A config file uses the long option names (``vocab_size`` or ``vocab-size``)
+at the top level; relative paths in it are taken from the current directory, like flags.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dask.utils import parse_bytes
+
+from .errors import BpeDaskError
+
+DEFAULT_CHUNK_SIZE = 64 * 2**20
+
+
+def parse_size(value: int | str) -> int:
+    """Bytes from ``65536``, ``"65536"``, ``"64MiB"`` or ``"1.5GB"``."""
+    try:
+        size = value if isinstance(value, int) and not isinstance(value, bool) else parse_bytes(str(value))
+    except (ValueError, TypeError):
+        raise BpeDaskError(f"not a size: {value!r} (use bytes, or e.g. 64MiB)") from None
+    if size < 1:
+        raise BpeDaskError(f"size must be positive, got {value!r}")
+    return size
+
+
+def _positive_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = int(str(value))
+        except ValueError:
+            raise BpeDaskError(f"not a whole number: {value!r}") from None
+    if value < 1:
+        raise BpeDaskError(f"must be a positive number, got {value}")
+    return value
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise BpeDaskError(f"not a string: {value!r}")
+    return value
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BpeDaskError(f"not a list of strings: {value!r}")
+    return list(value)
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise BpeDaskError(f"not true or false: {value!r}")
+    return value
+
+
+OPTIONS: dict[str, Callable[[Any], Any]] = {
+    "inputs": _strings,
+    "vocab_size": _positive_int,
+    "out": _string,
+    "special_tokens": _strings,
+    "workers": _positive_int,
+    "scheduler": _string,
+    "chunk_size": parse_size,
+    "work_dir": _string,
+    "overwrite": _boolean,
+    "quiet": _boolean,
+}
+DEFAULTS: dict[str, Any] = {
+    "inputs": [],
+    "special_tokens": [],
+    "chunk_size": DEFAULT_CHUNK_SIZE,
+    "overwrite": False,
+    "quiet": False,
+}
+
+
+def load_config(path: str) -> dict[str, Any]:
+    """The options a TOML file sets, checked and with canonical names."""
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except FileNotFoundError:
+        raise BpeDaskError(f"config file not found: {path}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise BpeDaskError(f"{path}: not valid TOML ({error})") from None
+    options = {}
+    for key, value in raw.items():
+        name = key.replace("-", "_")
+        name = {"input": "inputs", "special_token": "special_tokens"}.get(name, name)
+        if name not in OPTIONS:
+            raise BpeDaskError(f"{path}: unknown option {key!r}")
+        options[name] = _checked(name, value, source=path)
+    return options
+
+
+def resolve(flags: Mapping[str, Any], config_path: str | None = None) -> dict[str, Any]:
+    """Defaults, overridden by the config file, overridden by the flags given."""
+    options = dict(DEFAULTS)
+    if config_path:
+        options.update(load_config(config_path))
+    options.update({k: _checked(k, v, source="--" + k.replace("_", "-")) for k, v in flags.items()})
+    return options
+
+
+def _checked(name: str, value: Any, source: str) -> Any:
+    try:
+        return OPTIONS[name](value)
+    except BpeDaskError as error:
+        raise BpeDaskError(f"{source}: {name.replace('_', '-')}: {error}") from None

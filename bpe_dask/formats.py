@@ -1,0 +1,180 @@
+"""File formats: word-count Parquet tables, and the tokenizer files the job writes.
+
+Takes tables, vocabularies and merges; gives Parquet files, GPT-2 style ``vocab.json`` and
+``merges.txt`` (byte-to-unicode mapped, exactly as the CS336 fixtures), a Hugging Face
+``tokenizer.json``, and ``report.json``. Output directories are published whole: written
+under a temporary name and renamed into place, so nobody sees half of one.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .errors import BpeDaskError
+
+COUNTS_SCHEMA = pa.schema([("token", pa.binary()), ("count", pa.int64())])
+ARTIFACTS = ("vocab.json", "merges.txt", "tokenizer.json", "report.json")
+
+
+@functools.cache
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from bytes to printable characters (space becomes ``Ġ``)."""
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
+    mapping = {b: chr(b) for b in printable}
+    shifted = (b for b in range(256) if b not in mapping)
+    mapping.update({b: chr(256 + n) for n, b in enumerate(shifted)})
+    return dict(sorted(mapping.items()))
+
+
+def token_to_str(token: bytes) -> str:
+    table = bytes_to_unicode()
+    return "".join(table[b] for b in token)
+
+
+def vocab_json(vocab: Mapping[int, bytes], special_tokens: Sequence[str]) -> str:
+    """``{token: id}`` in id order; special tokens are written as their own text, as GPT-2 does."""
+    specials = {token.encode("utf-8"): token for token in special_tokens}
+    first_merge_id = 256 + len(special_tokens)
+    entries = {}
+    for token_id, token in sorted(vocab.items()):
+        is_special = 256 <= token_id < first_merge_id
+        entries[specials[token] if is_special else token_to_str(token)] = token_id
+    return json.dumps(entries, indent=4, ensure_ascii=False)
+
+
+def merges_txt(merges: Sequence[tuple[bytes, bytes]]) -> str:
+    return "".join(f"{token_to_str(a)} {token_to_str(b)}\n" for a, b in merges)
+
+
+def tokenizer_json(
+    vocab: Mapping[int, bytes], merges: Sequence[tuple[bytes, bytes]], special_tokens: Sequence[str]
+) -> str:
+    """A Hugging Face ``tokenizers`` file that encodes with exactly these merges."""
+    added = [
+        {
+            "id": 256 + i,
+            "content": token,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for i, token in enumerate(special_tokens)
+    ]
+    byte_level = {"add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    document = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", **byte_level},
+        "post_processor": {"type": "ByteLevel", **byte_level},
+        "decoder": {"type": "ByteLevel", **byte_level},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": json.loads(vocab_json(vocab, special_tokens)),
+            "merges": [f"{token_to_str(a)} {token_to_str(b)}" for a, b in merges],
+        },
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False)
+
+
+def read_counts(url: str, storage_options: dict | None = None) -> pa.Table:
+    """A word-count table (a Parquet file or a directory of them), checked against the schema."""
+    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    if not fs.exists(path):
+        raise BpeDaskError(f"counts not found: {url}")
+    try:
+        table = pq.read_table(path, filesystem=fs)
+    except (pa.ArrowException, OSError) as error:
+        raise BpeDaskError(f"{url}: not a readable Parquet counts table ({error})") from None
+    try:
+        return table.select(COUNTS_SCHEMA.names).cast(COUNTS_SCHEMA)
+    except (KeyError, pa.ArrowException):
+        raise BpeDaskError(
+            f"{url}: counts need columns token (binary) and count (int64); found "
+            + ", ".join(f"{field.name} ({field.type})" for field in table.schema)
+        ) from None
+
+
+def write_parquet_atomically(table: pa.Table, url: str, storage_options: dict | None = None) -> None:
+    """Write a Parquet file under a temporary name and move it into place when complete."""
+    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    parent, _, name = path.rpartition("/")
+    fs.makedirs(parent, exist_ok=True)
+    partial = f"{parent}/.partial-{uuid.uuid4().hex}-{name}"
+    with fs.open(partial, "wb") as f:
+        pq.write_table(table, f)
+    fs.mv(partial, path)
+
+
+def check_output_dir(url: str, overwrite: bool, storage_options: dict | None = None) -> None:
+    """Refuse an output directory that already holds results (unless ``overwrite``) or other files."""
+    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    if not fs.exists(path):
+        return
+    if not fs.isdir(path):
+        raise BpeDaskError(f"output {url} exists and is not a directory")
+    names = {entry.rstrip("/").rsplit("/", 1)[-1] for entry in fs.ls(path, detail=False)}
+    foreign = sorted(names - set(ARTIFACTS))
+    if foreign:
+        raise BpeDaskError(
+            f"output directory {url} holds other files ({foreign[0]}, ...); choose another --out"
+        )
+    if names and not overwrite:
+        raise BpeDaskError(f"output directory {url} already holds results; pass --overwrite to replace them")
+
+
+def check_output_file(url: str, overwrite: bool, storage_options: dict | None = None) -> None:
+    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    if fs.exists(path) and not overwrite:
+        raise BpeDaskError(f"output {url} already exists; pass --overwrite to replace it")
+
+
+def publish_directory(url: str, files: Mapping[str, str], storage_options: dict | None = None) -> None:
+    """Write ``files`` into a new directory and swap it in for ``url`` in one rename."""
+    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    parent, _, name = path.rstrip("/").rpartition("/")
+    tag = uuid.uuid4().hex[:12]
+    staging, retired = f"{parent}/.{name}.partial-{tag}", f"{parent}/.{name}.old-{tag}"
+    fs.makedirs(staging)
+    try:
+        for filename, text in files.items():
+            with fs.open(f"{staging}/{filename}", "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+        had_previous = fs.exists(path)
+        if had_previous:
+            fs.mv(path, retired, recursive=True)
+        fs.mv(staging, path, recursive=True)
+    except BaseException:
+        if fs.exists(staging):
+            fs.rm(staging, recursive=True)
+        raise
+    if had_previous:
+        fs.rm(retired, recursive=True)
+
+
+def parquet_num_rows(url: str, storage_options: dict | None = None) -> int:
+    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    with fs.open(path, "rb") as f:
+        return pq.ParquetFile(f).metadata.num_rows

@@ -1,0 +1,71 @@
+"""Reducing: many word-count shards in, one word-count table out.
+
+Takes the shard paths the map tasks wrote; gives one Parquet table with the same schema in
+which each word appears once with its total count. Built as a tree of Dask tasks, each a
+pyarrow group-by over a few tables, so no single process (least of all the client) ever
+holds more than ``fan_in`` tables at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import dask
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+from dask.base import tokenize
+from dask.delayed import Delayed
+
+from .count import Shard
+from .formats import COUNTS_SCHEMA, write_parquet_atomically
+
+DEFAULT_FAN_IN = 8
+
+
+def sum_counts(tables: Sequence[pa.Table]) -> pa.Table:
+    """One table in which each token appears once, with the sum of its counts."""
+    table = pa.concat_tables(tables) if tables else COUNTS_SCHEMA.empty_table()
+    summed = table.group_by("token").aggregate([("count", "sum")])
+    return pa.table({"token": summed["token"], "count": summed["count_sum"]}, schema=COUNTS_SCHEMA)
+
+
+def read_table(url: str, storage_options: dict | None = None) -> pa.Table:
+    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    with fs.open(path, "rb") as f:
+        return pq.read_table(f)
+
+
+def combine(
+    parts: Sequence[Shard | str], out: str, storage_options: dict | None = None, *, sort: bool = False
+) -> str:
+    """Sum the counts of ``parts`` (shards or earlier combined tables) into the Parquet file ``out``."""
+    paths = [p.path if isinstance(p, Shard) else p for p in parts]
+    table = sum_counts([read_table(p, storage_options) for p in paths])
+    if sort:
+        table = table.sort_by("token")
+    write_parquet_atomically(table, out, storage_options)
+    return out
+
+
+def reduce_tree(
+    shards: Sequence[Delayed],
+    out: str,
+    work_dir: str,
+    storage_options: dict | None = None,
+    fan_in: int = DEFAULT_FAN_IN,
+) -> Delayed:
+    """A Dask graph that sums ``shards`` level by level into ``out`` (sorted by token)."""
+    level: list[Delayed] = list(shards)
+    while len(level) > fan_in:
+        groups = [level[i : i + fan_in] for i in range(0, len(level), fan_in)]
+        level = [
+            dask.delayed(combine, pure=True)(group, _partial_path(work_dir, group), storage_options)
+            for group in groups
+        ]
+    return dask.delayed(combine, pure=True)(level, out, storage_options, sort=True)
+
+
+def _partial_path(work_dir: str, group: Sequence[Delayed]) -> str:
+    """A name as unique as the group's inputs, so concurrent jobs never share one."""
+    return f"{work_dir.rstrip('/')}/reduce/{tokenize(*group)}.parquet"

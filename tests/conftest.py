@@ -1,0 +1,72 @@
+"""Shared test helpers: make `tests/` importable and read the CS336 reference fixtures."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+CS336_DIR = TESTS_DIR / "fixtures" / "cs336"
+
+# Let test modules `import oracle` / `import corpus` under any pytest import mode.
+if str(TESTS_DIR) not in sys.path:
+    sys.path.insert(0, str(TESTS_DIR))
+
+
+def gpt2_bytes_to_unicode() -> dict[int, str]:
+    """The GPT-2 byte -> printable character table used by the reference files."""
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
+    table = {b: chr(b) for b in printable}
+    n = 0
+    for b in range(256):
+        if b not in table:
+            table[b] = chr(256 + n)
+            n += 1
+    return table
+
+
+def gpt2_decode(s: str) -> bytes:
+    """Map a GPT-2 byte-to-unicode string back to raw bytes."""
+    inverse = {c: b for b, c in gpt2_bytes_to_unicode().items()}
+    return bytes(inverse[c] for c in s)
+
+
+def read_reference_merges(path: Path) -> list[tuple[bytes, bytes]]:
+    """Read a merges.txt of "A B" lines (GPT-2 byte encoding)."""
+    merges = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            a, b = line.rstrip().split(" ")
+            merges.append((gpt2_decode(a), gpt2_decode(b)))
+    return merges
+
+
+def read_reference_vocab(path: Path) -> dict[int, bytes]:
+    """Read a vocab.json of {gpt2_string: id}."""
+    raw: dict[str, int] = json.loads(path.read_text(encoding="utf-8"))
+    return {i: gpt2_decode(s) for s, i in raw.items()}
+
+
+@pytest.fixture(scope="session")
+def cs336_corpus_path() -> Path:
+    """Path of the CS336 conformance corpus (vocab 500, specials ["<|endoftext|>"])."""
+    return CS336_DIR / "corpus.en"
+
+
+@pytest.fixture(scope="session")
+def cs336_reference_merges() -> list[tuple[bytes, bytes]]:
+    """Reference merges for corpus.en."""
+    return read_reference_merges(CS336_DIR / "train-bpe-reference-merges.txt")
+
+
+@pytest.fixture(scope="session")
+def cs336_reference_vocab() -> dict[int, bytes]:
+    """Reference vocab for corpus.en (ids differ from ours: compare values as sets)."""
+    return read_reference_vocab(CS336_DIR / "train-bpe-reference-vocab.json")
