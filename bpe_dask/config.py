@@ -2,11 +2,13 @@
 
 Takes the flags argparse saw and an optional ``--config`` file; gives one dict of checked
 option values. A config file uses the long option names (``vocab_size`` or ``vocab-size``)
-at the top level; relative paths in it are taken from the current directory, like flags.
+at the top level. Relative paths in a config file are taken from the file's own folder, so a
+job runs the same from any directory; relative paths in flags, from the current directory.
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -72,6 +74,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "overwrite": _boolean,
     "quiet": _boolean,
 }
+PATH_OPTIONS = {"inputs", "out", "work_dir"}
 DEFAULTS: dict[str, Any] = {
     "inputs": [],
     "special_tokens": [],
@@ -97,7 +100,16 @@ def load_config(path: str) -> dict[str, Any]:
         if name not in OPTIONS:
             raise BpeDaskError(f"{path}: unknown option {key!r}")
         options[name] = _checked(name, value, source=path)
+    base = os.path.dirname(os.path.abspath(path))
+    for name in PATH_OPTIONS & options.keys():
+        value = options[name]
+        options[name] = [_from(base, v) for v in value] if isinstance(value, list) else _from(base, value)
     return options
+
+
+def _from(base: str, path: str) -> str:
+    """``path`` taken relative to ``base``, unless it is absolute or a URL."""
+    return path if "://" in path or os.path.isabs(path) else os.path.normpath(os.path.join(base, path))
 
 
 def resolve(flags: Mapping[str, Any], config_path: str | None = None) -> dict[str, Any]:

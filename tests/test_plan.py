@@ -1,0 +1,131 @@
+"""Planning: byte ranges tile each file and counting them one by one equals counting the whole."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import regex
+
+from bpe_dask.count import CountSettings, count_range
+from bpe_dask.plan import ByteRange, expand_inputs, plan_ranges
+
+# Written out again here, not imported, so the test does not trust the code under test.
+PATTERN = regex.compile(r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+EOT = "<|endoftext|>"
+ALPHABET = [
+    "a", "b", "Z", "é", "ß", "я", "日本", "👍", "👩‍👩‍👧", "e\u0301", "7", "42", "'s", "'T", "'ll", "'",
+    " ", " ", "  ", "\n", "\r\n", "\r", "\t", "\u00a0", "\u3000", "\u2028", "\x0b", "\x1c", "\x85",
+    ".", ",!", "--", "\x00", "<", "|", ">", "<|", "endoftext", "|>",
+]  # fmt: skip
+
+
+def whole_counts(text: str, specials: list[str]) -> Counter[bytes]:
+    pieces = [text]
+    if specials:
+        alternation = "|".join(regex.escape(s) for s in sorted(specials, key=len, reverse=True))
+        pieces = regex.split(alternation, text)
+    return Counter(m.group().encode() for piece in pieces for m in PATTERN.finditer(piece))
+
+
+def range_counts(ranges: list[ByteRange], specials: list[str]) -> Counter[bytes]:
+    total: Counter[bytes] = Counter()
+    for byte_range in ranges:
+        total.update({w.encode(): c for w, c in count_range(byte_range, CountSettings(tuple(specials))).items()})
+    return total
+
+
+def random_text(rng: random.Random, n: int, specials: list[str]) -> str:
+    parts = rng.choices(ALPHABET + specials * 3, k=n)
+    return "".join(parts)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+def plan(path: Path, chunk_size: int, specials: list[str], lookahead: int = 1 << 20) -> list[ByteRange]:
+    return plan_ranges(expand_inputs([str(path)]), chunk_size, specials, lookahead=lookahead)
+
+
+def assert_tiles(ranges: list[ByteRange], size: int) -> None:
+    assert ranges[0].start == 0 and ranges[-1].end == size
+    assert all(a.end == b.start and a.start < a.end for a, b in zip(ranges, ranges[1:], strict=False))
+
+
+SPECIAL_SETS = [
+    [],
+    [EOT],
+    [EOT, EOT + EOT],  # overlapping: the longer one wins where both match
+    ["<|a|>", "x<|a|>", "<|a|>y"],  # occurrences that straddle each other's starts
+    ["<|end of text|>", "<|fin|é>"],  # whitespace and non-ASCII inside a special token
+]
+
+
+@pytest.mark.parametrize("specials", SPECIAL_SETS, ids=lambda s: "+".join(s) or "none")
+@pytest.mark.parametrize("seed", range(6))
+def test_counting_each_range_equals_counting_the_whole_file(tmp_path, specials, seed):
+    rng = random.Random(seed)
+    text = random_text(rng, rng.randint(50, 600), specials)
+    path = write(tmp_path / "in.txt", text)
+    size = path.stat().st_size
+    want = whole_counts(text, specials)
+    for chunk_size in (1, 3, 16, 61, size):
+        for lookahead in (1, 64, 1 << 20):
+            ranges = plan(path, chunk_size, specials, lookahead)
+            assert_tiles(ranges, size)
+            assert range_counts(ranges, specials) == want, (chunk_size, lookahead)
+
+
+def test_cuts_move_to_the_start_of_a_special_token(tmp_path):
+    docs = [f"story {i} " + "word " * (i % 7 + 3) for i in range(200)]
+    text = EOT.join(docs)
+    data = text.encode()
+    path = write(tmp_path / "in.txt", text)
+    ranges = plan(path, 100, [EOT])
+    assert len(ranges) > 10
+    last_special = data.rfind(EOT.encode())
+    for r in ranges[1:]:
+        if r.start <= last_special:  # past the last one, only the whitespace fallback is left
+            assert data[r.start :].startswith(EOT.encode())
+
+
+def test_overlapping_special_tokens_are_cut_where_the_longest_first_scan_matches(tmp_path):
+    text = "one" + EOT * 2 + "two" + EOT + "three" + EOT * 3 + "four"
+    path = write(tmp_path / "in.txt", text)
+    longest_first = regex.compile(regex.escape(EOT * 2) + "|" + regex.escape(EOT))
+    match_starts = {len(text[: m.start()].encode()) for m in longest_first.finditer(text)}
+    for chunk_size in range(1, len(text.encode())):
+        ranges = plan(path, chunk_size, [EOT, EOT + EOT])
+        assert {r.start for r in ranges[1:]} <= match_starts
+
+
+def test_without_special_tokens_cuts_fall_between_text_and_whitespace(tmp_path):
+    rng = random.Random(7)
+    text = " ".join(rng.choice(["alpha", "béta", "gamma\n", "δ\t", "  x", "1999"]) for _ in range(500))
+    data = text.encode()
+    path = write(tmp_path / "in.txt", text)
+    ranges = plan(path, 50, [])
+    assert len(ranges) > 20
+    for r in ranges[1:]:
+        before = data[: r.start].decode()[-1]
+        assert data[r.start] in b" \t\n" and not regex.match(r"\s", before)
+
+
+def test_text_without_any_safe_cut_stays_one_range(tmp_path):
+    text = "é" * 5000  # no whitespace, no special token: nowhere is safe
+    path = write(tmp_path / "in.txt", text)
+    assert len(plan(path, 100, [EOT], lookahead=1000)) == 1
+
+
+def test_inputs_expand_globs_and_directories_in_order(tmp_path):
+    for name in ("b.txt", "a.txt", "sub/c.txt", ".hidden", "_SUCCESS"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(name)
+    names = lambda files: [f.url.rsplit("/", 1)[-1] for f in files]  # noqa: E731
+    assert names(expand_inputs([str(tmp_path)])) == ["a.txt", "b.txt", "c.txt"]
+    assert names(expand_inputs([str(tmp_path / "*.txt")])) == ["a.txt", "b.txt"]
+    assert names(expand_inputs([str(tmp_path / "b.txt"), str(tmp_path / "*.txt")])) == ["b.txt", "a.txt"]
