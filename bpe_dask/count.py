@@ -54,7 +54,7 @@ def read_text(byte_range: ByteRange, storage_options: dict | None = None) -> str
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
         offset = byte_range.start + error.start
-        raise BpeDaskError(f"{byte_range.file.url}: invalid UTF-8 at byte offset {offset}") from None
+        raise BpeDaskError(f"{byte_range.file.name}: invalid UTF-8 at byte offset {offset}") from None
 
 
 def count_range(

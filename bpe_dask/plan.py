@@ -40,6 +40,11 @@ class InputFile:
     size: int
     version: str
 
+    @property
+    def name(self) -> str:
+        """The URL as a user would write it: local files as plain paths."""
+        return self.url.removeprefix("file://")
+
 
 @dataclass(frozen=True)
 class ByteRange:

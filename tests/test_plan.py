@@ -33,7 +33,9 @@ def whole_counts(text: str, specials: list[str]) -> Counter[bytes]:
 def range_counts(ranges: list[ByteRange], specials: list[str]) -> Counter[bytes]:
     total: Counter[bytes] = Counter()
     for byte_range in ranges:
-        total.update({w.encode(): c for w, c in count_range(byte_range, CountSettings(tuple(specials))).items()})
+        total.update(
+            {w.encode(): c for w, c in count_range(byte_range, CountSettings(tuple(specials))).items()}
+        )
     return total
 
 

@@ -1,0 +1,207 @@
+"""`bpe-dask` end to end as a user runs it: a subprocess, a real LocalCluster, real files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import corpus
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import read_reference_merges, read_reference_vocab
+from oracle import oracle_train
+
+EOT = "<|endoftext|>"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "bpe_dask", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+def write_text(path: Path, text: str) -> Path:
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def big_corpus(tmp_path_factory) -> tuple[Path, str]:
+    """~300 KB of Zipf-distributed words between special tokens: several 64 KiB partitions."""
+    text = corpus.words_corpus(101, 60_000, vocab_words=2000) + corpus.mixed_corpus(102, 20)
+    path = tmp_path_factory.mktemp("big") / "corpus.txt"
+    return write_text(path, text), text
+
+
+def test_train_on_two_workers_gives_the_oracle_merges(big_corpus, tmp_path):
+    path, text = big_corpus
+    assert path.stat().st_size > 4 * 65536
+    vocab_size = 256 + 1 + 200
+    run("train", str(path), "--vocab-size", str(vocab_size), "--special-token", EOT,
+        "--out", "out", "--workers", "2", "--chunk-size", "65536", cwd=tmp_path)  # fmt: skip
+    want_vocab, want_merges = oracle_train([text], vocab_size, [EOT])
+    assert read_reference_merges(tmp_path / "out" / "merges.txt") == want_merges
+    vocab = read_reference_vocab(tmp_path / "out" / "vocab.json")
+    assert vocab == want_vocab
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["input_bytes"] == path.stat().st_size
+    assert report["partitions"] >= 4
+    assert report["num_merges"] == 200
+    assert report["unique_words"] > 1000
+    assert report["peak_rss_bytes"] > 0
+    assert set(report["timings"]) >= {"count", "merge", "total"}
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "merges.txt", "report.json", "tokenizer.json", "vocab.json"
+    ]  # fmt: skip
+
+
+def test_count_once_then_merge_at_several_sizes(big_corpus, tmp_path):
+    path, text = big_corpus
+    run("count", str(path), "--special-token", EOT, "--out", "counts.parquet",
+        "--workers", "2", "--chunk-size", "100KiB", cwd=tmp_path)  # fmt: skip
+    table = pq.read_table(tmp_path / "counts.parquet")
+    assert table.schema.field("token").type == pa.binary()
+    assert table.schema.field("count").type == pa.int64()
+    assert table.column("count").to_pylist() and min(table.column("count").to_pylist()) >= 1
+    assert len(set(table.column("token").to_pylist())) == table.num_rows
+    _, want = oracle_train([text], 256 + 1 + 150, [EOT])
+    for extra in (30, 150):
+        out = tmp_path / f"v{extra}"
+        run("merge", "counts.parquet", "--vocab-size", str(256 + 1 + extra), "--special-token", EOT,
+            "--out", str(out), cwd=tmp_path)  # fmt: skip
+        assert read_reference_merges(out / "merges.txt") == want[:extra]
+
+
+def test_config_file_supplies_options_and_flags_override_it(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_text(data / "a.txt", corpus.words_corpus(5, 3000))
+    (tmp_path / "job.toml").write_text(
+        'inputs = ["data/a.txt"]\nvocab_size = 300\nspecial_tokens = ["<|endoftext|>"]\n'
+        'out = "result"\nchunk_size = "8KiB"\nworkers = 1\n'
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run("train", "--config", str(tmp_path / "job.toml"), "--vocab-size", "280", cwd=elsewhere)
+    report = json.loads((tmp_path / "result" / "report.json").read_text())
+    assert report["vocab_size"] == 280  # the flag beat the file
+    assert report["partitions"] > 1  # chunk_size came from the file
+    assert report["special_tokens"] == [EOT]
+
+
+def test_empty_input_warns_and_writes_bytes_and_specials_only(tmp_path):
+    (tmp_path / "empty.txt").write_bytes(b"")
+    done = run("train", "empty.txt", "--vocab-size", "1000", "--special-token", EOT,
+               "--out", "out", "--workers", "1", cwd=tmp_path)  # fmt: skip
+    assert "no words" in done.stderr
+    vocab = json.loads((tmp_path / "out" / "vocab.json").read_text())
+    assert len(vocab) == 257 and vocab[EOT] == 256
+    assert (tmp_path / "out" / "merges.txt").read_text() == ""
+
+
+def test_the_bundled_sample_job_runs(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(REPO / "jobs" / "train_sample.py"), "--out", str(tmp_path / "sample"), "-q"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    merges = (tmp_path / "sample" / "merges.txt").read_text(encoding="utf-8").splitlines()
+    assert len(merges) == 1000 - 257
+    assert merges[0] in {"Ġ t", "h e", "Ġ a"}
+
+
+# --- user errors: one line, non-zero exit, no traceback, nothing written -----------------------
+
+
+def assert_user_error(done: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("bpe-dask: error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def assert_nothing_written(tmp_path: Path, before: set[str]) -> None:
+    assert {p.name for p in tmp_path.iterdir()} == before
+
+
+@pytest.fixture
+def sample(tmp_path) -> Path:
+    return write_text(tmp_path / "in.txt", "hello world" + EOT + "hello there\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["missing.txt", "--vocab-size", "300"], ["input not found", "missing.txt"]),
+        (["nothing-*.txt", "--vocab-size", "300"], ["no input files match"]),
+        (["in.txt", "--vocab-size", "256", "--special-token", EOT], ["vocab size 256", "257"]),
+        (["in.txt", "--vocab-size", "0"], ["vocab-size"]),
+        (["in.txt", "--vocab-size", "-5"], ["vocab-size"]),
+        (["in.txt", "--vocab-size", "300", "--special-token", ""], ["special tokens must be non-empty"]),
+        (["in.txt", "--vocab-size", "300", "--special-token", EOT, "--special-token", EOT], ["given twice"]),
+        (["in.txt", "--vocab-size", "300", "--chunk-size", "lots"], ["not a size"]),
+        (["in.txt", "--vocab-size", "300", "--config", "nope.toml"], ["config file not found"]),
+        (["in.txt"], ["--vocab-size is required"]),
+    ],
+)
+def test_bad_options_fail_in_one_line(sample, tmp_path, args, fragments):
+    before = {p.name for p in tmp_path.iterdir()}
+    done = run("train", *args, "--out", "out", "-q", cwd=tmp_path, check=False)
+    assert_user_error(done, *fragments)
+    assert_nothing_written(tmp_path, before)
+
+
+def test_invalid_utf8_names_the_file_and_byte_offset(tmp_path):
+    good = ("fine text " * 5000).encode()
+    (tmp_path / "bad.txt").write_bytes(good + b"caf\xc3(" + good)
+    done = run("train", "bad.txt", "--vocab-size", "300", "--out", "out", "--workers", "1",
+               "--chunk-size", "16KiB", "-q", cwd=tmp_path, check=False)  # fmt: skip
+    assert_user_error(done, "bad.txt", "invalid UTF-8", f"byte offset {len(good) + 3}")
+    assert_nothing_written(tmp_path, {"bad.txt"})
+
+
+def test_existing_results_need_overwrite(sample, tmp_path):
+    run("train", "in.txt", "--vocab-size", "260", "--out", "out", "--workers", "1", cwd=tmp_path)
+    first = (tmp_path / "out" / "merges.txt").read_text()
+    done = run("train", "in.txt", "--vocab-size", "265", "--out", "out", "--workers", "1", "-q",
+               cwd=tmp_path, check=False)  # fmt: skip
+    assert_user_error(done, "already holds results", "--overwrite")
+    assert (tmp_path / "out" / "merges.txt").read_text() == first
+    run(
+        "train",
+        "in.txt",
+        "--vocab-size",
+        "265",
+        "--out",
+        "out",
+        "--workers",
+        "1",
+        "--overwrite",
+        cwd=tmp_path,
+    )
+    assert len((tmp_path / "out" / "merges.txt").read_text().splitlines()) == 265 - 256
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out"]  # no staging left behind
+
+
+def test_merge_rejects_a_table_with_the_wrong_schema(tmp_path):
+    pq.write_table(pa.table({"word": ["a"], "n": [1]}), tmp_path / "bad.parquet")
+    done = run("merge", "bad.parquet", "--vocab-size", "300", "--out", "out", "-q", cwd=tmp_path, check=False)
+    assert_user_error(done, "token (binary)", "count (int64)")
+    assert not (tmp_path / "out").exists()

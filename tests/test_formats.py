@@ -1,0 +1,77 @@
+"""Output files: GPT-2 style vocab.json / merges.txt, and a tokenizer.json Hugging Face loads."""
+
+from __future__ import annotations
+
+import json
+
+import corpus
+import pytest
+import regex
+from conftest import CS336_DIR, gpt2_bytes_to_unicode
+
+from bpe_dask import formats, train_bpe
+
+EOT = "<|endoftext|>"
+PATTERN = regex.compile(r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+
+
+def reference_encode(text: str, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]]) -> list[int]:
+    """Plain GPT-2 encoding: split out specials, pre-tokenize, apply merges by rank."""
+    ids = {token: i for i, token in vocab.items()}
+    rank = {pair: r for r, pair in enumerate(merges)}
+    out: list[int] = []
+    for piece in regex.split(f"({regex.escape(EOT)})", text):
+        if piece == EOT:
+            out.append(ids[EOT.encode()])
+            continue
+        for match in PATTERN.finditer(piece):
+            parts = [bytes([b]) for b in match.group().encode()]
+            while len(parts) > 1:
+                pairs = [
+                    (rank.get(p, len(rank)), i) for i, p in enumerate(zip(parts, parts[1:], strict=False))
+                ]
+                best, i = min(pairs)
+                if best == len(rank):
+                    break
+                parts[i : i + 2] = [parts[i] + parts[i + 1]]
+            out.extend(ids[p] for p in parts)
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained():
+    path = CS336_DIR / "corpus.en"
+    vocab, merges = train_bpe(path, 600, [EOT])
+    return vocab, merges
+
+
+def test_byte_table_is_gpt2s():
+    assert formats.bytes_to_unicode() == gpt2_bytes_to_unicode()
+    assert formats.token_to_str(b" \n") == "ĠĊ"
+
+
+def test_files_match_the_cs336_reference_format(tmp_path):
+    vocab, merges = train_bpe(CS336_DIR / "corpus.en", 500, [EOT])
+    reference_merges = (CS336_DIR / "train-bpe-reference-merges.txt").read_text(encoding="utf-8")
+    assert formats.merges_txt(merges) == reference_merges
+    written = json.loads(formats.vocab_json(vocab, [EOT]))
+    reference = json.loads((CS336_DIR / "train-bpe-reference-vocab.json").read_text(encoding="utf-8"))
+    assert set(written) == set(reference)
+    assert list(written.values()) == list(range(500))
+    assert written[EOT] == 256 and written["Ġ"] == 32
+
+
+def test_tokenizer_json_encodes_like_plain_bpe(trained):
+    tokenizers = pytest.importorskip("tokenizers")
+    vocab, merges = trained
+    hf = tokenizers.Tokenizer.from_str(formats.tokenizer_json(vocab, merges, [EOT]))
+    texts = [
+        (CS336_DIR / "corpus.en").read_text(encoding="utf-8")[:5000],
+        "Hello world" + EOT + " it's 2024!  \n\n\tdone" + EOT + EOT,
+        corpus.mixed_corpus(5, 6),
+    ]
+    for text in texts:
+        got = hf.encode(text).ids
+        assert got == reference_encode(text, vocab, merges)
+        assert hf.decode(got, skip_special_tokens=False) == text
+    assert hf.token_to_id(EOT) == 256
