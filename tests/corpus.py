@@ -12,6 +12,9 @@ import random
 EOT = "<|endoftext|>"
 OVERLAPPING_SPECIALS = [EOT, EOT + EOT]
 WEIRD_SPECIALS = ["<|end of text|>", "<|fin|é>"]
+# Self-overlapping ("<|>" is both prefix and suffix) and mutually overlapping specials:
+# which occurrences match depends on the left-to-right, longest-first scan.
+BORDERED_SPECIALS = ["<|>|<|>", "|><|"]
 
 LATIN = [
     "café",
@@ -284,15 +287,13 @@ def words_corpus(seed: int, n_words: int, special: str | None = EOT, vocab_words
     rng = random.Random(seed)
     vocab = make_vocabulary(rng, vocab_words)
     parts: list[str] = []
-    for i, w in enumerate(zipf_words(rng, vocab, n_words)):
+    for w in zipf_words(rng, vocab, n_words):
         parts.append(w)
         r = rng.random()
         if special is not None and r < 0.02:
             parts.append(rng.choice([special, "\n" + special + "\n", special + special]))
         elif r < 0.08:
-            parts.append(
-                rng.choice([".", ",", "!", "?", ";"]) + rng.choice([" ", "\n", "\r\n", "\n\n"])
-            )
+            parts.append(rng.choice([".", ",", "!", "?", ";"]) + rng.choice([" ", "\n", "\r\n", "\n\n"]))
         elif r < 0.1:
             parts.append(rng.choice(["  ", "\t", "\n", "\u00a0", "\r"]))
         else:
@@ -318,6 +319,18 @@ def weird_specials_corpus(seed: int, n_docs: int) -> str:
     text = multi_special_corpus(seed, n_docs, WEIRD_SPECIALS)
     # Near-misses that must stay ordinary text.
     return text + " <|end of text| <|fin|e> <|fin|é <|end\u00a0of text|>" + WEIRD_SPECIALS[1]
+
+
+def bordered_specials_corpus(seed: int, n_docs: int) -> str:
+    """Corpus for `BORDERED_SPECIALS`: documents separated by runs of overlapping occurrences."""
+    rng = random.Random(seed)
+    vocab = make_vocabulary(rng, 80)
+    pieces = [*BORDERED_SPECIALS, "<|>", "|", "<", ">", "|<|>|", " ", "\n", "a"]
+    out: list[str] = []
+    for _ in range(n_docs):
+        out.append("".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))))
+        out.append(nasty_document(rng, vocab, rng.randint(0, 30)))
+    return "".join(out)
 
 
 NASTY_ALPHABET = [

@@ -114,10 +114,15 @@ def test_empty_input_warns_and_writes_bytes_and_specials_only(tmp_path):
 
 
 def test_the_bundled_sample_job_runs(tmp_path):
-    done = subprocess.run(
-        [sys.executable, str(REPO / "jobs" / "train_sample.py"), "--out", str(tmp_path / "sample"), "-q"],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    command = [
+        sys.executable,
+        str(REPO / "jobs" / "train_sample.py"),
+        "--out",
+        str(tmp_path / "sample"),
+        "-q",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     merges = (tmp_path / "sample" / "merges.txt").read_text(encoding="utf-8").splitlines()
     assert len(merges) == 1000 - 257

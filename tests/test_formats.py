@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import corpus
@@ -27,9 +28,7 @@ def reference_encode(text: str, vocab: dict[int, bytes], merges: list[tuple[byte
         for match in PATTERN.finditer(piece):
             parts = [bytes([b]) for b in match.group().encode()]
             while len(parts) > 1:
-                pairs = [
-                    (rank.get(p, len(rank)), i) for i, p in enumerate(zip(parts, parts[1:], strict=False))
-                ]
+                pairs = [(rank.get(p, len(rank)), i) for i, p in enumerate(itertools.pairwise(parts))]
                 best, i = min(pairs)
                 if best == len(rank):
                     break

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections import Counter
 from pathlib import Path
@@ -55,7 +56,7 @@ def plan(path: Path, chunk_size: int, specials: list[str], lookahead: int = 1 <<
 
 def assert_tiles(ranges: list[ByteRange], size: int) -> None:
     assert ranges[0].start == 0 and ranges[-1].end == size
-    assert all(a.end == b.start and a.start < a.end for a, b in zip(ranges, ranges[1:], strict=False))
+    assert all(a.end == b.start and a.start < a.end for a, b in itertools.pairwise(ranges))
 
 
 SPECIAL_SETS = [
