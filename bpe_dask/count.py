@@ -1,25 +1,30 @@
 """Counting (the map stage): one byte range in, one word-count Parquet shard out.
 
-Takes a ``ByteRange`` and the count settings; reads the range through fsspec, decodes it
-strictly as UTF-8, pre-tokenizes it and writes ``token: binary, count: int64`` to a shard
-whose name is derived from the range's identity and the settings, so finished work is
-never confused with other work and can be reused.
+Takes a ``ByteRange`` and the count settings; streams the range through fsspec in blocks
+cut at safe boundaries (so memory stays bounded whatever the range's size, and compressed
+files are decompressed on the fly), decodes each block strictly as UTF-8, pre-tokenizes it
+and writes ``token: binary, count: int64`` to a shard. The shard's name is derived from the
+range's identity and the settings, so finished work is never confused with other work.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
-import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import formats
 from .errors import BpeDaskError
-from .plan import ByteRange
+from .plan import ByteRange, context_margin, find_cut_in_buffer
 from .pretokenize import GPT2_PATTERN, count_pretokens, special_token_pattern
+from .storage import filesystem
+
+BLOCK_SIZE = 8 * 2**20
 
 
 @dataclass(frozen=True)
@@ -46,23 +51,80 @@ def shard_path(shard_dir: str, byte_range: ByteRange, settings: CountSettings) -
     return f"{shard_dir.rstrip('/')}/{byte_range.key()}-{settings.key()}.parquet"
 
 
-def read_text(byte_range: ByteRange, storage_options: dict | None = None) -> str:
-    """The range's bytes decoded as strict UTF-8 (no newline translation)."""
-    fs, path = fsspec.core.url_to_fs(byte_range.file.url, **(storage_options or {}))
-    data = fs.cat_file(path, byte_range.start, byte_range.end) if byte_range.size else b""
+def count_range(
+    byte_range: ByteRange,
+    settings: CountSettings,
+    storage_options: dict | None = None,
+    block_size: int = BLOCK_SIZE,
+) -> Counter[str]:
+    """The pre-token counts of one range."""
+    specials = special_token_pattern(settings.special_tokens)
+    counts: Counter[str] = Counter()
+    for text in iter_texts(byte_range, settings.special_tokens, storage_options, block_size):
+        counts.update(count_pretokens(text, specials))
+    return counts
+
+
+def iter_texts(
+    byte_range: ByteRange,
+    special_tokens: tuple[str, ...] = (),
+    storage_options: dict | None = None,
+    block_size: int = BLOCK_SIZE,
+) -> Iterator[str]:
+    """The range's text in blocks of about ``block_size`` bytes, each cut at a safe boundary.
+
+    Counting the blocks one by one gives exactly the counts of the whole range.
+    """
+    specials = sorted({t.encode("utf-8") for t in special_tokens}, key=len, reverse=True)
+    with _open_range(byte_range, storage_options) as (stream, remaining):
+        pending, offset = b"", byte_range.start  # offset: where ``pending`` starts in the file
+        searched_to = None  # set while ``pending`` has been searched in vain up to here
+        while True:
+            block = stream.read(block_size if remaining is None else min(block_size, remaining))
+            if remaining is not None:
+                remaining -= len(block)
+            if not block:
+                if pending:
+                    yield _decode(pending, byte_range, offset)
+                return
+            pending += block
+            # Cut near the middle of the new block, so pieces come out about block_size long.
+            start = searched_to or max(1, len(pending) - len(block) // 2)
+            cut = find_cut_in_buffer(pending, start, specials)
+            if cut is None:
+                searched_to = max(start, len(pending) - context_margin(specials))
+                continue
+            yield _decode(pending[:cut], byte_range, offset)
+            pending, offset, searched_to = pending[cut:], offset + cut, None
+
+
+class _open_range:  # noqa: N801 - used like open()
+    """The range as a stream, and how many bytes to read from it (None: to the end)."""
+
+    def __init__(self, byte_range: ByteRange, storage_options: dict | None) -> None:
+        self.byte_range, self.storage_options = byte_range, storage_options
+
+    def __enter__(self) -> tuple[BinaryIO, int | None]:
+        fs, path = filesystem(self.byte_range.file.url, self.storage_options)
+        compression = self.byte_range.file.compression
+        self.stream = fs.open(path, "rb", compression=compression)
+        if compression:
+            return self.stream, None
+        self.stream.seek(self.byte_range.start)
+        return self.stream, self.byte_range.size
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stream.close()
+
+
+def _decode(data: bytes, byte_range: ByteRange, offset: int) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        offset = byte_range.start + error.start
-        raise BpeDaskError(f"{byte_range.file.name}: invalid UTF-8 at byte offset {offset}") from None
-
-
-def count_range(
-    byte_range: ByteRange, settings: CountSettings, storage_options: dict | None = None
-) -> Counter[str]:
-    """The pre-token counts of one range."""
-    text = read_text(byte_range, storage_options)
-    return count_pretokens(text, special_token_pattern(settings.special_tokens))
+        where = "of the decompressed data" if byte_range.file.compression else ""
+        raise BpeDaskError(
+            f"{byte_range.file.name}: invalid UTF-8 at byte offset {offset + error.start} {where}".rstrip()
+        ) from None
 
 
 def count_range_to_shard(
@@ -73,7 +135,7 @@ def count_range_to_shard(
 ) -> Shard:
     """Count one range and write its shard, or reuse the shard a previous run finished."""
     path = shard_path(shard_dir, byte_range, settings)
-    fs, fs_path = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    fs, fs_path = filesystem(path, storage_options)
     if fs.exists(fs_path):
         with fs.open(fs_path, "rb") as f:
             return Shard(path, pq.ParquetFile(f).metadata.num_rows, reused=True)

@@ -17,8 +17,10 @@ from itertools import pairwise
 
 import fsspec
 import regex
+from fsspec.utils import infer_compression
 
 from .errors import BpeDaskError
+from .storage import describe, filesystem
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,7 @@ class InputFile:
     url: str
     size: int
     version: str
+    compression: str | None = None  # compressed files are read whole, as a stream
 
     @property
     def name(self) -> str:
@@ -81,7 +84,14 @@ def expand_inputs(inputs: Sequence[str], storage_options: dict | None = None) ->
 
 
 def _expand_one(spec: str, storage_options: dict) -> list[InputFile]:
-    fs, path = fsspec.core.url_to_fs(spec, **storage_options)
+    fs, path = filesystem(spec, storage_options)
+    try:
+        return _list_files(fs, path, spec)
+    except (OSError, ValueError) as error:  # unreachable store, bad credentials, no such bucket
+        raise BpeDaskError(f"cannot read {spec}: {describe(error)}") from None
+
+
+def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str) -> list[InputFile]:
     if _GLOB_CHARS & set(path):
         entries = fs.glob(path, detail=True)
     elif fs.isdir(path):
@@ -96,7 +106,8 @@ def _expand_one(spec: str, storage_options: dict) -> list[InputFile]:
         info = entries[name]
         if info.get("type") == "directory":
             continue
-        files.append(InputFile(fs.unstrip_protocol(name), int(info["size"]), _version_of(info)))
+        url = fs.unstrip_protocol(name)
+        files.append(InputFile(url, int(info["size"]), _version_of(info), infer_compression(name)))
     return files
 
 
@@ -134,9 +145,9 @@ def plan_ranges(
 def _file_cuts(
     file: InputFile, chunk_size: int, specials: list[bytes], storage_options: dict, lookahead: int
 ) -> list[int]:
-    if file.size <= chunk_size:
+    if file.size <= chunk_size or file.compression:
         return []
-    fs, path = fsspec.core.url_to_fs(file.url, **storage_options)
+    fs, path = filesystem(file.url, storage_options)
     reader = _Reader(fs, path, file.size)
     cuts: list[int] = []
     for target in range(chunk_size, file.size, chunk_size):
@@ -159,7 +170,7 @@ class _Reader:
 
     def read(self, start: int, end: int) -> bytes:
         start, end = max(0, start), min(self.size, end)
-        return self.fs.cat_file(self.path, start, end) if end > start else b""
+        return self.fs.cat_file(self.path, start=start, end=end) if end > start else b""
 
 
 def find_cut(reader: _Reader, start: int, specials: list[bytes], lookahead: int) -> int | None:
@@ -174,9 +185,30 @@ def find_cut(reader: _Reader, start: int, specials: list[bytes], lookahead: int)
     return _scan(reader, start, specials, lookahead, _whitespace_cut_in)
 
 
+def find_cut_in_buffer(data: bytes, start: int, specials: list[bytes]) -> int | None:
+    """The first safe cut at or after ``start`` in a buffer that more text follows.
+
+    Positions within a margin of the buffer's end are not judged: a special token or a
+    character may run on past it.
+    """
+    end = len(data) - context_margin(specials)
+    if start >= end:
+        return None
+    if specials:
+        cut = _special_cut_in(data, 0, start, end, specials)
+        if cut is not None:
+            return cut
+    return _whitespace_cut_in(data, 0, start, end, specials)
+
+
+def context_margin(specials: list[bytes]) -> int:
+    """Bytes of context a cut needs on either side: the longest special token, or a character."""
+    return max((len(t) for t in specials), default=0) + 4
+
+
 def _scan(reader: _Reader, start: int, specials: list[bytes], lookahead: int, search) -> int | None:
     """Search growing windows after ``start`` until a cut is found or the look-ahead is spent."""
-    margin = max((len(t) for t in specials), default=0) + 4
+    margin = context_margin(specials)
     limit = min(reader.size, start + lookahead)
     length = _FIRST_WINDOW
     while True:
