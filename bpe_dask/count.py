@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -98,23 +99,17 @@ def iter_texts(
             pending, offset, searched_to = pending[cut:], offset + cut, None
 
 
-class _open_range:  # noqa: N801 - used like open()
+@contextmanager
+def _open_range(byte_range: ByteRange, storage_options: dict | None) -> Iterator[tuple[BinaryIO, int | None]]:
     """The range as a stream, and how many bytes to read from it (None: to the end)."""
-
-    def __init__(self, byte_range: ByteRange, storage_options: dict | None) -> None:
-        self.byte_range, self.storage_options = byte_range, storage_options
-
-    def __enter__(self) -> tuple[BinaryIO, int | None]:
-        fs, path = filesystem(self.byte_range.file.url, self.storage_options)
-        compression = self.byte_range.file.compression
-        self.stream = fs.open(path, "rb", compression=compression)
+    fs, path = filesystem(byte_range.file.url, storage_options)
+    compression = byte_range.file.compression
+    with fs.open(path, "rb", compression=compression) as stream:
         if compression:
-            return self.stream, None
-        self.stream.seek(self.byte_range.start)
-        return self.stream, self.byte_range.size
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stream.close()
+            yield stream, None
+        else:
+            stream.seek(byte_range.start)
+            yield stream, byte_range.size
 
 
 def _decode(data: bytes, byte_range: ByteRange, offset: int) -> str:
