@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 from . import __version__, formats, pipeline
 from .config import resolve
 from .errors import BpeDaskError
+from .storage import job_storage_options
 
 log = logging.getLogger("bpe_dask")
 
@@ -86,6 +87,18 @@ def _count_options(parser: argparse.ArgumentParser) -> None:
         help="bytes per map task, e.g. 65536 or 64MiB (default 64MiB)",
     )
     parser.add_argument(
+        "--merge-on",
+        choices=("auto", "client", "worker"),
+        default=argparse.SUPPRESS,
+        help="where the merge loop runs (auto: on a worker unless the cluster is the embedded one)",
+    )
+    parser.add_argument(
+        "--ship-package",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="upload this bpe_dask to workers that lack it",
+    )
+    parser.add_argument(
         "--work-dir",
         metavar="DIR",
         default=argparse.SUPPRESS,
@@ -95,6 +108,12 @@ def _count_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--storage-options",
+        metavar="JSON",
+        default=argparse.SUPPRESS,
+        help='fsspec options for remote URLs, e.g. \'{"endpoint_url": "http://127.0.0.1:9000"}\'',
+    )
     parser.add_argument("--config", metavar="FILE", help="TOML file of options; flags override it")
     parser.add_argument(
         "--overwrite", action="store_true", default=argparse.SUPPRESS, help="replace results already in --out"
@@ -133,12 +152,15 @@ def _require(options: dict[str, Any], *names: str) -> None:
             raise BpeDaskError(f"{flag} is required (on the command line or in --config)")
 
 
-def _count_kwargs(options: dict[str, Any]) -> dict[str, Any]:
+def _cluster_kwargs(options: dict[str, Any]) -> dict[str, Any]:
     return {
         "chunk_size": options["chunk_size"],
         "scheduler": options.get("scheduler"),
         "workers": options.get("workers"),
         "work_dir": options.get("work_dir"),
+        "storage_options": options.get("storage_options"),
+        "ship_package": options["ship_package"],
+        "show_progress": not options["quiet"],
     }
 
 
@@ -150,33 +172,40 @@ def _train(options: dict[str, Any]) -> dict:
         options["out"],
         options["special_tokens"],
         overwrite=options["overwrite"],
-        **_count_kwargs(options),
+        merge_on=options["merge_on"],
+        **_cluster_kwargs(options),
     )
 
 
 def _count(options: dict[str, Any]) -> dict:
     _require(options, "inputs", "out")
-    formats.check_output_file(options["out"], options["overwrite"])
+    storage_options = job_storage_options(options.get("storage_options"), [options["out"]])
+    formats.check_output_file(options["out"], options["overwrite"], storage_options)
     counted = pipeline.count_words(
         options["inputs"],
         options["special_tokens"],
         out=options["out"],
         in_process=False,
-        **_count_kwargs(options),
+        **_cluster_kwargs(options),
     )
     return {
         **counted.report(),
-        "unique_words": formats.parquet_num_rows(options["out"]),
+        "unique_words": formats.parquet_num_rows(options["out"], counted.storage_options),
         "timings": {"count": counted.seconds},
     }
 
 
 def _merge(counts: str, options: dict[str, Any]) -> dict:
     _require(options, "vocab_size", "out")
-    pipeline.validate(options["vocab_size"], options["special_tokens"])
-    formats.check_output_dir(options["out"], options["overwrite"])
-    table = formats.read_counts(counts)
-    return pipeline.merge_and_publish(table, options["vocab_size"], options["out"], options["special_tokens"])
+    return pipeline.merge(
+        counts,
+        options["vocab_size"],
+        options["out"],
+        options["special_tokens"],
+        overwrite=options["overwrite"],
+        storage_options=options.get("storage_options"),
+        show_progress=not options["quiet"],
+    )
 
 
 def _summary(report: dict) -> dict:

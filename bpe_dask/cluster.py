@@ -77,7 +77,11 @@ def _local_client(workers: int) -> Iterator[Client]:
         raise BpeDaskError(f"--workers must be at least 1, got {workers}")
     with (
         LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address="127.0.0.1:0"
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address="127.0.0.1:0",
+            silence_logs=logging.ERROR,
         ) as cluster,
         Client(cluster) as client,
     ):

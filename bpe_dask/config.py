@@ -8,6 +8,7 @@ job runs the same from any directory; relative paths in flags, from the current 
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from collections.abc import Callable, Mapping
@@ -56,6 +57,23 @@ def _strings(value: Any) -> list[str]:
     return list(value)
 
 
+def _storage_options(value: Any) -> dict:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise BpeDaskError(f"not JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise BpeDaskError(f"must be a JSON object or TOML table, got {value!r}")
+    return value
+
+
+def _merge_on(value: Any) -> str:
+    if value not in ("auto", "client", "worker"):
+        raise BpeDaskError(f"must be auto, client or worker, got {value!r}")
+    return value
+
+
 def _boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise BpeDaskError(f"not true or false: {value!r}")
@@ -73,6 +91,9 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "work_dir": _string,
     "overwrite": _boolean,
     "quiet": _boolean,
+    "storage_options": _storage_options,
+    "merge_on": _merge_on,
+    "ship_package": _boolean,
 }
 PATH_OPTIONS = {"inputs", "out", "work_dir"}
 DEFAULTS: dict[str, Any] = {
@@ -81,6 +102,8 @@ DEFAULTS: dict[str, Any] = {
     "chunk_size": DEFAULT_CHUNK_SIZE,
     "overwrite": False,
     "quiet": False,
+    "merge_on": "auto",
+    "ship_package": False,
 }
 
 
@@ -113,8 +136,10 @@ def _from(base: str, path: str) -> str:
 
 
 def resolve(flags: Mapping[str, Any], config_path: str | None = None) -> dict[str, Any]:
-    """Defaults, overridden by the config file, overridden by the flags given."""
+    """Defaults, then the environment, then the config file, then the flags given."""
     options = dict(DEFAULTS)
+    if os.environ.get("DASK_SCHEDULER_ADDRESS"):
+        options["scheduler"] = os.environ["DASK_SCHEDULER_ADDRESS"]
     if config_path:
         options.update(load_config(config_path))
     options.update({k: _checked(k, v, source="--" + k.replace("_", "-")) for k, v in flags.items()})

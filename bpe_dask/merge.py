@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import pairwise
 
 Pair = tuple[int, int]
@@ -37,9 +37,15 @@ def initial_vocab(special_tokens: Sequence[str]) -> dict[int, bytes]:
 
 
 def train_merges(
-    word_counts: Iterable[tuple[bytes, int]], vocab_size: int, special_tokens: Sequence[str] = ()
+    word_counts: Iterable[tuple[bytes, int]],
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    progress: Callable[[int], None] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """Learn merges until the vocabulary holds ``vocab_size`` tokens or no pair is left."""
+    """Learn merges until the vocabulary holds ``vocab_size`` tokens or no pair is left.
+
+    ``progress`` is called with the number of merges done after each merge.
+    """
     vocab = initial_vocab(special_tokens)
     merges: list[tuple[bytes, bytes]] = []
     state = _MergeState(word_counts, vocab)
@@ -52,6 +58,8 @@ def train_merges(
         vocab[new_id] = vocab[a] + vocab[b]
         merges.append((vocab[a], vocab[b]))
         state.merge(pair, new_id)
+        if progress is not None:
+            progress(len(merges))
     return vocab, merges
 
 

@@ -1,9 +1,9 @@
 """The job: inputs in, a trained tokenizer out, stage by stage.
 
 plan (``plan``) -> map (``count``) -> reduce (``reduce``) -> merge (``merge``) -> write
-(``formats``). ``count_words`` runs the first three on a Dask cluster (or in-process for
-small inputs), ``train`` runs them all and publishes the output directory, and
-``train_bpe`` is the CS336-compatible Python entry point.
+(``formats``). ``count_words`` runs the first three, ``train`` runs them all and publishes
+the output directory, ``merge`` runs the last two on a counts table, and ``train_bpe`` is the
+CS336-compatible Python entry point.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,16 +25,18 @@ from pathlib import Path
 import dask
 import pyarrow as pa
 from dask.base import tokenize
-from distributed import Client
+from distributed import Client, LocalCluster
 
-from . import __version__, formats
+from . import __version__, formats, progress
 from .cluster import dask_client
 from .config import DEFAULT_CHUNK_SIZE
 from .count import CountSettings, Shard, count_range, count_range_to_shard, counts_table
 from .errors import BpeDaskError
 from .merge import train_merges
-from .plan import ByteRange, expand_inputs, plan_ranges
+from .plan import ByteRange, InputFile, expand_inputs, plan_ranges
+from .preflight import check_workers
 from .reduce import read_table, reduce_tree
+from .storage import filesystem, job_storage_options, required_packages
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,8 @@ log = logging.getLogger(__name__)
 IN_PROCESS_LIMIT = 16 * 2**20
 
 PathLike = str | os.PathLike
+Vocab = dict[int, bytes]
+Merges = list[tuple[bytes, bytes]]
 
 
 @dataclass
@@ -51,8 +55,8 @@ class CountResult:
     input_files: list[str]
     input_bytes: int
     partitions: int
-    partitions_reused: int
-    seconds: float
+    partitions_reused: int = 0
+    seconds: float = 0.0
     path: str | None = None
     storage_options: dict | None = None
     _table: pa.Table | None = None
@@ -72,6 +76,17 @@ class CountResult:
         }
 
 
+@dataclass
+class Merged:
+    """What the merge loop learned, and what it cost."""
+
+    vocab: Vocab
+    merges: Merges
+    unique_words: int
+    peak_rss_bytes: int
+    seconds: float
+
+
 def validate(vocab_size: int | None, special_tokens: Sequence[str]) -> None:
     """Reject options no job could honour, before any work starts."""
     for token in special_tokens:
@@ -89,6 +104,9 @@ def validate(vocab_size: int | None, special_tokens: Sequence[str]) -> None:
             )
 
 
+# --- plan, map, reduce -------------------------------------------------------------------------
+
+
 def count_words(
     inputs: PathLike | Sequence[PathLike],
     special_tokens: Sequence[str] = (),
@@ -101,36 +119,47 @@ def count_words(
     work_dir: str | None = None,
     storage_options: dict | None = None,
     in_process: bool | None = None,
+    ship_package: bool = False,
+    show_progress: bool = False,
 ) -> CountResult:
     """Plan, map and reduce: the word counts of ``inputs``.
 
     Runs on ``client``, on ``scheduler``, or on a LocalCluster of ``workers``; with none of
     these, inputs under ``IN_PROCESS_LIMIT`` are counted in this process. ``out`` names a
-    Parquet file for the counts (cluster runs only).
+    Parquet file (or URL) for the counts; cluster runs only.
     """
     started = time.perf_counter()
-    validate(None, list(special_tokens))
-    files = expand_inputs([os.fspath(p) for p in _as_list(inputs)], storage_options)
-    ranges = plan_ranges(files, chunk_size, special_tokens, storage_options)
-    settings = CountSettings(tuple(special_tokens))
-    total = sum(f.size for f in files)
+    special_tokens = list(special_tokens)
+    validate(None, special_tokens)
+    inputs = [os.fspath(p) for p in _as_list(inputs)]
+    storage_options = job_storage_options(storage_options, [*inputs, out or "", work_dir or ""])
+    files, ranges = _plan(inputs, chunk_size, special_tokens, storage_options)
+    result = CountResult([f.url for f in files], sum(f.size for f in files), len(ranges))
+    result.storage_options = storage_options
     if in_process is None:
-        in_process = (
-            client is None and not scheduler and not workers and total <= IN_PROCESS_LIMIT and not out
-        )
-    log.info("%d input files, %d bytes, %d partitions", len(files), total, len(ranges))
-    result = CountResult([f.url for f in files], total, len(ranges), 0, 0.0, storage_options=storage_options)
+        in_process = not (client or scheduler or workers or out) and result.input_bytes <= IN_PROCESS_LIMIT
+    settings = CountSettings(tuple(special_tokens))
     if in_process:
         result._table = _count_in_process(ranges, settings, storage_options)
     else:
-        with dask_client(scheduler, workers, client) as active, _work_directory(work_dir) as work:
+        with _work_directory(work_dir) as work, dask_client(scheduler, workers, client) as active:
+            _preflight(active, files, out, work, storage_options, ship_package)
             result.path, result.partitions_reused = _count_on_cluster(
-                active, ranges, settings, out, work, storage_options
+                active, ranges, settings, out, work, storage_options, show_progress
             )
             if not out:  # the work directory may be temporary: load the counts while it exists
                 result.table()
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _plan(
+    inputs: list[str], chunk_size: int, special_tokens: list[str], storage_options: dict
+) -> tuple[list[InputFile], list[ByteRange]]:
+    files = expand_inputs(inputs, storage_options)
+    ranges = plan_ranges(files, chunk_size, special_tokens, storage_options)
+    log.info("%d input files, %d bytes, %d partitions", len(files), sum(f.size for f in files), len(ranges))
+    return files, ranges
 
 
 def _count_in_process(
@@ -142,6 +171,22 @@ def _count_in_process(
     return counts_table(counts)
 
 
+def _preflight(
+    client: Client,
+    files: list[InputFile],
+    out: str | None,
+    work_dir: str,
+    storage_options: dict,
+    ship_package: bool,
+) -> None:
+    urls = [f.url for f in files] + [work_dir] + ([out] if out else [])
+    packages = required_packages(urls, [f.compression for f in files])
+    shared = None if _is_embedded(client) else work_dir  # LocalCluster workers share our disk
+    check_workers(
+        client, packages, work_dir=shared, storage_options=storage_options, ship_package=ship_package
+    )
+
+
 def _count_on_cluster(
     client: Client,
     ranges: Sequence[ByteRange],
@@ -149,6 +194,7 @@ def _count_on_cluster(
     out: str | None,
     work_dir: str,
     storage_options: dict | None,
+    show_progress: bool,
 ) -> tuple[str, int]:
     """Map and reduce on the cluster: the path of the summed counts and how many shards were reused."""
     shard_dir = f"{work_dir.rstrip('/')}/shards"
@@ -160,13 +206,27 @@ def _count_on_cluster(
     ]
     target = out or f"{work_dir.rstrip('/')}/counts/{tokenize(shards)}.parquet"
     final = reduce_tree(shards, target, work_dir, storage_options)
-    reused_flags = [dask.delayed(_was_reused, pure=True)(s) for s in shards]
-    path, flags = client.compute([final, reused_flags], sync=True)
+    reused = [dask.delayed(_was_reused, pure=True)(s) for s in shards]
+    futures = client.compute([final, *reused])
+    try:
+        if show_progress:
+            progress.show_task_progress(futures)
+        path, *flags = client.gather(futures)
+    except BaseException:
+        client.cancel(futures)  # a failed job stops at once, before its work directory goes
+        raise
+    _remove_partial_sums(work_dir, storage_options)
     return path, sum(flags)
 
 
 def _was_reused(shard: Shard) -> bool:
     return shard.reused
+
+
+def _remove_partial_sums(work_dir: str, storage_options: dict | None) -> None:
+    fs, path = filesystem(f"{work_dir.rstrip('/')}/reduce", storage_options)
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
 
 
 @contextmanager
@@ -182,13 +242,168 @@ def _work_directory(work_dir: str | None) -> Iterator[str]:
         shutil.rmtree(temporary, ignore_errors=True)
 
 
-def merge_counts(
-    table: pa.Table, vocab_size: int, special_tokens: Sequence[str] = ()
-) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """The merge loop over a word-count table."""
+def _is_embedded(client: Client) -> bool:
+    return isinstance(getattr(client, "cluster", None), LocalCluster)
+
+
+# --- merge and write ---------------------------------------------------------------------------
+
+
+def merge_table(
+    table: pa.Table,
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    report_progress: Callable[[int], None] | None = None,
+) -> Merged:
+    """The merge loop over a word-count table, in this process."""
+    started = time.perf_counter()
     words = table.column("token").to_pylist()
     counts = table.column("count").to_pylist()
-    return train_merges(zip(words, counts, strict=True), vocab_size, special_tokens)
+    vocab, merges = train_merges(zip(words, counts, strict=True), vocab_size, special_tokens, report_progress)
+    if report_progress is not None:
+        report_progress(len(merges))
+    return Merged(vocab, merges, table.num_rows, peak_rss_bytes(), time.perf_counter() - started)
+
+
+def merge_on_worker(
+    counts_url: str, vocab_size: int, special_tokens: list[str], storage_options: dict
+) -> Merged:
+    """The merge loop as a Dask task: reads the counts where it runs, reports progress to the client."""
+    table = formats.read_counts(counts_url, storage_options)
+    return merge_table(table, vocab_size, special_tokens, progress.every(0.5, progress.publish_from_worker))
+
+
+def _merge_on_cluster(
+    client: Client,
+    counts_url: str,
+    vocab_size: int,
+    special_tokens: list[str],
+    storage_options: dict,
+    show_progress: bool,
+) -> Merged:
+    """Run the merge loop on the worker with the most memory: it is the job's one big task."""
+    workers = client.scheduler_info()["workers"]
+    roomiest = max(workers, key=lambda w: workers[w].get("memory_limit") or 0)
+    if show_progress:
+        progress.subscribe(client, progress.MergeProgress(vocab_size - 256 - len(special_tokens)))
+    log.info("running the merge loop on %s", roomiest)
+    future = client.submit(
+        merge_on_worker, counts_url, vocab_size, special_tokens, storage_options,
+        key=f"merge-{tokenize(counts_url, vocab_size, special_tokens)}",
+        workers=[roomiest], allow_other_workers=True, pure=False, priority=100,
+    )  # fmt: skip
+    return future.result()
+
+
+def _merge_here(counts: pa.Table, vocab_size: int, special_tokens: list[str], show_progress: bool) -> Merged:
+    total = vocab_size - 256 - len(special_tokens)
+    report = progress.every(0.2, progress.MergeProgress(total)) if show_progress else None
+    return merge_table(counts, vocab_size, special_tokens, report)
+
+
+def train(
+    inputs: Sequence[PathLike],
+    vocab_size: int,
+    out: str,
+    special_tokens: Sequence[str] = (),
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    client: Client | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    work_dir: str | None = None,
+    storage_options: dict | None = None,
+    overwrite: bool = False,
+    merge_on: str = "auto",
+    ship_package: bool = False,
+    show_progress: bool = False,
+) -> dict:
+    """The whole job: count, merge, and publish the output directory ``out``. Returns the report.
+
+    ``merge_on`` is ``"client"``, ``"worker"``, or ``"auto"``: on a worker when the cluster
+    is not an embedded LocalCluster, so the client never holds the word counts.
+    """
+    started = time.perf_counter()
+    special_tokens = list(special_tokens)
+    validate(vocab_size, special_tokens)
+    inputs = [os.fspath(p) for p in inputs]
+    storage_options = job_storage_options(storage_options, [*inputs, out, work_dir or ""])
+    formats.check_output_dir(out, overwrite, storage_options)
+    files, ranges = _plan(inputs, chunk_size, special_tokens, storage_options)
+    settings = CountSettings(tuple(special_tokens))
+    with _work_directory(work_dir) as work, dask_client(scheduler, workers, client) as active:
+        _preflight(active, files, out, work, storage_options, ship_package)
+        counts_url, reused = _count_on_cluster(
+            active, ranges, settings, None, work, storage_options, show_progress
+        )
+        count_seconds = time.perf_counter() - started
+        on_worker = merge_on == "worker" or (merge_on == "auto" and not _is_embedded(active))
+        if on_worker:
+            merged = _merge_on_cluster(
+                active, counts_url, vocab_size, special_tokens, storage_options, show_progress
+            )
+        else:
+            merged = _merge_here(
+                read_table(counts_url, storage_options), vocab_size, special_tokens, show_progress
+            )
+    counted = CountResult([f.url for f in files], sum(f.size for f in files), len(ranges), reused)
+    _warn_if_empty(merged.unique_words, counted.input_bytes)
+    report = _report(counted.report(), merged, special_tokens, vocab_size, {"count": count_seconds})
+    report["merge_ran_on"] = "worker" if on_worker else "client"
+    report["timings"]["total"] = time.perf_counter() - started
+    formats.publish_directory(out, _artifacts(merged, special_tokens, report), storage_options)
+    return report
+
+
+def merge(
+    counts_url: str,
+    vocab_size: int,
+    out: str,
+    special_tokens: Sequence[str] = (),
+    *,
+    overwrite: bool = False,
+    storage_options: dict | None = None,
+    show_progress: bool = False,
+) -> dict:
+    """The merge loop over a counts table written by ``count_words``, then publish ``out``."""
+    started = time.perf_counter()
+    special_tokens = list(special_tokens)
+    validate(vocab_size, special_tokens)
+    storage_options = job_storage_options(storage_options, [counts_url, out])
+    formats.check_output_dir(out, overwrite, storage_options)
+    merged = _merge_here(
+        formats.read_counts(counts_url, storage_options), vocab_size, special_tokens, show_progress
+    )
+    report = _report({"counts": counts_url}, merged, special_tokens, vocab_size, {})
+    report["timings"]["total"] = time.perf_counter() - started
+    formats.publish_directory(out, _artifacts(merged, special_tokens, report), storage_options)
+    return report
+
+
+def _report(base: dict, merged: Merged, special_tokens: list[str], vocab_size: int, timings: dict) -> dict:
+    return {
+        "version": __version__,
+        **base,
+        "unique_words": merged.unique_words,
+        "vocab_size": len(merged.vocab),
+        "requested_vocab_size": vocab_size,
+        "special_tokens": special_tokens,
+        "num_merges": len(merged.merges),
+        "peak_rss_bytes": merged.peak_rss_bytes,
+        "timings": {**timings, "merge": merged.seconds},
+    }
+
+
+def _artifacts(merged: Merged, special_tokens: list[str], report: dict) -> dict[str, str]:
+    return {
+        "vocab.json": formats.vocab_json(merged.vocab, special_tokens),
+        "merges.txt": formats.merges_txt(merged.merges),
+        "tokenizer.json": formats.tokenizer_json(merged.vocab, merged.merges, special_tokens),
+        "report.json": json.dumps(report, indent=2) + "\n",
+    }
+
+
+# --- the CS336 entry point ---------------------------------------------------------------------
 
 
 def train_bpe(
@@ -196,7 +411,7 @@ def train_bpe(
     vocab_size: int,
     special_tokens: Sequence[str] = (),
     **options,
-) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+) -> tuple[Vocab, Merges]:
     """Train a byte-level BPE tokenizer: a drop-in for CS336's ``run_train_bpe``.
 
     ``options`` are those of ``count_words``: ``chunk_size``, ``client``, ``scheduler``,
@@ -205,81 +420,13 @@ def train_bpe(
     special_tokens = list(special_tokens)
     validate(vocab_size, special_tokens)
     counted = count_words(input_path, special_tokens, **options)
-    _warn_if_empty(counted.table(), counted.input_bytes)
-    return merge_counts(counted.table(), vocab_size, special_tokens)
+    _warn_if_empty(counted.table().num_rows, counted.input_bytes)
+    merged = merge_table(counted.table(), vocab_size, special_tokens)
+    return merged.vocab, merged.merges
 
 
-def train(
-    inputs: Sequence[str],
-    vocab_size: int,
-    out: str,
-    special_tokens: Sequence[str] = (),
-    *,
-    overwrite: bool = False,
-    storage_options: dict | None = None,
-    **count_options,
-) -> dict:
-    """The whole job: count, merge, and publish the output directory. Returns the report."""
-    started = time.perf_counter()
-    special_tokens = list(special_tokens)
-    validate(vocab_size, special_tokens)
-    formats.check_output_dir(out, overwrite, storage_options)
-    counted = count_words(
-        inputs, special_tokens, storage_options=storage_options, in_process=False, **count_options
-    )
-    _warn_if_empty(counted.table(), counted.input_bytes)
-    report = merge_and_publish(
-        counted.table(),
-        vocab_size,
-        out,
-        special_tokens,
-        storage_options=storage_options,
-        report={**counted.report(), "timings": {"count": counted.seconds}},
-        started=started,
-    )
-    return report
-
-
-def merge_and_publish(
-    table: pa.Table,
-    vocab_size: int,
-    out: str,
-    special_tokens: Sequence[str] = (),
-    *,
-    storage_options: dict | None = None,
-    report: dict | None = None,
-    started: float | None = None,
-) -> dict:
-    """The merge loop over ``table``, then vocab, merges, tokenizer.json and report.json into ``out``."""
-    started = time.perf_counter() if started is None else started
-    merge_started = time.perf_counter()
-    vocab, merges = merge_counts(table, vocab_size, special_tokens)
-    report = dict(report or {})
-    timings = {**report.pop("timings", {}), "merge": time.perf_counter() - merge_started}
-    report = {
-        "version": __version__,
-        **report,
-        "unique_words": table.num_rows,
-        "vocab_size": len(vocab),
-        "requested_vocab_size": vocab_size,
-        "special_tokens": list(special_tokens),
-        "num_merges": len(merges),
-        "peak_rss_bytes": peak_rss_bytes(),
-        "timings": timings,
-    }
-    report["timings"]["total"] = time.perf_counter() - started
-    files = {
-        "vocab.json": formats.vocab_json(vocab, special_tokens),
-        "merges.txt": formats.merges_txt(merges),
-        "tokenizer.json": formats.tokenizer_json(vocab, merges, special_tokens),
-        "report.json": json.dumps(report, indent=2) + "\n",
-    }
-    formats.publish_directory(out, files, storage_options)
-    return report
-
-
-def _warn_if_empty(table: pa.Table, input_bytes: int) -> None:
-    if table.num_rows == 0:
+def _warn_if_empty(unique_words: int, input_bytes: int) -> None:
+    if unique_words == 0:
         log.warning(
             "the input holds no words (%d bytes): the vocabulary is only the bytes and special tokens",
             input_bytes,

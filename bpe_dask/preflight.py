@@ -1,0 +1,152 @@
+"""Preflight: before any work, check that every worker can run the job.
+
+Takes a client and what the job needs (packages, a work directory the workers must share);
+gives nothing, or a one-line ``BpeDaskError`` naming the workers that lack something and
+how to fix it. ``ship_package`` uploads this client's ``bpe_dask`` to the workers instead.
+
+The probes are pickled by value, so they run even on a worker that cannot import bpe_dask.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import tempfile
+import zipfile
+from collections.abc import Iterable
+from pathlib import Path
+
+import cloudpickle
+from distributed import Client
+
+from . import __version__
+from .errors import BpeDaskError
+from .storage import describe, filesystem
+
+log = logging.getLogger(__name__)
+
+BASE_PACKAGES = ("bpe_dask", "regex", "pyarrow", "fsspec", "dask", "distributed")
+
+
+def probe_modules(names: list[str]) -> dict[str, str | None]:
+    """On a worker: the version of each module that imports, None for those that don't."""
+    import importlib
+
+    found: dict[str, str | None] = {}
+    for name in names:
+        try:
+            module = importlib.import_module(name)
+        except Exception:
+            found[name] = None
+        else:
+            found[name] = str(getattr(module, "__version__", "installed"))
+    return found
+
+
+def probe_path(url: str, storage_options: dict | None) -> bool:
+    """On a worker: whether it sees the file ``url``."""
+    import fsspec
+
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **({} if "://" not in url else storage_options or {}))
+        return bool(fs.exists(path))
+    except Exception:
+        return False
+
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def check_workers(
+    client: Client,
+    packages: Iterable[str] = (),
+    *,
+    work_dir: str | None = None,
+    storage_options: dict | None = None,
+    ship_package: bool = False,
+    wait_seconds: float = 60,
+) -> None:
+    """Fail at once, in one line, if any worker lacks a package or cannot see ``work_dir``."""
+    needs = [*BASE_PACKAGES, *sorted(set(packages) - set(BASE_PACKAGES))]
+    _wait_for_a_worker(client, wait_seconds)
+    lacking = _lacking(client, needs)
+    if ship_package and any("bpe_dask" in what for what in lacking.values()):
+        upload_package(client)
+        lacking = _lacking(client, needs)
+    if lacking:
+        worker, what = sorted(lacking.items())[0]
+        fix = "install them in the worker environment"
+        if any("bpe_dask" in w for w in what):
+            fix += f" (pip install bpe-dask=={__version__}), or pass --ship-package to upload bpe_dask"
+        raise BpeDaskError(
+            f"{len(lacking)} of {len(client.scheduler_info()['workers'])} workers cannot run this job: "
+            f"{worker} lacks {', '.join(what)}{' (and others)' if len(lacking) > 1 else ''}; {fix}"
+        )
+    if work_dir:
+        _check_shared(client, work_dir, storage_options)
+
+
+def _wait_for_a_worker(client: Client, seconds: float) -> None:
+    if client.scheduler_info()["workers"]:
+        return
+    log.info("waiting up to %.0f s for a worker to join %s", seconds, client.scheduler.address)
+    try:
+        client.wait_for_workers(1, timeout=seconds)
+    except TimeoutError:
+        raise BpeDaskError(
+            f"no worker joined the scheduler at {client.scheduler.address} in {seconds:.0f} s"
+        ) from None
+
+
+def _lacking(client: Client, needs: list[str]) -> dict[str, list[str]]:
+    results = client.run(probe_modules, needs, on_error="return")
+    lacking = {}
+    for worker, found in results.items():
+        if isinstance(found, BaseException):
+            lacking[worker] = [f"a working Python environment ({describe(found)})"]
+            continue
+        what = [name for name in needs if found.get(name) is None]
+        if found.get("bpe_dask") not in (None, __version__):
+            what.append(f"bpe_dask {__version__} (it has {found['bpe_dask']})")
+        if what:
+            lacking[worker] = [f"bpe_dask {__version__}" if w == "bpe_dask" else w for w in what]
+    return lacking
+
+
+def upload_package(client: Client) -> None:
+    """Send this client's bpe_dask to every worker (and to workers that join later)."""
+    package = Path(__file__).resolve().parent
+    with tempfile.TemporaryDirectory() as folder:
+        archive = Path(folder) / f"bpe_dask-{__version__}.zip"
+        with zipfile.ZipFile(archive, "w") as zf:
+            for source in sorted(package.glob("*.py")):
+                zf.write(source, f"bpe_dask/{source.name}")
+        client.upload_file(str(archive), load=False)
+    client.run(_forget_failed_import)
+    log.info("uploaded bpe_dask %s to the workers", __version__)
+
+
+def _forget_failed_import() -> None:
+    import importlib
+
+    importlib.invalidate_caches()
+
+
+def _check_shared(client: Client, work_dir: str, storage_options: dict | None) -> None:
+    """Write a marker into the work directory and ask every worker whether it sees it."""
+    import uuid
+
+    marker = f"{work_dir.rstrip('/')}/.bpe-dask-probe-{uuid.uuid4().hex}"
+    fs, path = filesystem(marker, storage_options)
+    fs.makedirs(fs._parent(path), exist_ok=True)
+    fs.pipe_file(path, b"")
+    try:
+        seen = client.run(probe_path, marker, storage_options, on_error="return")
+    finally:
+        fs.rm_file(path)
+    blind = sorted(worker for worker, ok in seen.items() if ok is not True)
+    if blind:
+        raise BpeDaskError(
+            f"{len(blind)} workers (first {blind[0]}) cannot see the work directory {work_dir}: "
+            "pass --work-dir on storage every worker reaches, e.g. s3://bucket/bpe-dask-work"
+        )
