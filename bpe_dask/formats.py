@@ -18,9 +18,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .errors import BpeDaskError
+from .storage import describe, filesystem, is_local
 
 COUNTS_SCHEMA = pa.schema([("token", pa.binary()), ("count", pa.int64())])
 ARTIFACTS = ("vocab.json", "merges.txt", "tokenizer.json", "report.json")
+SUCCESS = "_SUCCESS"  # written last: its presence says the directory is complete
 
 
 @functools.cache
@@ -101,7 +103,7 @@ def tokenizer_json(
 
 def read_counts(url: str, storage_options: dict | None = None) -> pa.Table:
     """A word-count table (a Parquet file or a directory of them), checked against the schema."""
-    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    fs, path = filesystem(url, storage_options)
     if not fs.exists(path):
         raise BpeDaskError(f"counts not found: {url}")
     try:
@@ -119,7 +121,7 @@ def read_counts(url: str, storage_options: dict | None = None) -> pa.Table:
 
 def write_parquet_atomically(table: pa.Table, url: str, storage_options: dict | None = None) -> None:
     """Write a Parquet file under a temporary name and move it into place when complete."""
-    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    fs, path = filesystem(url, storage_options)
     parent, _, name = path.rpartition("/")
     fs.makedirs(parent, exist_ok=True)
     partial = f"{parent}/.partial-{uuid.uuid4().hex}-{name}"
@@ -130,13 +132,15 @@ def write_parquet_atomically(table: pa.Table, url: str, storage_options: dict | 
 
 def check_output_dir(url: str, overwrite: bool, storage_options: dict | None = None) -> None:
     """Refuse an output directory that already holds results (unless ``overwrite``) or other files."""
-    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
-    if not fs.exists(path):
-        return
-    if not fs.isdir(path):
+    fs, path = filesystem(url, storage_options)
+    try:
+        exists = fs.exists(path)
+        names = {e.rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(path, detail=False)} if exists else set()
+    except (OSError, ValueError) as error:
+        raise BpeDaskError(f"cannot use output {url}: {describe(error)}") from None
+    if exists and not fs.isdir(path):
         raise BpeDaskError(f"output {url} exists and is not a directory")
-    names = {entry.rstrip("/").rsplit("/", 1)[-1] for entry in fs.ls(path, detail=False)}
-    foreign = sorted(names - set(ARTIFACTS))
+    foreign = sorted(names - {*ARTIFACTS, SUCCESS})
     if foreign:
         raise BpeDaskError(
             f"output directory {url} holds other files ({foreign[0]}, ...); choose another --out"
@@ -146,22 +150,38 @@ def check_output_dir(url: str, overwrite: bool, storage_options: dict | None = N
 
 
 def check_output_file(url: str, overwrite: bool, storage_options: dict | None = None) -> None:
-    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
-    if fs.exists(path) and not overwrite:
+    fs, path = filesystem(url, storage_options)
+    try:
+        exists = fs.exists(path)
+    except (OSError, ValueError) as error:
+        raise BpeDaskError(f"cannot use output {url}: {describe(error)}") from None
+    if exists and not overwrite:
         raise BpeDaskError(f"output {url} already exists; pass --overwrite to replace it")
 
 
 def publish_directory(url: str, files: Mapping[str, str], storage_options: dict | None = None) -> None:
-    """Write ``files`` into a new directory and swap it in for ``url`` in one rename."""
-    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
-    parent, _, name = path.rstrip("/").rpartition("/")
+    """Make ``url`` a directory holding exactly ``files`` plus ``_SUCCESS``, never half of them.
+
+    Locally the directory is written under a temporary name and renamed into place. Object
+    stores have no rename: each file is uploaded whole, after the old ``_SUCCESS`` is removed,
+    and the new ``_SUCCESS`` comes last.
+    """
+    fs, path = filesystem(url, storage_options)
+    files = {**files, SUCCESS: ""}
+    if is_local(url):
+        _publish_by_rename(fs, path.rstrip("/"), files)
+    else:
+        _publish_with_marker(fs, path.rstrip("/"), files)
+
+
+def _publish_by_rename(fs: fsspec.AbstractFileSystem, path: str, files: Mapping[str, str]) -> None:
+    parent, _, name = path.rpartition("/")
     tag = uuid.uuid4().hex[:12]
     staging, retired = f"{parent}/.{name}.partial-{tag}", f"{parent}/.{name}.old-{tag}"
     fs.makedirs(staging)
     try:
         for filename, text in files.items():
-            with fs.open(f"{staging}/{filename}", "w", encoding="utf-8", newline="") as f:
-                f.write(text)
+            fs.pipe_file(f"{staging}/{filename}", text.encode("utf-8"))
         had_previous = fs.exists(path)
         if had_previous:
             fs.mv(path, retired, recursive=True)
@@ -174,7 +194,17 @@ def publish_directory(url: str, files: Mapping[str, str], storage_options: dict 
         fs.rm(retired, recursive=True)
 
 
+def _publish_with_marker(fs: fsspec.AbstractFileSystem, path: str, files: Mapping[str, str]) -> None:
+    if fs.exists(f"{path}/{SUCCESS}"):
+        fs.rm_file(f"{path}/{SUCCESS}")
+    for filename, text in files.items():
+        if filename != SUCCESS:
+            fs.pipe_file(f"{path}/{filename}", text.encode("utf-8"))
+    fs.pipe_file(f"{path}/{SUCCESS}", b"")
+    fs.invalidate_cache(path)
+
+
 def parquet_num_rows(url: str, storage_options: dict | None = None) -> int:
-    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    fs, path = filesystem(url, storage_options)
     with fs.open(path, "rb") as f:
         return pq.ParquetFile(f).metadata.num_rows

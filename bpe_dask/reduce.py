@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import dask
-import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 from dask.base import tokenize
@@ -19,6 +18,7 @@ from dask.delayed import Delayed
 
 from .count import Shard
 from .formats import COUNTS_SCHEMA, write_parquet_atomically
+from .storage import filesystem
 
 DEFAULT_FAN_IN = 8
 
@@ -31,7 +31,7 @@ def sum_counts(tables: Sequence[pa.Table]) -> pa.Table:
 
 
 def read_table(url: str, storage_options: dict | None = None) -> pa.Table:
-    fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    fs, path = filesystem(url, storage_options)
     with fs.open(path, "rb") as f:
         return pq.read_table(f)
 

@@ -65,7 +65,7 @@ def test_train_on_two_workers_gives_the_oracle_merges(big_corpus, tmp_path):
     assert report["peak_rss_bytes"] > 0
     assert set(report["timings"]) >= {"count", "merge", "total"}
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "merges.txt", "report.json", "tokenizer.json", "vocab.json"
+        "_SUCCESS", "merges.txt", "report.json", "tokenizer.json", "vocab.json"
     ]  # fmt: skip
 
 
