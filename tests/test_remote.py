@@ -1,0 +1,223 @@
+"""Object storage and a real cluster: S3 (moto) and `dask scheduler` / `dask worker` subprocesses."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import corpus
+import pytest
+import servers
+from conftest import gpt2_decode
+
+from bpe_dask import train_bpe
+
+pytest.importorskip("s3fs")
+pytest.importorskip("moto")
+
+EOT = "<|endoftext|>"
+REPO = Path(__file__).resolve().parent.parent
+VOCAB_SIZE = 256 + 1 + 120
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> str:
+    with servers.s3_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def s3(endpoint):
+    import s3fs
+
+    return s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint)
+
+
+@pytest.fixture(scope="module")
+def scheduler(tmp_path_factory) -> str:
+    with servers.dask_cluster(2, cwd=str(tmp_path_factory.mktemp("cluster"))) as address:
+        yield address
+
+
+@pytest.fixture(scope="module")
+def texts() -> dict[str, str]:
+    return {
+        "a.txt": corpus.words_corpus(31, 8000),
+        "b.txt.gz": corpus.mixed_corpus(32, 15),
+        "c.txt": corpus.words_corpus(33, 3000, special=None) + "tail without newline",
+    }
+
+
+@pytest.fixture(scope="module")
+def bucket(s3, texts) -> str:
+    s3.mkdir("corpus")
+    for name, text in texts.items():
+        data = text.encode()
+        s3.pipe_file(f"corpus/in/{name}", gzip.compress(data) if name.endswith(".gz") else data)
+    return "corpus"
+
+
+@pytest.fixture(scope="module")
+def local_merges(texts, tmp_path_factory) -> list[tuple[bytes, bytes]]:
+    """The same text as local files, trained in-process: what every remote run must reproduce."""
+    folder = tmp_path_factory.mktemp("local")
+    paths = []
+    for name, text in sorted(texts.items()):
+        path = folder / name.removesuffix(".gz")
+        path.write_bytes(text.encode())
+        paths.append(path)
+    return train_bpe(paths, VOCAB_SIZE, [EOT])[1]
+
+
+def run_cli(*args: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**env, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "bpe_dask", *args]
+    return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def client_env(endpoint: str | None = None) -> dict[str, str]:
+    env = {**servers.env_without_aws(), **servers.S3_ENV}
+    if endpoint:
+        env["AWS_ENDPOINT_URL"] = endpoint
+    return env
+
+
+def s3_merges(s3, prefix: str) -> list[tuple[bytes, bytes]]:
+    s3.invalidate_cache()
+    lines = s3.cat_file(f"{prefix}/merges.txt").decode().splitlines()
+    return [tuple(gpt2_decode(t) for t in line.split(" ")) for line in lines]
+
+
+def test_s3_inputs_and_outputs_on_a_subprocess_cluster(
+    s3, bucket, endpoint, scheduler, local_merges, tmp_path
+):
+    done = run_cli(
+        "train", f"s3://{bucket}/in/*", "--vocab-size", str(VOCAB_SIZE), "--special-token", EOT,
+        "--out", f"s3://{bucket}/out", "--work-dir", f"s3://{bucket}/work", "--chunk-size", "16KiB",
+        "--scheduler", scheduler,
+        env=client_env(endpoint), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert s3_merges(s3, f"{bucket}/out") == local_merges
+    assert sorted(p.rsplit("/", 1)[-1] for p in s3.ls(f"{bucket}/out")) == [
+        "_SUCCESS", "merges.txt", "report.json", "tokenizer.json", "vocab.json",
+    ]  # fmt: skip
+    report = json.loads(s3.cat_file(f"{bucket}/out/report.json"))
+    assert report["merge_ran_on"] == "worker"
+    assert report["partitions"] > 3
+    assert len(report["inputs"]) == 3
+    assert s3.ls(f"{bucket}/work/shards")  # the shards stay in the work directory for a re-run
+
+
+def test_storage_options_flag_instead_of_the_environment(
+    s3, bucket, endpoint, scheduler, local_merges, tmp_path
+):
+    options = json.dumps({"endpoint_url": endpoint})
+    done = run_cli(
+        "train", f"s3://{bucket}/in/a.txt", f"s3://{bucket}/in/b.txt.gz", f"s3://{bucket}/in/c.txt",
+        "--vocab-size", str(VOCAB_SIZE), "--special-token", EOT, "--out", str(tmp_path / "out"),
+        "--storage-options", options, "--scheduler", scheduler, "--merge-on", "client", "-q",
+        env=client_env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / "out" / "merges.txt").read_text(encoding="utf-8").splitlines()
+    assert [tuple(gpt2_decode(t) for t in line.split(" ")) for line in lines] == local_merges
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["merge_ran_on"] == "client"
+
+
+def test_count_to_s3_then_merge_from_s3(s3, bucket, endpoint, scheduler, local_merges, tmp_path):
+    env = client_env(endpoint)
+    counted = run_cli(
+        "count", f"s3://{bucket}/in/", "--special-token", EOT, "--out", f"s3://{bucket}/counts.parquet",
+        "--scheduler", scheduler, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert counted.returncode == 0, counted.stderr
+    merged = run_cli(
+        "merge", f"s3://{bucket}/counts.parquet", "--vocab-size", str(VOCAB_SIZE), "--special-token", EOT,
+        "--out", f"s3://{bucket}/merged", env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert merged.returncode == 0, merged.stderr
+    assert s3_merges(s3, f"{bucket}/merged") == local_merges
+
+
+def test_python_api_reads_s3_on_a_remote_cluster(bucket, endpoint, scheduler, local_merges, monkeypatch):
+    from distributed import Client
+
+    for name, value in servers.S3_ENV.items():
+        monkeypatch.setenv(name, value)
+    with Client(scheduler) as client:
+        _, merges = train_bpe(
+            f"s3://{bucket}/in/*", VOCAB_SIZE, [EOT], client=client, chunk_size=50_000,
+            storage_options={"endpoint_url": endpoint},
+        )  # fmt: skip
+    assert merges == local_merges
+
+
+# --- failures: one clear line ------------------------------------------------------------------
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess, *fragments: str) -> str:
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bpe-dask: error: "), done.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+    return lines[0]
+
+
+def test_wrong_endpoint_is_one_line(tmp_path):
+    port = servers.free_port()  # nothing listens there
+    done = run_cli(
+        "train", "s3://corpus/in/*", "--vocab-size", "300", "--out", str(tmp_path / "out"), "-q",
+        env=client_env(f"http://127.0.0.1:{port}"), cwd=tmp_path,
+    )  # fmt: skip
+    assert_one_line_error(done, "s3://corpus/in/*")
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_bucket_is_one_line(endpoint, bucket, tmp_path):
+    done = run_cli(
+        "train", "s3://no-such-bucket/x.txt", "--vocab-size", "300", "--out", str(tmp_path / "out"), "-q",
+        env=client_env(endpoint), cwd=tmp_path,
+    )  # fmt: skip
+    assert_one_line_error(done, "s3://no-such-bucket/x.txt")
+
+
+def test_unreachable_scheduler_is_one_line(tmp_path):
+    (tmp_path / "in.txt").write_text("some text")
+    address = f"tcp://127.0.0.1:{servers.free_port()}"
+    done = run_cli(
+        "train", "in.txt", "--vocab-size", "300", "--out", "out", "--scheduler", address, "-q",
+        env=client_env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert_one_line_error(done, "cannot reach the Dask scheduler", address)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt"]
+
+
+def test_a_worker_without_s3fs_is_named(bucket, endpoint, tmp_path):
+    with servers.dask_cluster(1, cwd=str(tmp_path), without="s3fs") as address:
+        done = run_cli(
+            "train", f"s3://{bucket}/in/*", "--vocab-size", "300", "--out", str(tmp_path / "out"),
+            "--scheduler", address, "-q", env=client_env(endpoint), cwd=tmp_path,
+        )  # fmt: skip
+    line = assert_one_line_error(done, "1 of 1 workers cannot run this job", "lacks s3fs", "install")
+    assert "tcp://127.0.0.1:" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_worker_without_bpe_dask_is_named_and_ship_package_fixes_it(tmp_path):
+    (tmp_path / "in.txt").write_text(corpus.words_corpus(7, 2000))
+    with servers.dask_cluster(1, cwd=str(tmp_path), without_bpe_dask=True) as address:
+        args = ["train", "in.txt", "--vocab-size", "300", "--out", "out", "--scheduler", address, "-q"]
+        done = run_cli(*args, env=client_env(), cwd=tmp_path)
+        assert_one_line_error(done, "lacks bpe_dask", "--ship-package")
+        shipped = run_cli(*args, "--ship-package", env=client_env(), cwd=tmp_path)
+    assert shipped.returncode == 0, shipped.stderr
+    _, want = train_bpe(tmp_path / "in.txt", 300)
+    lines = (tmp_path / "out" / "merges.txt").read_text(encoding="utf-8").splitlines()
+    assert [tuple(gpt2_decode(t) for t in line.split(" ")) for line in lines] == want
