@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help="count words and learn merges: the whole job")
     train.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS)
     _vocab_options(train, "directory for vocab.json, merges.txt, tokenizer.json, report.json")
+    _special_token_option(train)
     _count_options(train)
 
     count = commands.add_parser("count", help="count words only, into a Parquet table")
@@ -41,11 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
     count.add_argument(
         "--out", metavar="COUNTS", default=argparse.SUPPRESS, help="Parquet file for the counts"
     )
+    _special_token_option(count)
     _count_options(count)
 
     merge = commands.add_parser("merge", help="learn merges from a counts table")
     merge.add_argument("counts", metavar="COUNTS", help="a Parquet table written by `bpe-dask count`")
     _vocab_options(merge, "output directory")
+    _special_token_option(merge)
     _common_options(merge)
     return parser
 
@@ -53,20 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
 def _vocab_options(parser: argparse.ArgumentParser, out_help: str) -> None:
     parser.add_argument("--vocab-size", type=int, metavar="N", default=argparse.SUPPRESS)
     parser.add_argument("--out", metavar="DIR", default=argparse.SUPPRESS, help=out_help)
+
+
+def _special_token_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--special-token", dest="special_tokens", action="append", metavar="TOK", default=argparse.SUPPRESS
     )
 
 
 def _count_options(parser: argparse.ArgumentParser) -> None:
-    if not any(a.dest == "special_tokens" for a in parser._actions):
-        parser.add_argument(
-            "--special-token",
-            dest="special_tokens",
-            action="append",
-            metavar="TOK",
-            default=argparse.SUPPRESS,
-        )
     parser.add_argument(
         "--workers",
         type=int,

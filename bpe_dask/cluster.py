@@ -13,9 +13,10 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from distributed import Client, LocalCluster, WorkerPlugin
+from distributed import Client, LocalCluster
 
 from .errors import BpeDaskError
+from .storage import describe
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,6 @@ def dask_client(
 ) -> Iterator[Client]:
     """The given client, a client of ``scheduler``, or a client of a new LocalCluster."""
     if client is not None:
-        _prepare(client)
         yield client
     elif scheduler:
         yield from _remote_client(scheduler)
@@ -41,33 +41,12 @@ def dask_client(
         yield from _local_client(workers or default_workers())
 
 
-class QuietUserErrors(WorkerPlugin):
-    """Keeps workers from logging a traceback for a task that stopped on a user error.
-
-    The error still reaches the client, which reports it in one line.
-    """
-
-    name = "bpe-dask-quiet-user-errors"
-
-    def setup(self, worker) -> None:
-        logging.getLogger("distributed.worker").addFilter(_drop_user_errors)
-
-
-def _drop_user_errors(record: logging.LogRecord) -> bool:
-    return "BpeDaskError(" not in record.getMessage()
-
-
-def _prepare(client: Client) -> None:
-    client.register_plugin(QuietUserErrors())
-
-
 def _remote_client(address: str) -> Iterator[Client]:
     try:
         client = Client(address, timeout="10s")
-    except (OSError, TimeoutError) as error:
-        raise BpeDaskError(f"cannot reach the Dask scheduler at {address}: {error}") from None
+    except (OSError, TimeoutError, ValueError) as error:
+        raise BpeDaskError(f"cannot reach the Dask scheduler at {address}: {describe(error)}") from None
     with client:
-        _prepare(client)
         log.info("connected to %s (dashboard: %s)", address, client.dashboard_link)
         yield client
 
@@ -85,6 +64,5 @@ def _local_client(workers: int) -> Iterator[Client]:
         ) as cluster,
         Client(cluster) as client,
     ):
-        _prepare(client)
         log.info("started a LocalCluster with %d workers (dashboard: %s)", workers, client.dashboard_link)
         yield client

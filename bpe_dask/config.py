@@ -114,6 +114,8 @@ def load_config(path: str) -> dict[str, Any]:
             raw = tomllib.load(f)
     except FileNotFoundError:
         raise BpeDaskError(f"config file not found: {path}") from None
+    except OSError as error:
+        raise BpeDaskError(f"cannot read config file {path}: {error.strerror or error}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise BpeDaskError(f"{path}: not valid TOML ({error})") from None
     options = {}

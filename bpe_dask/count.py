@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 
 from . import formats
 from .errors import BpeDaskError
-from .plan import ByteRange, context_margin, find_cut_in_buffer
+from .plan import ByteRange, context_margin, encode_specials, find_cut_in_buffer
 from .pretokenize import GPT2_PATTERN, count_pretokens, special_token_pattern
-from .storage import filesystem
+from .storage import describe, filesystem
 
 BLOCK_SIZE = 8 * 2**20
 
@@ -76,12 +76,12 @@ def iter_texts(
 
     Counting the blocks one by one gives exactly the counts of the whole range.
     """
-    specials = sorted({t.encode("utf-8") for t in special_tokens}, key=len, reverse=True)
+    specials = encode_specials(special_tokens)
     with _open_range(byte_range, storage_options) as (stream, remaining):
         pending, offset = b"", byte_range.start  # offset: where ``pending`` starts in the file
         searched_to = None  # set while ``pending`` has been searched in vain up to here
         while True:
-            block = stream.read(block_size if remaining is None else min(block_size, remaining))
+            block = _read(stream, block_size if remaining is None else min(block_size, remaining), byte_range)
             if remaining is not None:
                 remaining -= len(block)
             if not block:
@@ -104,12 +104,22 @@ def _open_range(byte_range: ByteRange, storage_options: dict | None) -> Iterator
     """The range as a stream, and how many bytes to read from it (None: to the end)."""
     fs, path = filesystem(byte_range.file.url, storage_options)
     compression = byte_range.file.compression
-    with fs.open(path, "rb", compression=compression) as stream:
-        if compression:
-            yield stream, None
-        else:
+    try:
+        stream = fs.open(path, "rb", compression=compression)
+        if not compression:
             stream.seek(byte_range.start)
-            yield stream, byte_range.size
+    except Exception as error:
+        raise BpeDaskError(f"cannot read {byte_range.file.name}: {describe(error)}") from None
+    with stream:
+        yield stream, (None if compression else byte_range.size)
+
+
+def _read(stream: BinaryIO, size: int, byte_range: ByteRange) -> bytes:
+    """Read from the input, so that a store or a corrupt archive failing says which file it was."""
+    try:
+        return stream.read(size)
+    except Exception as error:  # a broken connection, a truncated or mislabelled archive, ...
+        raise BpeDaskError(f"cannot read {byte_range.file.name}: {describe(error)}") from None
 
 
 def _decode(data: bytes, byte_range: ByteRange, offset: int) -> str:

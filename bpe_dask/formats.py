@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import fsspec
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .errors import BpeDaskError
@@ -46,12 +47,17 @@ def token_to_str(token: bytes) -> str:
 
 def vocab_json(vocab: Mapping[int, bytes], special_tokens: Sequence[str]) -> str:
     """``{token: id}`` in id order; special tokens are written as their own text, as GPT-2 does."""
-    specials = {token.encode("utf-8"): token for token in special_tokens}
     first_merge_id = 256 + len(special_tokens)
-    entries = {}
+    entries: dict[str, int] = {}
     for token_id, token in sorted(vocab.items()):
         is_special = 256 <= token_id < first_merge_id
-        entries[specials[token] if is_special else token_to_str(token)] = token_id
+        key = special_tokens[token_id - 256] if is_special else token_to_str(token)
+        if key in entries:
+            raise BpeDaskError(
+                f"special token {key!r} reads the same as a learned token in vocab.json's GPT-2 form; "
+                "rename the special token"
+            )
+        entries[key] = token_id
     return json.dumps(entries, indent=4, ensure_ascii=False)
 
 
@@ -111,12 +117,17 @@ def read_counts(url: str, storage_options: dict | None = None) -> pa.Table:
     except (pa.ArrowException, OSError) as error:
         raise BpeDaskError(f"{url}: not a readable Parquet counts table ({error})") from None
     try:
-        return table.select(COUNTS_SCHEMA.names).cast(COUNTS_SCHEMA)
+        table = table.select(COUNTS_SCHEMA.names).cast(COUNTS_SCHEMA)
     except (KeyError, pa.ArrowException):
         raise BpeDaskError(
             f"{url}: counts need columns token (binary) and count (int64); found "
             + ", ".join(f"{field.name} ({field.type})" for field in table.schema)
         ) from None
+    if table.column("token").null_count or table.column("count").null_count:
+        raise BpeDaskError(f"{url}: counts hold empty (null) values")
+    if table.num_rows and pc.min(table.column("count")).as_py() < 1:
+        raise BpeDaskError(f"{url}: counts must be positive")
+    return table
 
 
 def write_parquet_atomically(table: pa.Table, url: str, storage_options: dict | None = None) -> None:
@@ -125,9 +136,14 @@ def write_parquet_atomically(table: pa.Table, url: str, storage_options: dict | 
     parent, _, name = path.rpartition("/")
     fs.makedirs(parent, exist_ok=True)
     partial = f"{parent}/.partial-{uuid.uuid4().hex}-{name}"
-    with fs.open(partial, "wb") as f:
-        pq.write_table(table, f)
-    fs.mv(partial, path)
+    try:
+        with fs.open(partial, "wb") as f:
+            pq.write_table(table, f)
+        fs.mv(partial, path)
+    except BaseException:
+        if fs.exists(partial):
+            fs.rm_file(partial)
+        raise
 
 
 def check_output_dir(url: str, overwrite: bool, storage_options: dict | None = None) -> None:
@@ -155,6 +171,8 @@ def check_output_file(url: str, overwrite: bool, storage_options: dict | None = 
         exists = fs.exists(path)
     except (OSError, ValueError) as error:
         raise BpeDaskError(f"cannot use output {url}: {describe(error)}") from None
+    if exists and fs.isdir(path):
+        raise BpeDaskError(f"output {url} is a directory; name a file for the counts")
     if exists and not overwrite:
         raise BpeDaskError(f"output {url} already exists; pass --overwrite to replace it")
 
@@ -185,7 +203,12 @@ def _publish_by_rename(fs: fsspec.AbstractFileSystem, path: str, files: Mapping[
         had_previous = fs.exists(path)
         if had_previous:
             fs.mv(path, retired, recursive=True)
-        fs.mv(staging, path, recursive=True)
+        try:
+            fs.mv(staging, path, recursive=True)
+        except BaseException:
+            if had_previous:
+                fs.mv(retired, path, recursive=True)  # put the previous results back
+            raise
     except BaseException:
         if fs.exists(staging):
             fs.rm(staging, recursive=True)

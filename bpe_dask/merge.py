@@ -64,7 +64,11 @@ def train_merges(
 
 
 class _MergeState:
-    """Words as lists of token ids, with pair counts, a pair-to-words index and a lazy heap."""
+    """Words as lists of token ids, with pair counts, a pair-to-words index and a lazy heap.
+
+    The heap keeps stale entries until they surface; it is never compacted, since a run of
+    tens of thousands of merges pushes only a few times as many entries as there are pairs.
+    """
 
     def __init__(self, word_counts: Iterable[tuple[bytes, int]], vocab: dict[int, bytes]) -> None:
         self.vocab = vocab
@@ -111,10 +115,11 @@ class _MergeState:
                 delta[p] -= freq
             for p in new_pairs:
                 delta[p] += freq
-            for p in set(old_pairs).difference(new_pairs):
+            old_set, new_set = set(old_pairs), set(new_pairs)
+            for p in old_set - new_set:
                 if p != pair:
                     where[p].discard(index)
-            for p in set(new_pairs).difference(old_pairs):
+            for p in new_set - old_set:
                 where[p].add(index)
             self.words[index] = merged
         self._apply(delta)

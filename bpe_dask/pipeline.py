@@ -36,7 +36,7 @@ from .merge import train_merges
 from .plan import ByteRange, InputFile, expand_inputs, plan_ranges
 from .preflight import check_workers
 from .reduce import read_table, reduce_tree
-from .storage import filesystem, job_storage_options, required_packages
+from .storage import describe, filesystem, job_storage_options, required_packages
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +89,18 @@ class Merged:
 
 def validate(vocab_size: int | None, special_tokens: Sequence[str]) -> None:
     """Reject options no job could honour, before any work starts."""
+    if isinstance(special_tokens, str):
+        raise BpeDaskError("special tokens must be a list of strings, not one string")
+    single_bytes = set(formats.bytes_to_unicode().values())
     for token in special_tokens:
         if not isinstance(token, str) or not token:
             raise BpeDaskError("special tokens must be non-empty strings")
+        try:
+            token.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BpeDaskError(f"special token {token!r} is not valid Unicode text") from None
+        if token in single_bytes:
+            raise BpeDaskError(f"special token {token!r} is the name of a single byte in vocab.json")
     duplicates = sorted({t for t in special_tokens if special_tokens.count(t) > 1})
     if duplicates:
         raise BpeDaskError(f"special token given twice: {duplicates[0]!r}")
@@ -133,16 +142,22 @@ def count_words(
     validate(None, special_tokens)
     inputs = [os.fspath(p) for p in _as_list(inputs)]
     storage_options = job_storage_options(storage_options, [*inputs, out or "", work_dir or ""])
-    files, ranges = _plan(inputs, chunk_size, special_tokens, storage_options)
+    files, ranges = _plan(inputs, chunk_size, special_tokens, storage_options, exclude=[out, work_dir])
     result = CountResult([f.url for f in files], sum(f.size for f in files), len(ranges))
     result.storage_options = storage_options
+    cluster_wanted = bool(client or scheduler or workers or out)
+    if in_process and cluster_wanted:
+        raise BpeDaskError("in_process=True counts here: it cannot take client, scheduler, workers or out")
     if in_process is None:
-        in_process = not (client or scheduler or workers or out) and result.input_bytes <= IN_PROCESS_LIMIT
+        in_process = not cluster_wanted and result.input_bytes <= IN_PROCESS_LIMIT
     settings = CountSettings(tuple(special_tokens))
     if in_process:
         result._table = _count_in_process(ranges, settings, storage_options)
     else:
-        with _work_directory(work_dir) as work, dask_client(scheduler, workers, client) as active:
+        with (
+            _work_directory(work_dir, storage_options) as work,
+            dask_client(scheduler, workers, client) as active,
+        ):
             _preflight(active, files, out, work, storage_options, ship_package)
             result.path, result.partitions_reused = _count_on_cluster(
                 active, ranges, settings, out, work, storage_options, show_progress
@@ -154,9 +169,14 @@ def count_words(
 
 
 def _plan(
-    inputs: list[str], chunk_size: int, special_tokens: list[str], storage_options: dict
+    inputs: list[str],
+    chunk_size: int,
+    special_tokens: list[str],
+    storage_options: dict,
+    exclude: list[str | None],
 ) -> tuple[list[InputFile], list[ByteRange]]:
-    files = expand_inputs(inputs, storage_options)
+    """Inputs to byte ranges; the job's own outputs are never read back as inputs."""
+    files = expand_inputs(inputs, storage_options, exclude=[e for e in exclude if e])
     ranges = plan_ranges(files, chunk_size, special_tokens, storage_options)
     log.info("%d input files, %d bytes, %d partitions", len(files), sum(f.size for f in files), len(ranges))
     return files, ranges
@@ -200,12 +220,16 @@ def _count_on_cluster(
     shard_dir = f"{work_dir.rstrip('/')}/shards"
     shards = [
         dask.delayed(count_range_to_shard, pure=True)(
-            r, settings, shard_dir, storage_options, dask_key_name=f"count-{r.key()}-{settings.key()}"
+            r,
+            settings,
+            shard_dir,
+            storage_options,
+            dask_key_name=f"count-{tokenize(r.key(), settings.key(), shard_dir, storage_options)}",
         )
         for r in ranges
     ]
     target = out or f"{work_dir.rstrip('/')}/counts/{tokenize(shards)}.parquet"
-    final = reduce_tree(shards, target, work_dir, storage_options)
+    final, partial_sums = reduce_tree(shards, target, work_dir, storage_options)
     reused = [dask.delayed(_was_reused, pure=True)(s) for s in shards]
     futures = client.compute([final, *reused])
     try:
@@ -215,7 +239,7 @@ def _count_on_cluster(
     except BaseException:
         client.cancel(futures)  # a failed job stops at once, before its work directory goes
         raise
-    _remove_partial_sums(work_dir, storage_options)
+    _remove(partial_sums, storage_options)
     return path, sum(flags)
 
 
@@ -223,16 +247,23 @@ def _was_reused(shard: Shard) -> bool:
     return shard.reused
 
 
-def _remove_partial_sums(work_dir: str, storage_options: dict | None) -> None:
-    fs, path = filesystem(f"{work_dir.rstrip('/')}/reduce", storage_options)
-    if fs.exists(path):
-        fs.rm(path, recursive=True)
+def _remove(urls: list[str], storage_options: dict | None) -> None:
+    """Delete intermediate files this job wrote (never a whole folder another job may share)."""
+    for url in urls:
+        fs, path = filesystem(url, storage_options)
+        if fs.exists(path):
+            fs.rm_file(path)
 
 
 @contextmanager
-def _work_directory(work_dir: str | None) -> Iterator[str]:
+def _work_directory(work_dir: str | None, storage_options: dict | None = None) -> Iterator[str]:
     """The user's work directory (kept, so a re-run reuses its shards), or a temporary one."""
     if work_dir:
+        fs, path = filesystem(work_dir, storage_options)
+        try:
+            fs.makedirs(path, exist_ok=True)
+        except Exception as error:
+            raise BpeDaskError(f"cannot use --work-dir {work_dir}: {describe(error)}") from None
         yield work_dir
         return
     temporary = tempfile.mkdtemp(prefix="bpe-dask-")
@@ -329,9 +360,12 @@ def train(
     inputs = [os.fspath(p) for p in inputs]
     storage_options = job_storage_options(storage_options, [*inputs, out, work_dir or ""])
     formats.check_output_dir(out, overwrite, storage_options)
-    files, ranges = _plan(inputs, chunk_size, special_tokens, storage_options)
+    files, ranges = _plan(inputs, chunk_size, special_tokens, storage_options, exclude=[out, work_dir])
     settings = CountSettings(tuple(special_tokens))
-    with _work_directory(work_dir) as work, dask_client(scheduler, workers, client) as active:
+    with (
+        _work_directory(work_dir, storage_options) as work,
+        dask_client(scheduler, workers, client) as active,
+    ):
         _preflight(active, files, out, work, storage_options, ship_package)
         counts_url, reused = _count_on_cluster(
             active, ranges, settings, None, work, storage_options, show_progress

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -31,7 +31,7 @@ _WHITESPACE = regex.compile(r"\s")
 # Whitespace bytes that are whole characters on their own: a UTF-8 continuation or lead
 # byte is never below 0x80, so a cut before one of these is always between characters.
 _ASCII_WHITESPACE = bytes(b for b in range(128) if _WHITESPACE.match(chr(b)))
-_ASCII_WHITESPACE_RUN = regex.compile(b"[" + regex.escape(_ASCII_WHITESPACE) + b"]")
+_ASCII_WHITESPACE_BYTE = regex.compile(b"[" + regex.escape(_ASCII_WHITESPACE) + b"]")
 
 
 @dataclass(frozen=True)
@@ -67,32 +67,47 @@ class ByteRange:
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def expand_inputs(inputs: Sequence[str], storage_options: dict | None = None) -> list[InputFile]:
+def expand_inputs(
+    inputs: Sequence[str], storage_options: dict | None = None, exclude: Sequence[str] = ()
+) -> list[InputFile]:
     """Every file the inputs name, in order: globs and directories expand sorted by path.
 
     Inside directories, names starting with ``.`` or ``_`` (``.DS_Store``, ``_SUCCESS``) are
-    skipped. A file named twice is read once.
+    skipped, and so is anything under ``exclude`` (the job's own output and work directory).
+    A file named twice is read once.
     """
+    excluded = [url.rstrip("/") + "/" for url in _urls(exclude, storage_options or {})]
     files: dict[str, InputFile] = {}
     for spec in inputs:
         found = _expand_one(str(spec), storage_options or {})
         if not found:
             raise BpeDaskError(f"no input files match {spec!r}")
         for file in found:
-            files.setdefault(file.url, file)
+            if not any(file.url.startswith(prefix) for prefix in excluded):
+                files.setdefault(file.url, file)
     return list(files.values())
+
+
+def _urls(paths: Sequence[str], storage_options: dict) -> list[str]:
+    urls = []
+    for path in filter(None, paths):
+        fs, stripped = filesystem(path, storage_options)
+        urls.append(fs.unstrip_protocol(stripped))
+    return urls
 
 
 def _expand_one(spec: str, storage_options: dict) -> list[InputFile]:
     fs, path = filesystem(spec, storage_options)
     try:
         return _list_files(fs, path, spec)
-    except (OSError, ValueError) as error:  # unreachable store, bad credentials, no such bucket
+    except BpeDaskError:
+        raise
+    except Exception as error:  # an unreachable store, bad credentials, no such bucket, ...
         raise BpeDaskError(f"cannot read {spec}: {describe(error)}") from None
 
 
 def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str) -> list[InputFile]:
-    if _GLOB_CHARS & set(path):
+    if _GLOB_CHARS & set(path) and not fs.exists(path):  # a literal name like "f[1].txt" wins
         entries = fs.glob(path, detail=True)
     elif fs.isdir(path):
         entries = fs.find(path, detail=True)
@@ -133,13 +148,18 @@ def plan_ranges(
     """Cut each file into ranges of about ``chunk_size`` bytes at safe boundaries."""
     if chunk_size < 1:
         raise BpeDaskError(f"chunk size must be positive, got {chunk_size}")
-    specials = sorted({t.encode("utf-8") for t in special_tokens}, key=len, reverse=True)
+    specials = encode_specials(special_tokens)
     ranges: list[ByteRange] = []
     for file in files:
         cuts = _file_cuts(file, chunk_size, specials, storage_options or {}, lookahead)
         bounds = [0, *cuts, file.size]
         ranges.extend(ByteRange(file, a, b) for a, b in pairwise(bounds))
     return ranges
+
+
+def encode_specials(special_tokens: Iterable[str]) -> list[bytes]:
+    """The special tokens as UTF-8, longest first: the form the cut searches take."""
+    return sorted({t.encode("utf-8") for t in special_tokens}, key=len, reverse=True)
 
 
 def _file_cuts(
@@ -163,26 +183,28 @@ def _file_cuts(
 
 
 class _Reader:
-    """Byte windows of one file through fsspec (ranged reads, so S3 fetches only what is asked)."""
+    """Byte windows of one file through fsspec (ranged reads, so S3 fetches only what is asked).
+
+    Remembers the windows of the current cut, which the whitespace fallback reads again.
+    """
 
     def __init__(self, fs: fsspec.AbstractFileSystem, path: str, size: int) -> None:
         self.fs, self.path, self.size = fs, path, size
+        self.recent: dict[tuple[int, int], bytes] = {}
 
     def read(self, start: int, end: int) -> bytes:
         start, end = max(0, start), min(self.size, end)
-        return self.fs.cat_file(self.path, start=start, end=end) if end > start else b""
+        if (start, end) not in self.recent:
+            self.recent[(start, end)] = (
+                self.fs.cat_file(self.path, start=start, end=end) if end > start else b""
+            )
+        return self.recent[(start, end)]
 
 
 def find_cut(reader: _Reader, start: int, specials: list[bytes], lookahead: int) -> int | None:
-    """The first safe cut at or after ``start``, looking at most ``lookahead`` bytes ahead.
-
-    Prefers the start of a special token; falls back to a whitespace boundary.
-    """
-    if specials:
-        cut = _scan(reader, start, specials, lookahead, _special_cut_in)
-        if cut is not None:
-            return cut
-    return _scan(reader, start, specials, lookahead, _whitespace_cut_in)
+    """The first safe cut at or after ``start``, looking at most ``lookahead`` bytes ahead."""
+    reader.recent.clear()
+    return _prefer_special(lambda search: _scan(reader, start, specials, lookahead, search), specials)
 
 
 def find_cut_in_buffer(data: bytes, start: int, specials: list[bytes]) -> int | None:
@@ -194,11 +216,13 @@ def find_cut_in_buffer(data: bytes, start: int, specials: list[bytes]) -> int | 
     end = len(data) - context_margin(specials)
     if start >= end:
         return None
-    if specials:
-        cut = _special_cut_in(data, 0, start, end, specials)
-        if cut is not None:
-            return cut
-    return _whitespace_cut_in(data, 0, start, end, specials)
+    return _prefer_special(lambda search: search(data, 0, start, end, specials), specials)
+
+
+def _prefer_special(search_with: Callable, specials: list[bytes]) -> int | None:
+    """The start of a special token where the search finds one, else a whitespace boundary."""
+    cut = search_with(_special_cut_in) if specials else None
+    return cut if cut is not None else search_with(_whitespace_cut_in)
 
 
 def context_margin(specials: list[bytes]) -> int:
@@ -241,7 +265,7 @@ def _special_cut_in(window: bytes, offset: int, lo: int, hi: int, specials: list
 
 
 def _whitespace_cut_in(window: bytes, offset: int, lo: int, hi: int, specials: list[bytes]) -> int | None:
-    for match in _ASCII_WHITESPACE_RUN.finditer(window, lo - offset, hi - offset):
+    for match in _ASCII_WHITESPACE_BYTE.finditer(window, lo - offset, hi - offset):
         p = match.start()
         if _is_safe_whitespace_cut(window, p) and not _straddled(window, p, specials):
             return p + offset

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import cloudpickle
-from distributed import Client
+from distributed import Client, WorkerPlugin
 
 from . import __version__
 from .errors import BpeDaskError
@@ -54,6 +54,22 @@ def probe_path(url: str, storage_options: dict | None) -> bool:
         return False
 
 
+class QuietUserErrors(WorkerPlugin):
+    """Keeps workers from logging a traceback for a task that stopped on a user error.
+
+    The error still reaches the client, which reports it in one line.
+    """
+
+    name = "bpe-dask-quiet-user-errors"
+
+    def setup(self, worker) -> None:
+        import logging
+
+        logging.getLogger("distributed.worker").addFilter(
+            lambda record: "BpeDaskError(" not in record.getMessage()
+        )
+
+
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
@@ -70,13 +86,13 @@ def check_workers(
     needs = [*BASE_PACKAGES, *sorted(set(packages) - set(BASE_PACKAGES))]
     _wait_for_a_worker(client, wait_seconds)
     lacking = _lacking(client, needs)
-    if ship_package and any("bpe_dask" in what for what in lacking.values()):
+    if ship_package and any(w.startswith("bpe_dask") for what in lacking.values() for w in what):
         upload_package(client)
         lacking = _lacking(client, needs)
     if lacking:
         worker, what = sorted(lacking.items())[0]
         fix = "install them in the worker environment"
-        if any("bpe_dask" in w for w in what):
+        if any(w.startswith("bpe_dask") for w in what):
             fix += f" (pip install bpe-dask=={__version__}), or pass --ship-package to upload bpe_dask"
         raise BpeDaskError(
             f"{len(lacking)} of {len(client.scheduler_info()['workers'])} workers cannot run this job: "
@@ -84,6 +100,7 @@ def check_workers(
         )
     if work_dir:
         _check_shared(client, work_dir, storage_options)
+    client.register_plugin(QuietUserErrors())
 
 
 def _wait_for_a_worker(client: Client, seconds: float) -> None:
@@ -121,15 +138,8 @@ def upload_package(client: Client) -> None:
         with zipfile.ZipFile(archive, "w") as zf:
             for source in sorted(package.glob("*.py")):
                 zf.write(source, f"bpe_dask/{source.name}")
-        client.upload_file(str(archive), load=False)
-    client.run(_forget_failed_import)
+        client.upload_file(str(archive))  # workers put it on sys.path and import bpe_dask from it
     log.info("uploaded bpe_dask %s to the workers", __version__)
-
-
-def _forget_failed_import() -> None:
-    import importlib
-
-    importlib.invalidate_caches()
 
 
 def _check_shared(client: Client, work_dir: str, storage_options: dict | None) -> None:

@@ -8,7 +8,7 @@ pre-tokens never cross a special token, and the special tokens themselves are dr
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import regex
 
@@ -24,19 +24,9 @@ def special_token_pattern(special_tokens: Iterable[str]) -> regex.Pattern | None
     return regex.compile("|".join(regex.escape(token) for token in tokens))
 
 
-def split_on_special_tokens(text: str, specials: regex.Pattern | None) -> list[str]:
-    """The pieces of text between special tokens (possibly empty strings)."""
-    return [text] if specials is None else specials.split(text)
-
-
-def iter_pretokens(text: str) -> Iterator[str]:
-    """The GPT-2 pre-tokens of one piece of text without special tokens."""
-    return (match.group() for match in _PRETOKEN.finditer(text))
-
-
 def count_pretokens(text: str, specials: regex.Pattern | None) -> Counter[str]:
     """How often each pre-token occurs in ``text``."""
     counts: Counter[str] = Counter()
-    for piece in split_on_special_tokens(text, specials):
+    for piece in [text] if specials is None else specials.split(text):
         counts.update(_PRETOKEN.findall(piece))
     return counts

@@ -54,16 +54,22 @@ def reduce_tree(
     work_dir: str,
     storage_options: dict | None = None,
     fan_in: int = DEFAULT_FAN_IN,
-) -> Delayed:
-    """A Dask graph that sums ``shards`` level by level into ``out`` (sorted by token)."""
+) -> tuple[Delayed, list[str]]:
+    """A Dask graph that sums ``shards`` level by level into ``out`` (sorted by token).
+
+    Also gives the paths of the partial sums it writes on the way, to delete afterwards.
+    """
     level: list[Delayed] = list(shards)
+    partial_sums: list[str] = []
     while len(level) > fan_in:
         groups = [level[i : i + fan_in] for i in range(0, len(level), fan_in)]
+        paths = [_partial_path(work_dir, group) for group in groups]
+        partial_sums += paths
         level = [
-            dask.delayed(combine, pure=True)(group, _partial_path(work_dir, group), storage_options)
-            for group in groups
+            dask.delayed(combine, pure=True)(group, path, storage_options)
+            for group, path in zip(groups, paths, strict=True)
         ]
-    return dask.delayed(combine, pure=True)(level, out, storage_options, sort=True)
+    return dask.delayed(combine, pure=True)(level, out, storage_options, sort=True), partial_sums
 
 
 def _partial_path(work_dir: str, group: Sequence[Delayed]) -> str:

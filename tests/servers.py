@@ -85,7 +85,7 @@ def worker_command(address: str, *, without_bpe_dask: bool = False, without: str
             f"import sys; sys.modules[{without!r}] = None; sys.argv = ['dask-worker', *sys.argv[1:]]; "
             "from distributed.cli.dask_worker import main; main()"
         )
-        return [sys.executable, "-c", code, *options]
+        return [sys.executable, "-c", code, *options, "--no-nanny"]  # the worker must be this process
     return [DASK, "worker", *options]
 
 

@@ -164,6 +164,12 @@ def sample(tmp_path) -> Path:
         (["in.txt", "--vocab-size", "300", "--chunk-size", "lots"], ["not a size"]),
         (["in.txt", "--vocab-size", "300", "--config", "nope.toml"], ["config file not found"]),
         (["in.txt"], ["--vocab-size is required"]),
+        (["in.txt", "--vocab-size", "300", "--special-token", "\udcff"], ["not valid Unicode"]),
+        (["in.txt", "--vocab-size", "300", "--special-token", "a"], ["single byte"]),
+        (["in.txt", "--vocab-size", "300", "--config", "."], ["cannot read config file"]),
+        (["in.txt", "--vocab-size", "300", "--scheduler", "nowhere"], ["cannot reach the Dask scheduler"]),
+        (["in.txt", "--vocab-size", "300", "--work-dir", "in.txt"], ["cannot use --work-dir"]),
+        (["in.txt", "--vocab-size", "300", "--storage-options", "{oops"], ["not JSON"]),
     ],
 )
 def test_bad_options_fail_in_one_line(sample, tmp_path, args, fragments):
@@ -203,6 +209,65 @@ def test_existing_results_need_overwrite(sample, tmp_path):
     )
     assert len((tmp_path / "out" / "merges.txt").read_text().splitlines()) == 265 - 256
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out"]  # no staging left behind
+
+
+def test_a_corrupt_archive_is_named(tmp_path):
+    (tmp_path / "fake.txt.gz").write_bytes(b"this is not gzip data")
+    done = run("train", "fake.txt.gz", "--vocab-size", "300", "--out", "out", "--workers", "1", "-q",
+               cwd=tmp_path, check=False)  # fmt: skip
+    assert_user_error(done, "cannot read", "fake.txt.gz")
+    assert_nothing_written(tmp_path, {"fake.txt.gz"})
+
+
+def test_count_refuses_a_directory_as_its_output(sample, tmp_path):
+    (tmp_path / "somedir").mkdir()
+    done = run("count", "in.txt", "--out", "somedir", "--overwrite", "-q", cwd=tmp_path, check=False)
+    assert_user_error(done, "is a directory")
+    assert list((tmp_path / "somedir").iterdir()) == []
+
+
+def test_outputs_inside_an_input_directory_are_not_read_back(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_text(data / "a.txt", corpus.words_corpus(8, 2000))
+    args = [
+        "train",
+        "data",
+        "--vocab-size",
+        "300",
+        "--out",
+        "data/tok",
+        "--workers",
+        "1",
+        "--work-dir",
+        "data/wd",
+    ]
+    run(*args, cwd=tmp_path)
+    first = json.loads((data / "tok" / "report.json").read_text())
+    run(*args, "--overwrite", cwd=tmp_path)
+    second = json.loads((data / "tok" / "report.json").read_text())
+    assert first["inputs"] == second["inputs"] and len(second["inputs"]) == 1
+    assert second["partitions_reused"] == second["partitions"]  # the same shards, found again
+
+
+def test_a_file_name_with_glob_characters_is_read_literally(tmp_path):
+    write_text(tmp_path / "f[1].txt", "hello hello world")
+    run("train", "f[1].txt", "--vocab-size", "260", "--out", "out", "--workers", "1", cwd=tmp_path)
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["input_bytes"] == 17
+
+
+@pytest.mark.parametrize(
+    ("table", "fragment"),
+    [
+        (pa.table({"token": pa.array([b"ab", None]), "count": pa.array([1, 2], pa.int64())}), "null"),
+        (pa.table({"token": pa.array([b"ab", b"cd"]), "count": pa.array([1, 0], pa.int64())}), "positive"),
+    ],
+)
+def test_merge_rejects_bad_counts(tmp_path, table, fragment):
+    pq.write_table(table, tmp_path / "bad.parquet")
+    done = run("merge", "bad.parquet", "--vocab-size", "300", "--out", "out", "-q", cwd=tmp_path, check=False)
+    assert_user_error(done, fragment)
+    assert not (tmp_path / "out").exists()
 
 
 def test_merge_rejects_a_table_with_the_wrong_schema(tmp_path):
