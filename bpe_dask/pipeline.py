@@ -89,8 +89,6 @@ class Merged:
 
 def validate(vocab_size: int | None, special_tokens: Sequence[str]) -> None:
     """Reject options no job could honour, before any work starts."""
-    if isinstance(special_tokens, str):
-        raise BpeDaskError("special tokens must be a list of strings, not one string")
     single_bytes = set(formats.bytes_to_unicode().values())
     for token in special_tokens:
         if not isinstance(token, str) or not token:
@@ -138,7 +136,7 @@ def count_words(
     Parquet file (or URL) for the counts; cluster runs only.
     """
     started = time.perf_counter()
-    special_tokens = list(special_tokens)
+    special_tokens = _token_list(special_tokens)
     validate(None, special_tokens)
     inputs = [os.fspath(p) for p in _as_list(inputs)]
     storage_options = job_storage_options(storage_options, [*inputs, out or "", work_dir or ""])
@@ -291,8 +289,6 @@ def merge_table(
     words = table.column("token").to_pylist()
     counts = table.column("count").to_pylist()
     vocab, merges = train_merges(zip(words, counts, strict=True), vocab_size, special_tokens, report_progress)
-    if report_progress is not None:
-        report_progress(len(merges))
     return Merged(vocab, merges, table.num_rows, peak_rss_bytes(), time.perf_counter() - started)
 
 
@@ -301,7 +297,10 @@ def merge_on_worker(
 ) -> Merged:
     """The merge loop as a Dask task: reads the counts where it runs, reports progress to the client."""
     table = formats.read_counts(counts_url, storage_options)
-    return merge_table(table, vocab_size, special_tokens, progress.every(0.5, progress.publish_from_worker))
+    total = vocab_size - 256 - len(special_tokens)
+    return merge_table(
+        table, vocab_size, special_tokens, progress.every(0.5, total, progress.publish_from_worker)
+    )
 
 
 def _merge_on_cluster(
@@ -328,7 +327,7 @@ def _merge_on_cluster(
 
 def _merge_here(counts: pa.Table, vocab_size: int, special_tokens: list[str], show_progress: bool) -> Merged:
     total = vocab_size - 256 - len(special_tokens)
-    report = progress.every(0.2, progress.MergeProgress(total)) if show_progress else None
+    report = progress.every(0.2, total, progress.MergeProgress(total)) if show_progress else None
     return merge_table(counts, vocab_size, special_tokens, report)
 
 
@@ -355,7 +354,7 @@ def train(
     is not an embedded LocalCluster, so the client never holds the word counts.
     """
     started = time.perf_counter()
-    special_tokens = list(special_tokens)
+    special_tokens = _token_list(special_tokens)
     validate(vocab_size, special_tokens)
     inputs = [os.fspath(p) for p in inputs]
     storage_options = job_storage_options(storage_options, [*inputs, out, work_dir or ""])
@@ -401,7 +400,7 @@ def merge(
 ) -> dict:
     """The merge loop over a counts table written by ``count_words``, then publish ``out``."""
     started = time.perf_counter()
-    special_tokens = list(special_tokens)
+    special_tokens = _token_list(special_tokens)
     validate(vocab_size, special_tokens)
     storage_options = job_storage_options(storage_options, [counts_url, out])
     formats.check_output_dir(out, overwrite, storage_options)
@@ -451,7 +450,7 @@ def train_bpe(
     ``options`` are those of ``count_words``: ``chunk_size``, ``client``, ``scheduler``,
     ``workers``, ``work_dir``, ``storage_options``, ``in_process``.
     """
-    special_tokens = list(special_tokens)
+    special_tokens = _token_list(special_tokens)
     validate(vocab_size, special_tokens)
     counted = count_words(input_path, special_tokens, **options)
     _warn_if_empty(counted.table().num_rows, counted.input_bytes)
@@ -471,6 +470,12 @@ def peak_rss_bytes() -> int:
     """The peak resident memory of this process so far."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
+
+
+def _token_list(special_tokens: Sequence[str]) -> list[str]:
+    if isinstance(special_tokens, str):
+        raise BpeDaskError("special tokens must be a list of strings, not one string")
+    return list(special_tokens)
 
 
 def _as_list(inputs: PathLike | Sequence[PathLike]) -> list[PathLike]:

@@ -54,13 +54,13 @@ class MergeProgress:
         return f"merge {done}/{self.total} {percent:3.0f}% {rate:,.0f} merges/s ETA {eta:,.0f}s"
 
 
-def every(seconds: float, report: Callable[[int], None]) -> Callable[[int], None]:
-    """``report``, called at most once per ``seconds`` (and always at the end, by the caller)."""
+def every(seconds: float, total: int, report: Callable[[int], None]) -> Callable[[int], None]:
+    """``report``, called at most once per ``seconds``, and always once ``total`` is reached."""
     last = [0.0]
 
     def throttled(done: int) -> None:
         now = time.perf_counter()
-        if now - last[0] >= seconds:
+        if now - last[0] >= seconds or done >= total:
             last[0] = now
             report(done)
 

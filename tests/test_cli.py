@@ -51,13 +51,14 @@ def test_train_on_two_workers_gives_the_oracle_merges(big_corpus, tmp_path):
     path, text = big_corpus
     assert path.stat().st_size > 4 * 65536
     vocab_size = 256 + 1 + 200
-    run("train", str(path), "--vocab-size", str(vocab_size), "--special-token", EOT,
+    done = run("train", str(path), "--vocab-size", str(vocab_size), "--special-token", EOT,
         "--out", "out", "--workers", "2", "--chunk-size", "65536", cwd=tmp_path)  # fmt: skip
     want_vocab, want_merges = oracle_train([text], vocab_size, [EOT])
     assert read_reference_merges(tmp_path / "out" / "merges.txt") == want_merges
     vocab = read_reference_vocab(tmp_path / "out" / "vocab.json")
     assert vocab == want_vocab
     report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert "merge 200/200 100%" in done.stderr and "merges/s" in done.stderr  # progress, on stderr
     assert report["input_bytes"] == path.stat().st_size
     assert report["partitions"] >= 4
     assert report["num_merges"] == 200
