@@ -43,7 +43,10 @@ def test_concurrent_jobs_on_one_cluster_keep_their_own_shards(text_file, tmp_pat
         work = tmp_path / name
         results[name] = count_words(text_file, [EOT], client=client, chunk_size=4096, work_dir=str(work))
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster, Client(cluster) as c:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
         threads = [threading.Thread(target=job, args=(name, c)) for name in ("a", "b")]
         for t in threads:
             t.start()

@@ -1,0 +1,55 @@
+"""Options: TOML configs, flags over configs, the environment."""
+
+from __future__ import annotations
+
+import pytest
+
+from bpe_dask import BpeDaskError
+from bpe_dask.config import load_config, parse_size, resolve
+
+
+def test_sizes():
+    assert parse_size("64MiB") == 64 * 2**20
+    assert parse_size("65536") == parse_size(65536) == 65536
+    assert parse_size("1.5kB") == 1500
+    for bad in ("lots", "0", "-1", True):
+        with pytest.raises(BpeDaskError):
+            parse_size(bad)
+
+
+def test_config_paths_are_relative_to_the_file_and_urls_are_left_alone(tmp_path):
+    (tmp_path / "job.toml").write_text(
+        'inputs = ["data/*.txt", "s3://bucket/x.txt"]\nout = "out"\nvocab-size = 500\n'
+        '[storage_options]\nanon = true\nclient_kwargs = {region_name = "eu-west-1"}\n'
+    )
+    options = load_config(str(tmp_path / "job.toml"))
+    assert options["inputs"] == [str(tmp_path / "data/*.txt"), "s3://bucket/x.txt"]
+    assert options["out"] == str(tmp_path / "out")
+    assert options["vocab_size"] == 500
+    assert options["storage_options"] == {"anon": True, "client_kwargs": {"region_name": "eu-west-1"}}
+
+
+def test_flags_beat_the_config_which_beats_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("DASK_SCHEDULER_ADDRESS", "tcp://from-env:8786")
+    assert resolve({})["scheduler"] == "tcp://from-env:8786"
+    (tmp_path / "job.toml").write_text('scheduler = "tcp://from-file:8786"\nchunk_size = "1MiB"\n')
+    options = resolve({"chunk_size": "2MiB"}, str(tmp_path / "job.toml"))
+    assert options["scheduler"] == "tcp://from-file:8786"
+    assert options["chunk_size"] == 2 * 2**20
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("vocab_sise = 5\n", "unknown option 'vocab_sise'"),
+        ("vocab_size = 'many'\n", "not a whole number"),
+        ("special_tokens = 3\n", "not a list of strings"),
+        ("storage_options = 'x'\n", "not JSON"),
+        ("merge_on = 'moon'\n", "auto, client or worker"),
+        ("this is not toml\n", "not valid TOML"),
+    ],
+)
+def test_config_mistakes_are_named(tmp_path, text, message):
+    (tmp_path / "job.toml").write_text(text)
+    with pytest.raises(BpeDaskError, match=message):
+        load_config(str(tmp_path / "job.toml"))
