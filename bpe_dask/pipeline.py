@@ -201,7 +201,12 @@ def _preflight(
     packages = required_packages(urls, [f.compression for f in files])
     shared = None if _is_embedded(client) else work_dir  # LocalCluster workers share our disk
     check_workers(
-        client, packages, work_dir=shared, storage_options=storage_options, ship_package=ship_package
+        client,
+        packages,
+        work_dir=shared,
+        inputs=[f.url for f in files[:1]],
+        storage_options=storage_options,
+        ship_package=ship_package,
     )
 
 

@@ -78,11 +78,16 @@ def check_workers(
     packages: Iterable[str] = (),
     *,
     work_dir: str | None = None,
+    inputs: Iterable[str] = (),
     storage_options: dict | None = None,
     ship_package: bool = False,
     wait_seconds: float = 60,
 ) -> None:
-    """Fail at once, in one line, if any worker lacks a package or cannot see ``work_dir``."""
+    """Fail at once, in one line, if any worker lacks a package or cannot see ``work_dir``.
+
+    ``inputs`` are files every worker must see too (one is enough to catch a ``memory://``
+    or client-local input that the workers cannot reach).
+    """
     needs = [*BASE_PACKAGES, *sorted(set(packages) - set(BASE_PACKAGES))]
     _wait_for_a_worker(client, wait_seconds)
     lacking = _lacking(client, needs)
@@ -98,6 +103,8 @@ def check_workers(
             f"{len(lacking)} of {len(client.scheduler_info()['workers'])} workers cannot run this job: "
             f"{worker} lacks {', '.join(what)}{' (and others)' if len(lacking) > 1 else ''}; {fix}"
         )
+    for url in inputs:
+        _check_visible(client, url, storage_options, "input")
     if work_dir:
         _check_shared(client, work_dir, storage_options)
     client.register_plugin(QuietUserErrors())
@@ -151,12 +158,19 @@ def _check_shared(client: Client, work_dir: str, storage_options: dict | None) -
     fs.makedirs(fs._parent(path), exist_ok=True)
     fs.pipe_file(path, b"")
     try:
-        seen = client.run(probe_path, marker, storage_options, on_error="return")
+        _check_visible(client, marker, storage_options, "work directory", shown=work_dir)
     finally:
         fs.rm_file(path)
+
+
+def _check_visible(
+    client: Client, url: str, storage_options: dict | None, what: str, shown: str = ""
+) -> None:
+    seen = client.run(probe_path, url, storage_options, on_error="return")
     blind = sorted(worker for worker, ok in seen.items() if ok is not True)
     if blind:
+        where = "--work-dir" if what == "work directory" else "inputs"
         raise BpeDaskError(
-            f"{len(blind)} workers (first {blind[0]}) cannot see the work directory {work_dir}: "
-            "pass --work-dir on storage every worker reaches, e.g. s3://bucket/bpe-dask-work"
+            f"{len(blind)} workers (first {blind[0]}) cannot see the {what} {shown or url}: "
+            f"give {where} on storage every worker reaches, e.g. s3://bucket/prefix"
         )

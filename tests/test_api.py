@@ -57,3 +57,18 @@ def test_concurrent_jobs_on_one_cluster_keep_their_own_shards(text_file, tmp_pat
     for name in ("a", "b"):
         shards = sorted(p.name for p in (tmp_path / name / "shards").iterdir())
         assert len(shards) == a.partitions  # each work directory holds its own complete set
+
+
+def test_memory_urls_train_in_process_and_are_refused_by_worker_processes():
+    import fsspec
+
+    from bpe_dask import train_bpe
+
+    text = corpus.words_corpus(12, 2000)
+    fsspec.filesystem("memory").pipe("/bpe-dask-test/a.txt", text.encode())
+    local = fsspec.filesystem("memory")
+    assert local.cat("/bpe-dask-test/a.txt") == text.encode()
+    _, merges = train_bpe("memory://bpe-dask-test/a.txt", 300, [EOT])
+    assert len(merges) == 300 - 257
+    with pytest.raises(BpeDaskError, match="cannot see the input memory://"):
+        train_bpe("memory://bpe-dask-test/*.txt", 300, [EOT], workers=1)
