@@ -86,3 +86,15 @@ def test_invalid_utf8_offset_is_exact_in_any_block(tmp_path):
             except BpeDaskError as error:
                 messages.add(str(error))
         assert messages == {f"{path}: invalid UTF-8 at byte offset {len(data)}"}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_counting_distinct_chunks_equals_pre_tokenizing_everything(seed):
+    """The fast path (chunks first, each distinct chunk pre-tokenized once) against the plain loop."""
+    from bpe_dask.pretokenize import count_pretokens, special_token_pattern
+
+    rng = random.Random(seed)
+    text = "".join(rng.choices(ALPHABET + [EOT], k=rng.randint(0, 3000)))
+    for specials in ([], [EOT]):
+        got = {w.encode(): c for w, c in count_pretokens(text, special_token_pattern(specials)).items()}
+        assert got == dict(whole_counts(text, specials))

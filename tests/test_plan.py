@@ -132,3 +132,18 @@ def test_inputs_expand_globs_and_directories_in_order(tmp_path):
     assert names(expand_inputs([str(tmp_path)])) == ["a.txt", "b.txt", "c.txt"]
     assert names(expand_inputs([str(tmp_path / "*.txt")])) == ["a.txt", "b.txt"]
     assert names(expand_inputs([str(tmp_path / "b.txt"), str(tmp_path / "*.txt")])) == ["b.txt", "a.txt"]
+
+
+def test_the_chunking_pattern_and_the_gpt2_pattern_agree_on_whitespace_everywhere():
+    import re
+    import sys
+
+    from bpe_dask.pretokenize import WHITESPACE
+
+    chunk_space, gpt2_space = re.compile(WHITESPACE), regex.compile(r"\s")
+    disagree = [
+        hex(c)
+        for c in range(sys.maxunicode + 1)
+        if bool(chunk_space.match(chr(c))) != bool(gpt2_space.match(chr(c)))
+    ]
+    assert disagree == []
