@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from itertools import pairwise
+from operator import add
 
 Pair = tuple[int, int]
 
@@ -64,33 +64,45 @@ def train_merges(
 
 
 class _MergeState:
-    """Words as lists of token ids, with pair counts, a pair-to-words index and a lazy heap.
+    """Words, pair counts, a pair-to-words index and a lazy heap of candidate pairs.
 
-    The heap keeps stale entries until they surface; it is never compacted, since a run of
-    tens of thousands of merges pushes only a few times as many entries as there are pairs.
+    A word is a ``str`` whose characters are token ids (``chr(id)``): merging a pair in it
+    is then ``str.replace``, which goes left to right without overlaps exactly as BPE does,
+    and a pair is a two-character string, cheap to build, hash and look for. The index
+    from pair to words is allowed to hold stale and repeated entries (a word whose pair
+    was merged away, or that gained it twice): a merge skips any word not holding the pair.
+    Likewise the heap keeps entries whose count has changed until they surface; it is never
+    compacted, since a run of tens of thousands of merges pushes only a few times as many
+    entries as there are pairs.
     """
 
     def __init__(self, word_counts: Iterable[tuple[bytes, int]], vocab: dict[int, bytes]) -> None:
         self.vocab = vocab
         self.descending = {token_id: _Descending(token) for token_id, token in vocab.items()}
-        self.words: list[list[int]] = []
+        self.words: list[str] = []
         self.freqs: list[int] = []
-        self.pair_counts: dict[Pair, int] = defaultdict(int)
-        self.where: dict[Pair, set[int]] = defaultdict(set)
-        for word, count in word_counts:
-            if len(word) < 2:
+        pair_counts: dict[str, int] = {}
+        where: dict[str, list[int]] = {}
+        for token, count in word_counts:
+            if len(token) < 2:
                 continue  # a single byte has no pair to merge
+            word = token.decode("latin-1")  # byte b becomes chr(b), the id of its token
             index = len(self.words)
-            self.words.append(list(word))
+            self.words.append(word)
             self.freqs.append(count)
-            for pair in pairwise(word):
-                self.pair_counts[pair] += count
-                self.where[pair].add(index)
-        self.heap = [self._entry(pair, count) for pair, count in self.pair_counts.items()]
+            for pair in map(add, word, word[1:]):
+                pair_counts[pair] = pair_counts.get(pair, 0) + count
+                holders = where.get(pair)
+                if holders is None:
+                    where[pair] = [index]
+                else:
+                    holders.append(index)
+        self.pair_counts, self.where = pair_counts, where
+        self.heap = [self._entry(pair, count) for pair, count in pair_counts.items()]
         heapq.heapify(self.heap)
 
-    def _entry(self, pair: Pair, count: int) -> tuple[int, bytes, bytes, Pair]:
-        return (-count, self.descending[pair[0]], self.descending[pair[1]], pair)
+    def _entry(self, pair: str, count: int) -> tuple[int, bytes, bytes, str]:
+        return (-count, self.descending[ord(pair[0])], self.descending[ord(pair[1])], pair)
 
     def pop_best(self) -> Pair | None:
         """The most frequent pair (ties to the greater bytes), skipping stale heap entries."""
@@ -98,55 +110,62 @@ class _MergeState:
         while heap:
             negative_count, _, _, pair = heapq.heappop(heap)
             if pair_counts.get(pair) == -negative_count:
-                return pair
+                return ord(pair[0]), ord(pair[1])
         return None
 
     def merge(self, pair: Pair, new_id: int) -> None:
-        """Replace ``pair`` with ``new_id`` in every word that holds it, updating counts and index."""
+        """Replace ``pair`` with ``new_id`` in every word that holds it, updating counts and index.
+
+        Only the pairs at the merged spots change: ``x a b y`` loses ``x a``, ``a b`` and ``b y``
+        and gains ``x X`` and ``X y``. Where two merged spots touch (``a b a b``), the pair
+        between them is one pair, counted once on each side of the merge.
+        """
         self.descending[new_id] = _Descending(self.vocab[new_id])
-        a, b = pair
-        delta: dict[Pair, int] = defaultdict(int)
-        where = self.where
-        for index in where.pop(pair):
-            word, freq = self.words[index], self.freqs[index]
-            merged = merge_word(word, a, b, new_id)
-            old_pairs, new_pairs = list(pairwise(word)), list(pairwise(merged))
-            for p in old_pairs:
-                delta[p] -= freq
-            for p in new_pairs:
-                delta[p] += freq
-            old_set, new_set = set(old_pairs), set(new_pairs)
-            for p in old_set - new_set:
-                if p != pair:
-                    where[p].discard(index)
-            for p in new_set - old_set:
-                where[p].add(index)
-            self.words[index] = merged
+        merged, joined = chr(new_id), chr(pair[0]) + chr(pair[1])
+        words, freqs, where = self.words, self.freqs, self.where
+        delta: dict[str, int] = defaultdict(int)
+        for index in where.pop(joined):
+            word = words[index]
+            at = word.find(joined)
+            if at < 0:
+                continue  # a stale or repeated entry
+            freq, end, last = freqs[index], -1, len(word) - 2
+            while at >= 0:  # the pairs the old word loses
+                delta[joined] -= freq
+                if at > 0 and at != end:
+                    delta[word[at - 1 : at + 1]] -= freq
+                if at < last:
+                    delta[word[at + 1 : at + 3]] -= freq
+                end = at + 2
+                at = word.find(joined, end)
+            new_word = word.replace(joined, merged)
+            words[index] = new_word
+            at, last = new_word.find(merged), len(new_word) - 1
+            while at >= 0:  # the pairs the new word gains
+                if at > 0:
+                    self._gain(new_word[at - 1 : at + 1], freq, index, delta)
+                if at < last and new_word[at + 1] != merged:
+                    self._gain(new_word[at : at + 2], freq, index, delta)
+                at = new_word.find(merged, at + 1)
         self._apply(delta)
 
-    def _apply(self, delta: dict[Pair, int]) -> None:
+    def _gain(self, pair: str, freq: int, index: int, delta: dict[str, int]) -> None:
+        delta[pair] += freq
+        holders = self.where.get(pair)
+        if holders is None:
+            self.where[pair] = [index]
+        else:
+            holders.append(index)
+
+    def _apply(self, delta: dict[str, int]) -> None:
         pair_counts, heap = self.pair_counts, self.heap
         for pair, change in delta.items():
             if not change:
                 continue
-            count = pair_counts[pair] + change
+            count = pair_counts.get(pair, 0) + change
             if count > 0:
                 pair_counts[pair] = count
                 heapq.heappush(heap, self._entry(pair, count))
             else:
                 del pair_counts[pair]
                 self.where.pop(pair, None)
-
-
-def merge_word(word: list[int], a: int, b: int, new_id: int) -> list[int]:
-    """``word`` with every non-overlapping ``a b`` (left to right) replaced by ``new_id``."""
-    merged: list[int] = []
-    i, n = 0, len(word)
-    while i < n:
-        if i + 1 < n and word[i] == a and word[i + 1] == b:
-            merged.append(new_id)
-            i += 2
-        else:
-            merged.append(word[i])
-            i += 1
-    return merged

@@ -1,0 +1,41 @@
+"""The merge loop against the oracle on random word tables built to provoke ties and repeats."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from oracle import oracle_train_on_words
+
+from bpe_dask.merge import train_merges
+
+# Few symbols, some of them prefixes of each other's merges: many equal counts, so the
+# tie-break decides; runs like b"aaaa" test overlapping pairs.
+ALPHABET = [b"a", b"b", b"\x00", b"\xff"]
+
+
+def random_words(rng: random.Random) -> dict[bytes, int]:
+    symbols = rng.sample(ALPHABET, rng.randint(1, 4))
+    words: dict[bytes, int] = {}
+    for _ in range(rng.randint(1, 12)):
+        word = b"".join(rng.choice(symbols) for _ in range(rng.randint(1, 9)))
+        words[word] = words.get(word, 0) + rng.choice([1, 1, 2, 3, 5, 100])
+    return words
+
+
+@pytest.mark.parametrize("block", range(10))
+def test_random_tables_merge_like_the_oracle(block):
+    for seed in range(block * 300, (block + 1) * 300):
+        rng = random.Random(seed)
+        words = random_words(rng)
+        specials = rng.choice([[], ["<s>"], ["ab", "abc"]])
+        vocab_size = 256 + len(specials) + rng.randint(0, 30)
+        assert train_merges(list(words.items()), vocab_size, specials) == oracle_train_on_words(
+            words, vocab_size, specials
+        ), (seed, words)
+
+
+def test_progress_reports_every_merge():
+    seen: list[int] = []
+    _, merges = train_merges([(b"abcabc", 3), (b"abd", 1)], 256 + 4, progress=seen.append)
+    assert seen == list(range(1, len(merges) + 1))
