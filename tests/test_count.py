@@ -94,7 +94,7 @@ def test_counting_distinct_chunks_equals_pre_tokenizing_everything(seed):
     from bpe_dask.pretokenize import count_pretokens, special_token_pattern
 
     rng = random.Random(seed)
-    text = "".join(rng.choices(ALPHABET + [EOT], k=rng.randint(0, 3000)))
+    text = "".join(rng.choices([*ALPHABET, EOT], k=rng.randint(0, 3000)))
     for specials in ([], [EOT]):
         got = {w.encode(): c for w, c in count_pretokens(text, special_token_pattern(specials)).items()}
         assert got == dict(whole_counts(text, specials))
