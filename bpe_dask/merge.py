@@ -81,8 +81,8 @@ class _MergeState:
         self.descending = {token_id: _Descending(token) for token_id, token in vocab.items()}
         self.words: list[str] = []
         self.freqs: list[int] = []
-        pair_counts: dict[str, int] = {}
-        where: dict[str, list[int]] = {}
+        pair_counts: dict[str, int] = defaultdict(int)
+        where: dict[str, list[int]] = defaultdict(list)
         for token, count in word_counts:
             if len(token) < 2:
                 continue  # a single byte has no pair to merge
@@ -91,12 +91,8 @@ class _MergeState:
             self.words.append(word)
             self.freqs.append(count)
             for pair in map(add, word, word[1:]):
-                pair_counts[pair] = pair_counts.get(pair, 0) + count
-                holders = where.get(pair)
-                if holders is None:
-                    where[pair] = [index]
-                else:
-                    holders.append(index)
+                pair_counts[pair] += count
+                where[pair].append(index)
         self.pair_counts, self.where = pair_counts, where
         self.heap = [self._entry(pair, count) for pair, count in pair_counts.items()]
         heapq.heapify(self.heap)
@@ -141,21 +137,17 @@ class _MergeState:
             new_word = word.replace(joined, merged)
             words[index] = new_word
             at, last = new_word.find(merged), len(new_word) - 1
-            while at >= 0:  # the pairs the new word gains
+            while at >= 0:  # the pairs the new word gains, which it is now listed under
                 if at > 0:
-                    self._gain(new_word[at - 1 : at + 1], freq, index, delta)
+                    gained = new_word[at - 1 : at + 1]
+                    delta[gained] += freq
+                    where[gained].append(index)
                 if at < last and new_word[at + 1] != merged:
-                    self._gain(new_word[at : at + 2], freq, index, delta)
+                    gained = new_word[at : at + 2]
+                    delta[gained] += freq
+                    where[gained].append(index)
                 at = new_word.find(merged, at + 1)
         self._apply(delta)
-
-    def _gain(self, pair: str, freq: int, index: int, delta: dict[str, int]) -> None:
-        delta[pair] += freq
-        holders = self.where.get(pair)
-        if holders is None:
-            self.where[pair] = [index]
-        else:
-            holders.append(index)
 
     def _apply(self, delta: dict[str, int]) -> None:
         pair_counts, heap = self.pair_counts, self.heap
