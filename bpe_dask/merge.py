@@ -17,6 +17,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from operator import add
 
+from .errors import BpeDaskError
+
 Pair = tuple[int, int]
 
 
@@ -41,11 +43,19 @@ def train_merges(
     vocab_size: int,
     special_tokens: Sequence[str] = (),
     progress: Callable[[int], None] | None = None,
+    engine: str = "auto",
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Learn merges until the vocabulary holds ``vocab_size`` tokens or no pair is left.
 
-    ``progress`` is called with the number of merges done after each merge.
+    ``progress`` is called with the number of merges done after each merge. ``engine`` is
+    ``"python"``, ``"numba"`` (the compiled loop of ``merge_numba``, identical results), or
+    ``"auto"``: numba for large tables when it is installed, where its start-up pays off.
     """
+    word_counts = list(word_counts)
+    if _use_numba(engine, len(word_counts)):
+        from . import merge_numba
+
+        return merge_numba.train_merges(word_counts, vocab_size, special_tokens, progress)
     vocab = initial_vocab(special_tokens)
     merges: list[tuple[bytes, bytes]] = []
     state = _MergeState(word_counts, vocab)
@@ -61,6 +71,23 @@ def train_merges(
         if progress is not None:
             progress(len(merges))
     return vocab, merges
+
+
+NUMBA_MIN_WORDS = 50_000  # below this, compiled code's start-up (about a second) costs more than it saves
+
+
+def _use_numba(engine: str, words: int) -> bool:
+    if engine not in ("auto", "python", "numba"):
+        raise ValueError(f"unknown merge engine {engine!r}")
+    if engine == "python" or (engine == "auto" and words < NUMBA_MIN_WORDS):
+        return False
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        if engine == "numba":
+            raise BpeDaskError("the numba merge engine needs numba: pip install 'bpe-dask[fast]'") from None
+        return False
+    return True
 
 
 class _MergeState:

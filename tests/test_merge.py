@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import random
 
+import corpus
 import pytest
 from oracle import oracle_train_on_words
 
 from bpe_dask.merge import train_merges
+
+try:
+    import numba  # noqa: F401
+
+    NUMBA = True
+except ImportError:
+    NUMBA = False
 
 # Few symbols, some of them prefixes of each other's merges: many equal counts, so the
 # tie-break decides; runs like b"aaaa" test overlapping pairs.
@@ -23,16 +31,34 @@ def random_words(rng: random.Random) -> dict[bytes, int]:
     return words
 
 
+ENGINES = ["python", pytest.param("numba", marks=pytest.mark.skipif(not NUMBA, reason="numba not installed"))]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("block", range(10))
-def test_random_tables_merge_like_the_oracle(block):
+def test_random_tables_merge_like_the_oracle(block, engine):
     for seed in range(block * 300, (block + 1) * 300):
         rng = random.Random(seed)
         words = random_words(rng)
         specials = rng.choice([[], ["<s>"], ["ab", "abc"]])
         vocab_size = 256 + len(specials) + rng.randint(0, 30)
-        assert train_merges(list(words.items()), vocab_size, specials) == oracle_train_on_words(
-            words, vocab_size, specials
-        ), (seed, words)
+        got = train_merges(list(words.items()), vocab_size, specials, engine=engine)
+        assert got == oracle_train_on_words(words, vocab_size, specials), (seed, words)
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba not installed")
+def test_both_engines_agree_on_a_real_corpus(tmp_path):
+    from bpe_dask import count_words
+
+    path = tmp_path / "in.txt"
+    path.write_text(
+        corpus.words_corpus(41, 40_000, vocab_words=3000) + corpus.mixed_corpus(42, 30), encoding="utf-8"
+    )
+    table = count_words(path, ["<|endoftext|>"]).table()
+    words = list(zip(table.column("token").to_pylist(), table.column("count").to_pylist(), strict=True))
+    python = train_merges(words, 1500, ["<|endoftext|>"], engine="python")
+    assert train_merges(words, 1500, ["<|endoftext|>"], engine="numba") == python
+    assert len(python[1]) == 1500 - 257
 
 
 def test_progress_reports_every_merge():
