@@ -10,12 +10,14 @@ fast; only each *distinct* chunk is then pre-tokenized with the GPT-2 pattern, i
 pre-tokens counted as often as the chunk occurs. Every chunk boundary falls between a
 non-whitespace and a whitespace character, where (see ``plan._is_safe_whitespace_cut``) the
 GPT-2 pattern never spans, so the counts are exactly those of pre-tokenizing the whole text.
+A process keeps the pre-tokens of the chunks it has seen (up to ``CACHE_LIMIT`` of them),
+since most chunks recur from one range to the next.
 """
 
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 
 import regex
@@ -29,6 +31,9 @@ _PRETOKEN = regex.compile(GPT2_PATTERN)
 WHITESPACE = r"[^\S\x1c-\x1f]"
 NON_WHITESPACE = r"[\S\x1c-\x1f]"
 _CHUNK = re.compile(f"{WHITESPACE}*{NON_WHITESPACE}+|{WHITESPACE}+")
+
+CACHE_LIMIT = 1 << 20
+_pretokens_of: dict[str, tuple[str, ...]] = {}
 
 
 def special_token_pattern(special_tokens: Iterable[str]) -> regex.Pattern | None:
@@ -44,8 +49,13 @@ def count_pretokens(text: str, specials: regex.Pattern | None) -> Counter[str]:
     chunks: Counter[str] = Counter()
     for piece in [text] if specials is None else specials.split(text):
         chunks.update(_CHUNK.findall(piece))
-    counts: Counter[str] = Counter()
+    if len(_pretokens_of) > CACHE_LIMIT:
+        _pretokens_of.clear()
+    counts: dict[str, int] = defaultdict(int)  # not a Counter: its __missing__ is Python code
     for chunk, times in chunks.items():
-        for pretoken in _PRETOKEN.findall(chunk):
+        pretokens = _pretokens_of.get(chunk)
+        if pretokens is None:
+            pretokens = _pretokens_of[chunk] = tuple(_PRETOKEN.findall(chunk))  # untracked by the GC
+        for pretoken in pretokens:
             counts[pretoken] += times
-    return counts
+    return Counter(counts)

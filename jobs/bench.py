@@ -231,17 +231,14 @@ def generated_counts(unique: int, seed: int = 0) -> str:
 # --- suites ----------------------------------------------------------------------------------------
 
 
-def suite_all(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+def suite_map(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     path = corpus_file(args.kind, args.size)
-    size = os.path.getsize(path)
-    counts = counts_of_corpus(path)
-    rows = []
-    chunk = max(1 << 20, size // 16)
+    chunk = max(1 << 20, os.path.getsize(path) // 16)
     plain = run("plain_count", path)
     in_process = run("bpe_dask_count_in_process", path)
     one = run("bpe_dask_count", path, 1, chunk)
     two = run("bpe_dask_count", path, 2, chunk)
-    rows += [
+    return [
         ("map: plain regex.finditer + Counter, 1 process", f"{plain['seconds']:.1f} s", "1.00"),
         ("map: bpe-dask counting in-process", f"{in_process['seconds']:.1f} s",
          f"{in_process['seconds'] / plain['seconds']:.2f} of plain"),
@@ -250,6 +247,13 @@ def suite_all(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ("map+reduce: bpe-dask, LocalCluster 2 workers", f"{two['seconds']:.1f} s",
          f"{one['seconds'] / two['seconds']:.2f}x faster than 1 worker"),
     ]  # fmt: skip
+
+
+def suite_all(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    rows = suite_map(args)
+    path = corpus_file(args.kind, args.size)
+    chunk = max(1 << 20, os.path.getsize(path) // 16)
+    counts = counts_of_corpus(path)
     hf = run("huggingface_train", path, args.vocab_size) if not args.skip_hf else None
     merge = run("bpe_dask_merge", counts, args.vocab_size)
     train = run("bpe_dask_train", path, 2, chunk, args.vocab_size)
@@ -306,9 +310,13 @@ def main() -> None:
     merge = commands.add_parser("merge", help="the merge loop on a generated OpenWebText-scale table")
     merge.add_argument("--unique", type=int, default=4_000_000)
     merge.add_argument("--vocab-size", type=int, default=32000)
+    mapping = commands.add_parser("map", help="the map phase: plain loop, in-process, 1 and 2 workers")
+    mapping.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
+    mapping.add_argument("--size", default="65MB")
     commands.add_parser("cs336", help="CS336's speed test")
     args = parser.parse_args()
-    rows = {"all": suite_all, "merge": suite_merge, "cs336": suite_cs336}[args.suite](args)
+    suites = {"all": suite_all, "map": suite_map, "merge": suite_merge, "cs336": suite_cs336}
+    rows = suites[args.suite](args)
     print("\n| what | time / size | ratio |\n| --- | --- | --- |")
     for row in rows:
         print("| " + " | ".join(row) + " |")
