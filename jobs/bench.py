@@ -103,6 +103,24 @@ def bpe_dask_merge(counts: str, vocab_size: int) -> dict:
     }
 
 
+def merge_engine(counts: str, vocab_size: int, engine: str) -> dict:
+    """The merge loop alone with one engine ("python" or "numba"), table already in memory."""
+    import pyarrow.parquet as pq
+
+    from bpe_dask.merge import train_merges
+    from bpe_dask.pipeline import peak_rss_bytes
+
+    table = pq.read_table(counts)
+    words = list(zip(table.column("token").to_pylist(), table.column("count").to_pylist(), strict=True))
+    started = time.perf_counter()
+    _, merges = train_merges(words, vocab_size, [EOT], engine=engine)
+    return {
+        "seconds": time.perf_counter() - started,
+        "merges": len(merges),
+        "peak_rss_bytes": peak_rss_bytes(),
+    }
+
+
 def huggingface_train(path: str, vocab_size: int) -> dict:
     """Hugging Face `tokenizers` BpeTrainer with the GPT-2 byte-level pre-tokenizer (Rust, all cores)."""
     import resource
@@ -181,6 +199,7 @@ CONTENDERS = {
     "bpe_dask_count": bpe_dask_count,
     "bpe_dask_train": bpe_dask_train,
     "bpe_dask_merge": bpe_dask_merge,
+    "merge_engine": merge_engine,
     "huggingface_train": huggingface_train,
     "baseline_merge": baseline_merge,
     "cs336_speed": cs336_speed,
@@ -269,6 +288,9 @@ def suite_all(args: argparse.Namespace) -> list[tuple[str, str, str]]:
          f"{merge['peak_rss_bytes'] / merge['unique_words'] * 1e6 / 2**30:.2f} GiB per million words"),
         ("bpe-dask train end to end, 2 workers", f"{train['seconds']:.1f} s", versus(train["seconds"])),
     ]  # fmt: skip
+    python = run("merge_engine", counts, args.vocab_size, "python")
+    rows.append(("merge loop, pure-Python engine (no numba)", f"{python['seconds']:.1f} s",
+                 versus(python["seconds"])))  # fmt: skip
     if args.baseline_seconds:
         base = run("baseline_merge", counts, args.vocab_size, args.baseline_seconds)
         rows.append((
