@@ -35,6 +35,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS)
     _vocab_options(train, "directory for vocab.json, merges.txt, tokenizer.json, report.json")
     _special_token_option(train)
+    train.add_argument(
+        "--merge-on",
+        choices=("auto", "client", "worker"),
+        default=argparse.SUPPRESS,
+        help="where the merge loop runs (auto: on a worker unless the cluster is the embedded one)",
+    )
     _count_options(train)
 
     count = commands.add_parser("count", help="count words only, into a Parquet table")
@@ -83,12 +89,6 @@ def _count_options(parser: argparse.ArgumentParser) -> None:
         metavar="SIZE",
         default=argparse.SUPPRESS,
         help="bytes per map task, e.g. 65536 or 64MiB (default 64MiB)",
-    )
-    parser.add_argument(
-        "--merge-on",
-        choices=("auto", "client", "worker"),
-        default=argparse.SUPPRESS,
-        help="where the merge loop runs (auto: on a worker unless the cluster is the embedded one)",
     )
     parser.add_argument(
         "--ship-package",
