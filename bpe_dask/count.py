@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
-from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -58,21 +57,22 @@ def count_range(
     settings: CountSettings,
     storage_options: dict | None = None,
     block_size: int = BLOCK_SIZE,
-) -> Counter[str]:
-    """The pre-token counts of one range."""
+    counts: dict[str, int] | None = None,
+) -> dict[str, int]:
+    """The pre-token counts of one range, added into ``counts`` when given."""
     specials = special_token_pattern(settings.special_tokens)
-    counts: Counter[str] = Counter()
+    counts = {} if counts is None else counts
     with _without_cycle_collection():
         for text in iter_texts(byte_range, settings.special_tokens, storage_options, block_size):
-            counts.update(count_pretokens(text, specials))
+            count_pretokens(text, specials, counts)
     return counts
 
 
 @contextmanager
 def _without_cycle_collection() -> Iterator[None]:
     """Counting makes millions of short-lived lists and no reference cycles; without this, the
-    cycle collector runs again and again over everything a Dask worker holds (about 15 % of a
-    map task in a worker). Reference counting still frees everything as it goes."""
+    cycle collector runs again and again over everything a Dask worker holds. Reference counting
+    still frees everything as it goes."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -165,7 +165,7 @@ def count_range_to_shard(
     return Shard(path, table.num_rows, reused=False)
 
 
-def counts_table(counts: Counter[str]) -> pa.Table:
+def counts_table(counts: Mapping[str, int]) -> pa.Table:
     """Word counts as the shard schema: UTF-8 pre-token bytes and their counts."""
     return pa.table(
         {

@@ -16,7 +16,6 @@ import shutil
 import sys
 import tempfile
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -183,9 +182,9 @@ def _plan(
 def _count_in_process(
     ranges: Sequence[ByteRange], settings: CountSettings, storage_options: dict | None
 ) -> pa.Table:
-    counts: Counter[str] = Counter()
+    counts: dict[str, int] = {}
     for byte_range in ranges:
-        counts.update(count_range(byte_range, settings, storage_options))
+        count_range(byte_range, settings, storage_options, counts=counts)
     return counts_table(counts)
 
 

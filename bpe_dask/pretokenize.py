@@ -1,6 +1,6 @@
 """Pre-tokenization: text in, pre-token counts out.
 
-Takes decoded text and the special tokens; gives a ``Counter`` of pre-tokens (``str``).
+Takes decoded text and the special tokens; gives a dict from pre-token (``str``) to count.
 Text is split on the special tokens first (longest first at the same position), so
 pre-tokens never cross a special token, and the special tokens themselves are dropped.
 
@@ -17,7 +17,7 @@ since most chunks recur from one range to the next.
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable
 
 import regex
@@ -44,18 +44,21 @@ def special_token_pattern(special_tokens: Iterable[str]) -> regex.Pattern | None
     return regex.compile("|".join(regex.escape(token) for token in tokens))
 
 
-def count_pretokens(text: str, specials: regex.Pattern | None) -> Counter[str]:
-    """How often each pre-token occurs in ``text``."""
+def count_pretokens(
+    text: str, specials: regex.Pattern | None, counts: dict[str, int] | None = None
+) -> dict[str, int]:
+    """How often each pre-token occurs in ``text``, added into ``counts`` when given."""
     chunks: Counter[str] = Counter()
     for piece in [text] if specials is None else specials.split(text):
         chunks.update(_CHUNK.findall(piece))
     if len(_pretokens_of) > CACHE_LIMIT:
         _pretokens_of.clear()
-    counts: dict[str, int] = defaultdict(int)  # not a Counter: its __missing__ is Python code
+    if counts is None:
+        counts = {}  # a plain dict: a Counter's __missing__ is Python code, slow on this hot path
     for chunk, times in chunks.items():
         pretokens = _pretokens_of.get(chunk)
         if pretokens is None:
             pretokens = _pretokens_of[chunk] = tuple(_PRETOKEN.findall(chunk))  # untracked by the GC
         for pretoken in pretokens:
-            counts[pretoken] += times
-    return Counter(counts)
+            counts[pretoken] = counts.get(pretoken, 0) + times
+    return counts
