@@ -17,10 +17,13 @@ from dask.base import tokenize
 from dask.delayed import Delayed
 
 from .count import Shard
+from .errors import retrying
 from .formats import COUNTS_SCHEMA, write_parquet_atomically
 from .storage import filesystem
 
-DEFAULT_FAN_IN = 8
+# Each combine holds its inputs and their hash table: 16 shards of a million words is about
+# 1 GB. Fewer levels mean fewer Parquet round trips (one level costs 0.6 s on 65 MB of text).
+DEFAULT_FAN_IN = 16
 
 
 def sum_counts(tables: Sequence[pa.Table]) -> pa.Table:
@@ -40,6 +43,10 @@ def combine(
     parts: Sequence[Shard | str], out: str, storage_options: dict | None = None, *, sort: bool = False
 ) -> str:
     """Sum the counts of ``parts`` (shards or earlier combined tables) into the Parquet file ``out``."""
+    return retrying(_combine, parts, out, storage_options, sort=sort)
+
+
+def _combine(parts: Sequence[Shard | str], out: str, storage_options: dict | None, *, sort: bool) -> str:
     paths = [p.path if isinstance(p, Shard) else p for p in parts]
     table = sum_counts([read_table(p, storage_options) for p in paths])
     if sort:

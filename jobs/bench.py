@@ -57,14 +57,10 @@ def bpe_dask_count_in_process(path: str) -> dict:
 
 def bpe_dask_count(path: str, workers: int, chunk_size: int) -> dict:
     """Map and reduce on a LocalCluster that is already up: cluster start-up is not counted."""
-    from distributed import Client, LocalCluster
-
     from bpe_dask import count_words
+    from bpe_dask.cluster import dask_client
 
-    with (
-        LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=None) as cluster,
-        Client(cluster) as client,
-    ):
+    with dask_client(workers=workers) as client:  # the LocalCluster `bpe-dask train` starts
         client.run(lambda: __import__("bpe_dask.count"))  # warm imports on the workers
         started = time.perf_counter()
         result = count_words(path, [EOT], client=client, chunk_size=chunk_size)
@@ -257,7 +253,7 @@ def generated_counts(unique: int, seed: int = 0) -> str:
 
 def suite_map(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     path = corpus_file(args.kind, args.size)
-    chunk = max(1 << 20, os.path.getsize(path) // 16)
+    chunk = args.chunk_size or max(1 << 20, os.path.getsize(path) // 16)
     plain = run("plain_count", path)
     in_process = run("bpe_dask_count_in_process", path)
     one = run("bpe_dask_count", path, 1, chunk)
@@ -266,7 +262,8 @@ def suite_map(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ("map: plain regex.finditer + Counter, 1 process", f"{plain['seconds']:.1f} s", "1.00"),
         ("map: bpe-dask counting in-process", f"{in_process['seconds']:.1f} s",
          f"{in_process['seconds'] / plain['seconds']:.2f} of plain"),
-        ("map+reduce: bpe-dask, LocalCluster 1 worker", f"{one['seconds']:.1f} s",
+        (f"map+reduce: bpe-dask, LocalCluster 1 worker ({one['partitions']} partitions)",
+         f"{one['seconds']:.1f} s",
          f"{one['seconds'] / plain['seconds']:.2f} of plain"),
         ("map+reduce: bpe-dask, LocalCluster 2 workers", f"{two['seconds']:.1f} s",
          f"{one['seconds'] / two['seconds']:.2f}x faster than 1 worker"),
@@ -340,6 +337,7 @@ def main() -> None:
     mapping = commands.add_parser("map", help="the map phase: plain loop, in-process, 1 and 2 workers")
     mapping.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     mapping.add_argument("--size", default="65MB")
+    mapping.add_argument("--chunk-size", type=int, default=0, help="bytes per partition (default: size/16)")
     commands.add_parser("cs336", help="CS336's speed test")
     parser.add_argument("--repeat", type=int, default=1, help="runs per contender; the fastest counts")
     args = parser.parse_args()
