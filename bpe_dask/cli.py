@@ -9,12 +9,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
 from . import __version__, formats, pipeline
 from .config import resolve
+from .count import UTF8_ERRORS
 from .errors import BpeDaskError
 from .storage import job_storage_options
 
@@ -97,6 +101,12 @@ def _count_options(parser: argparse.ArgumentParser) -> None:
         help="upload this bpe_dask to workers that lack it",
     )
     parser.add_argument(
+        "--utf8-errors",
+        choices=UTF8_ERRORS,
+        default=argparse.SUPPRESS,
+        help="invalid UTF-8 in the input: stop with its offset (strict, the default) or count it as U+FFFD",
+    )
+    parser.add_argument(
         "--work-dir",
         metavar="DIR",
         default=argparse.SUPPRESS,
@@ -125,6 +135,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     command, config_path, verbose = args.pop("command"), args.pop("config"), args.pop("verbose")
     counts = args.pop("counts", None)
     try:
+        with _sigterm_stops_the_job():
+            return _run(command, config_path, verbose, counts, args)
+    except Terminated:
+        print("bpe-dask: terminated", file=sys.stderr)
+        return 143
+
+
+def _run(command: str, config_path: str | None, verbose: bool, counts: str | None, args: dict) -> int:
+    try:
         options = resolve(args, config_path)
         _configure_logging(options["quiet"], verbose)
         if command == "merge":
@@ -143,6 +162,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived: unwind like Ctrl-C does, closing the cluster and removing temporary files."""
+
+
+@contextmanager
+def _sigterm_stops_the_job() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():  # signals go to the main thread only
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> NoReturn:
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _require(options: dict[str, Any], *names: str) -> None:
     for name in names:
         if not options.get(name):
@@ -159,6 +198,7 @@ def _cluster_kwargs(options: dict[str, Any]) -> dict[str, Any]:
         "storage_options": options.get("storage_options"),
         "ship_package": options["ship_package"],
         "show_progress": not options["quiet"],
+        "utf8_errors": options["utf8_errors"],
     }
 
 
@@ -216,8 +256,12 @@ def _configure_logging(quiet: bool, verbose: bool) -> None:
     logging.basicConfig(format="bpe-dask: %(message)s", level=level, stream=sys.stderr)
     log.setLevel(level)
     if not verbose:
-        for noisy in ("distributed", "dask", "tornado", "asyncio"):
-            logging.getLogger(noisy).setLevel(logging.ERROR)
+        # Failures reach the user as one line each; Dask's own error logs (tracebacks of a lost
+        # connection, say) repeat them at length: -v shows them.
+        noisy = ("distributed", "dask", "tornado", "asyncio")
+        names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] in noisy]
+        for name in {*noisy, *names}:  # Dask's config gives some child loggers levels of their own
+            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import dask
-from distributed import Client, LocalCluster
+from distributed import Client, KilledWorker, LocalCluster
+from distributed.comm.core import CommClosedError
+from distributed.utils import CancelledError
 
 from .errors import BpeDaskError
 from .storage import describe
@@ -70,3 +72,33 @@ def _local_client(workers: int) -> Iterator[Client]:
     ):
         log.info("started a LocalCluster with %d workers (dashboard: %s)", workers, client.dashboard_link)
         yield client
+
+
+@contextmanager
+def failures_explained(client: Client) -> Iterator[None]:
+    """Turn the cluster failing under the job into one line that says where to look next."""
+    try:
+        yield
+    except KilledWorker as error:
+        raise BpeDaskError(
+            f"workers died while running {_task_name(error.task)}, {error.allowed_failures + 1} times "
+            f"(last {error.last_worker.address}); out of memory is the usual cause: see the worker "
+            f"logs{_dashboard(client)}"
+        ) from None
+    except (CancelledError, CommClosedError) as error:
+        reason = getattr(error, "reason", None) or describe(error)
+        if "scheduler" in reason or isinstance(error, CommClosedError):
+            raise BpeDaskError(
+                f"lost the Dask scheduler at {client.scheduler.address} ({reason}); see its log for why"
+            ) from None
+        raise BpeDaskError(f"the job's tasks were cancelled on the cluster ({reason})") from None
+
+def _task_name(key: object) -> str:
+    name = key[0] if isinstance(key, tuple) else str(key)
+    kind = name.split("-", 1)[0]
+    return {"count": "a map task", "combine": "a reduce task", "merge": "the merge loop"}.get(kind, name)
+
+
+def _dashboard(client: Client) -> str:
+    link = client.dashboard_link if client.scheduler_info().get("services", {}).get("dashboard") else None
+    return f" and the dashboard at {link}" if link else " (this scheduler runs no dashboard)"

@@ -74,6 +74,12 @@ def _merge_on(value: Any) -> str:
     return value
 
 
+def _utf8_errors(value: Any) -> str:
+    if value not in ("strict", "replace"):
+        raise BpeDaskError(f"must be strict or replace, got {value!r}")
+    return value
+
+
 def _boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise BpeDaskError(f"not true or false: {value!r}")
@@ -94,6 +100,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "storage_options": _storage_options,
     "merge_on": _merge_on,
     "ship_package": _boolean,
+    "utf8_errors": _utf8_errors,
 }
 PATH_OPTIONS = {"inputs", "out", "work_dir"}
 DEFAULTS: dict[str, Any] = {
@@ -104,6 +111,7 @@ DEFAULTS: dict[str, Any] = {
     "quiet": False,
     "merge_on": "auto",
     "ship_package": False,
+    "utf8_errors": "strict",
 }
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import lzma
+import zlib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,12 +22,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import formats
-from .errors import BpeDaskError
+from .errors import BpeDaskError, InputError, retrying
 from .plan import ByteRange, context_margin, encode_specials, find_cut_in_buffer
 from .pretokenize import GPT2_PATTERN, count_pretokens, special_token_pattern
 from .storage import describe, filesystem
 
 BLOCK_SIZE = 8 * 2**20
+# Text with no safe cut for this long is one giant pre-token (a run of a single letter, digit,
+# punctuation or whitespace class): the task stops rather than let its memory grow unbounded.
+MAX_UNCUT = 64 * 2**20
+
+
+UTF8_ERRORS = ("strict", "replace")
 
 
 @dataclass(frozen=True)
@@ -33,9 +41,16 @@ class CountSettings:
     """Everything besides the input bytes that decides the counts."""
 
     special_tokens: tuple[str, ...] = ()
+    utf8_errors: str = "strict"  # or "replace": invalid UTF-8 becomes U+FFFD
+
+    def __post_init__(self) -> None:
+        if self.utf8_errors not in UTF8_ERRORS:
+            raise BpeDaskError(f"utf8_errors must be strict or replace, got {self.utf8_errors!r}")
 
     def key(self) -> str:
         text = "\0".join([GPT2_PATTERN, *sorted(set(self.special_tokens))])
+        if self.utf8_errors != "strict":
+            text += f"\0errors={self.utf8_errors}"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -63,7 +78,10 @@ def count_range(
     specials = special_token_pattern(settings.special_tokens)
     counts = {} if counts is None else counts
     with _without_cycle_collection():
-        for text in iter_texts(byte_range, settings.special_tokens, storage_options, block_size):
+        texts = iter_texts(
+            byte_range, settings.special_tokens, storage_options, block_size, utf8_errors=settings.utf8_errors
+        )
+        for text in texts:
             count_pretokens(text, specials, counts)
     return counts
 
@@ -87,10 +105,14 @@ def iter_texts(
     special_tokens: tuple[str, ...] = (),
     storage_options: dict | None = None,
     block_size: int = BLOCK_SIZE,
+    max_uncut: int = MAX_UNCUT,
+    utf8_errors: str = "strict",
 ) -> Iterator[str]:
     """The range's text in blocks of about ``block_size`` bytes, each cut at a safe boundary.
 
-    Counting the blocks one by one gives exactly the counts of the whole range.
+    Counting the blocks one by one gives exactly the counts of the whole range. Memory stays
+    within a few times ``block_size + max_uncut``: more than ``max_uncut`` bytes without a
+    safe cut is an error naming the file and offset.
     """
     specials = encode_specials(special_tokens)
     with _open_range(byte_range, storage_options) as (stream, remaining):
@@ -102,16 +124,20 @@ def iter_texts(
                 remaining -= len(block)
             if not block:
                 if pending:
-                    yield _decode(pending, byte_range, offset)
+                    yield _decode(pending, byte_range, offset, utf8_errors)
                 return
             pending += block
             # Cut near the middle of the new block, so pieces come out about block_size long.
             start = searched_to or max(1, len(pending) - len(block) // 2)
             cut = find_cut_in_buffer(pending, start, specials)
             if cut is None:
+                if searched_to is None:
+                    stuck_at = offset + start  # no cut from here on, so far
                 searched_to = max(start, len(pending) - context_margin(specials))
+                if offset + len(pending) - stuck_at > max_uncut:
+                    raise _uncut_error(byte_range, stuck_at, max_uncut)
                 continue
-            yield _decode(pending[:cut], byte_range, offset)
+            yield _decode(pending[:cut], byte_range, offset, utf8_errors)
             pending, offset, searched_to = pending[cut:], offset + cut, None
 
 
@@ -125,7 +151,7 @@ def _open_range(byte_range: ByteRange, storage_options: dict | None) -> Iterator
         if not compression:
             stream.seek(byte_range.start)
     except Exception as error:
-        raise BpeDaskError(f"cannot read {byte_range.file.name}: {describe(error)}") from None
+        raise _read_error(byte_range, error) from None
     with stream:
         yield stream, (None if compression else byte_range.size)
 
@@ -135,17 +161,42 @@ def _read(stream: BinaryIO, size: int, byte_range: ByteRange) -> bytes:
     try:
         return stream.read(size)
     except Exception as error:  # a broken connection, a truncated or mislabelled archive, ...
-        raise BpeDaskError(f"cannot read {byte_range.file.name}: {describe(error)}") from None
+        raise _read_error(byte_range, error) from None
 
 
-def _decode(data: bytes, byte_range: ByteRange, offset: int) -> str:
+# Failures that reading again cannot fix: the file is gone or forbidden, or the archive is corrupt.
+_LASTING = (FileNotFoundError, PermissionError, IsADirectoryError, EOFError, zlib.error, lzma.LZMAError)
+
+
+def _read_error(byte_range: ByteRange, error: Exception) -> BpeDaskError:
+    lasting = isinstance(error, _LASTING) or (
+        byte_range.file.compression is not None
+        and (type(error).__name__ in ("BadGzipFile", "ZstdError") or "Invalid data stream" in str(error))
+    )
+    kind = InputError if lasting else BpeDaskError  # a BpeDaskError is retried, an InputError is not
+    return kind(f"cannot read {byte_range.file.name}: {describe(error)}")
+
+
+def _uncut_error(byte_range: ByteRange, offset: int, max_uncut: int) -> InputError:
+    return InputError(
+        f"{byte_range.file.name}: no place to split the text in the {max_uncut // 2**20} MiB after byte "
+        f"offset {offset}{_of_decompressed(byte_range)} (no whitespace, special token, or change between "
+        "letters, digits and punctuation): a single pre-token that long cannot be counted"
+    )
+
+
+def _decode(data: bytes, byte_range: ByteRange, offset: int, utf8_errors: str = "strict") -> str:
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8", utf8_errors)
     except UnicodeDecodeError as error:
-        where = "of the decompressed data" if byte_range.file.compression else ""
-        raise BpeDaskError(
-            f"{byte_range.file.name}: invalid UTF-8 at byte offset {offset + error.start} {where}".rstrip()
+        raise InputError(
+            f"{byte_range.file.name}: invalid UTF-8 at byte offset {offset + error.start}"
+            f"{_of_decompressed(byte_range)} (--utf8-errors replace substitutes U+FFFD)"
         ) from None
+
+
+def _of_decompressed(byte_range: ByteRange) -> str:
+    return " of the decompressed data" if byte_range.file.compression else ""
 
 
 def count_range_to_shard(
@@ -154,7 +205,16 @@ def count_range_to_shard(
     shard_dir: str,
     storage_options: dict | None = None,
 ) -> Shard:
-    """Count one range and write its shard, or reuse the shard a previous run finished."""
+    """Count one range and write its shard, or reuse the shard a previous run finished.
+
+    A failure that may be transient (a dropped connection, say) is retried in place.
+    """
+    return retrying(_count_range_to_shard, byte_range, settings, shard_dir, storage_options)
+
+
+def _count_range_to_shard(
+    byte_range: ByteRange, settings: CountSettings, shard_dir: str, storage_options: dict | None
+) -> Shard:
     path = shard_path(shard_dir, byte_range, settings)
     fs, fs_path = filesystem(path, storage_options)
     if fs.exists(fs_path):

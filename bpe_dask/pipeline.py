@@ -27,7 +27,7 @@ from dask.base import tokenize
 from distributed import Client, LocalCluster
 
 from . import __version__, formats, progress
-from .cluster import dask_client
+from .cluster import dask_client, failures_explained
 from .config import DEFAULT_CHUNK_SIZE
 from .count import CountSettings, Shard, count_range, count_range_to_shard, counts_table
 from .errors import BpeDaskError
@@ -127,12 +127,14 @@ def count_words(
     in_process: bool | None = None,
     ship_package: bool = False,
     show_progress: bool = False,
+    utf8_errors: str = "strict",
 ) -> CountResult:
     """Plan, map and reduce: the word counts of ``inputs``.
 
     Runs on ``client``, on ``scheduler``, or on a LocalCluster of ``workers``; with none of
     these, inputs under ``IN_PROCESS_LIMIT`` are counted in this process. ``out`` names a
-    Parquet file (or URL) for the counts; cluster runs only.
+    Parquet file (or URL) for the counts; cluster runs only. ``utf8_errors="replace"`` counts
+    invalid UTF-8 as U+FFFD instead of stopping at it.
     """
     started = time.perf_counter()
     special_tokens = _token_list(special_tokens)
@@ -147,7 +149,7 @@ def count_words(
         raise BpeDaskError("in_process=True counts here: it cannot take client, scheduler, workers or out")
     if in_process is None:
         in_process = not cluster_wanted and result.input_bytes <= IN_PROCESS_LIMIT
-    settings = CountSettings(tuple(special_tokens))
+    settings = CountSettings(tuple(special_tokens), utf8_errors)
     if in_process:
         result._table = _count_in_process(ranges, settings, storage_options)
     else:
@@ -237,7 +239,8 @@ def _count_on_cluster(
     try:
         if show_progress:
             progress.show_task_progress(futures)
-        path, *flags = client.gather(futures)
+        with failures_explained(client):
+            path, *flags = client.gather(futures)
     except BaseException:
         client.cancel(futures)  # a failed job stops at once, before its work directory goes
         raise
@@ -326,7 +329,8 @@ def _merge_on_cluster(
         key=f"merge-{tokenize(counts_url, vocab_size, special_tokens)}",
         workers=[roomiest], allow_other_workers=True, pure=False, priority=100,
     )  # fmt: skip
-    return future.result()
+    with failures_explained(client):
+        return future.result()
 
 
 def _merge_here(counts: pa.Table, vocab_size: int, special_tokens: list[str], show_progress: bool) -> Merged:
@@ -351,6 +355,7 @@ def train(
     merge_on: str = "auto",
     ship_package: bool = False,
     show_progress: bool = False,
+    utf8_errors: str = "strict",
 ) -> dict:
     """The whole job: count, merge, and publish the output directory ``out``. Returns the report.
 
@@ -364,7 +369,7 @@ def train(
     storage_options = job_storage_options(storage_options, [*inputs, out, work_dir or ""])
     formats.check_output_dir(out, overwrite, storage_options)
     files, ranges = _plan(inputs, chunk_size, special_tokens, storage_options, exclude=[out, work_dir])
-    settings = CountSettings(tuple(special_tokens))
+    settings = CountSettings(tuple(special_tokens), utf8_errors)
     with (
         _work_directory(work_dir, storage_options) as work,
         dask_client(scheduler, workers, client) as active,
@@ -385,7 +390,10 @@ def train(
             )
     counted = CountResult([f.url for f in files], sum(f.size for f in files), len(ranges), reused)
     _warn_if_empty(merged.unique_words, counted.input_bytes)
-    report = _report(counted.report(), merged, special_tokens, vocab_size, {"count": count_seconds})
+    report = _report(
+        {**counted.report(), "utf8_errors": utf8_errors}, merged, special_tokens, vocab_size,
+        {"count": count_seconds},
+    )  # fmt: skip
     report["merge_ran_on"] = "worker" if on_worker else "client"
     report["timings"]["total"] = time.perf_counter() - started
     formats.publish_directory(out, _artifacts(merged, special_tokens, report), storage_options)

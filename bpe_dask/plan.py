@@ -2,9 +2,10 @@
 
 Takes paths, globs, directories or URLs (anything fsspec opens) and a target chunk size;
 gives ``ByteRange``s that tile every file exactly. Each cut is moved forward to the start
-of a special token, or, where none is near, to a whitespace boundary that provably leaves
-the pre-tokenization unchanged (see ``_is_safe_whitespace_cut``). Counting each range on
-its own therefore gives exactly the counts of the whole file.
+of a special token, or, where none is near, to a whitespace boundary (or, in text without
+whitespace, a change between letters, digits and punctuation) that provably leaves the
+pre-tokenization unchanged (see ``_is_safe_whitespace_cut`` and ``_class_cut_in``). Counting
+each range on its own therefore gives exactly the counts of the whole file.
 """
 
 from __future__ import annotations
@@ -32,6 +33,23 @@ _WHITESPACE = regex.compile(r"\s")
 # byte is never below 0x80, so a cut before one of these is always between characters.
 _ASCII_WHITESPACE = bytes(b for b in range(128) if _WHITESPACE.match(chr(b)))
 _ASCII_WHITESPACE_BYTE = regex.compile(b"[" + regex.escape(_ASCII_WHITESPACE) + b"]")
+# The ASCII members of the pattern's three non-whitespace classes: \p{L}, \p{N}, and the rest.
+ASCII_LETTERS = bytes(b for b in range(128) if chr(b).isascii() and chr(b).isalpha())
+ASCII_DIGITS = b"0123456789"
+ASCII_PUNCTUATION = bytes(b for b in range(0x21, 0x7F) if not chr(b).isalnum())
+
+
+def _any_of(chars: bytes) -> bytes:
+    return b"[" + regex.escape(chars) + b"]"
+
+
+_L, _N, _P = _any_of(ASCII_LETTERS), _any_of(ASCII_DIGITS), _any_of(ASCII_PUNCTUATION)
+# Letter|digit, letter|punctuation, digit|letter, digit|punctuation, punctuation|digit: see
+# ``_class_cut_in``. Not punctuation|letter, which a contraction ("'s") spans.
+_CLASS_CHANGE = regex.compile(
+    b"(?<=" + _L + b")(?=" + _N + b"|" + _P + b")|(?<=" + _N + b")(?=" + _L + b"|" + _P + b")"
+    b"|(?<=" + _P + b")(?=" + _N + b")"
+)
 
 
 @dataclass(frozen=True)
@@ -220,9 +238,12 @@ def find_cut_in_buffer(data: bytes, start: int, specials: list[bytes]) -> int | 
 
 
 def _prefer_special(search_with: Callable, specials: list[bytes]) -> int | None:
-    """The start of a special token where the search finds one, else a whitespace boundary."""
+    """The start of a special token where the search finds one, else a whitespace boundary,
+    else (in text with no whitespace, such as minified JSON) a change of character class."""
     cut = search_with(_special_cut_in) if specials else None
-    return cut if cut is not None else search_with(_whitespace_cut_in)
+    if cut is None:
+        cut = search_with(_whitespace_cut_in)
+    return cut if cut is not None else search_with(_class_cut_in)
 
 
 def context_margin(specials: list[bytes]) -> int:
@@ -294,6 +315,25 @@ def _is_safe_whitespace_cut(window: bytes, p: int) -> bool:
     except UnicodeDecodeError:
         return False
     return len(previous) == 1 and not _WHITESPACE.match(previous)
+
+
+def _class_cut_in(window: bytes, offset: int, lo: int, hi: int, specials: list[bytes]) -> int | None:
+    r"""The first position in ``[lo, hi)`` between two ASCII characters that no pre-token joins.
+
+    Those are a letter or a digit followed by a character of another non-whitespace class,
+    and punctuation followed by a digit. In the GPT-2 pattern no match holds both a letter
+    and a digit, or a digit and punctuation; and the only match with both a letter and
+    punctuation, a contraction like ``'s``, has the punctuation first. So, as for a
+    whitespace cut, the matches tile the text with a boundary at ``p``, the match ending at
+    ``p`` ends in a non-whitespace character (no look-ahead past ``p``), and the matches from
+    ``p`` onwards are the same whether the scan starts at 0 or at ``p``. ASCII bytes are
+    whole characters in UTF-8, so ``p`` is between characters.
+    """
+    for match in _CLASS_CHANGE.finditer(window, max(lo - offset, 1), hi - offset):
+        p = match.start()
+        if not _straddled(window, p, specials):
+            return p + offset
+    return None
 
 
 def _occurrences(window: bytes, token: bytes, lo: int, hi: int) -> Iterable[int]:

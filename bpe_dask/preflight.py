@@ -65,8 +65,9 @@ class QuietUserErrors(WorkerPlugin):
     def setup(self, worker) -> None:
         import logging
 
+        user_errors = ("BpeDaskError(", "InputError(")  # the classes in bpe_dask.errors
         logging.getLogger("distributed.worker").addFilter(
-            lambda record: "BpeDaskError(" not in record.getMessage()
+            lambda record: not any(name in record.getMessage() for name in user_errors)
         )
 
 

@@ -9,7 +9,8 @@ import sys
 import sysconfig
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 
 DASK = str(Path(sys.executable).parent / "dask")
@@ -96,18 +97,51 @@ def worker_env(without_bpe_dask: bool = False) -> dict[str, str]:
     return env
 
 
+@dataclass
+class Cluster:
+    """A running `dask scheduler` and its `dask worker` processes (each a nanny and its worker)."""
+
+    address: str
+    scheduler: subprocess.Popen
+    workers: list[subprocess.Popen]
+
+
 @contextmanager
-def dask_cluster(n_workers: int = 2, cwd: str | None = None, **worker_kind) -> Iterator[str]:
-    """`dask scheduler` and `n_workers` `dask worker` processes; yields the scheduler address."""
+def cluster_processes(
+    n_workers: int = 2, cwd: str | None = None, scheduler_env: dict | None = None, **worker_kind
+) -> Iterator[Cluster]:
+    """`dask scheduler` and `n_workers` `dask worker` processes, ready to take work."""
     from distributed import Client
 
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     scheduler = [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"]
-    with processes(scheduler, env=env_without_aws(), cwd=cwd):
+    with processes(scheduler, env={**env_without_aws(), **(scheduler_env or {})}, cwd=cwd) as (sched,):
         wait_for_port(port)
         workers = [worker_command(address, **worker_kind) for _ in range(n_workers)]
-        with processes(*workers, env=worker_env(worker_kind.get("without_bpe_dask", False)), cwd=cwd):
+        env = worker_env(worker_kind.get("without_bpe_dask", False))
+        with processes(*workers, env=env, cwd=cwd) as procs:
             with Client(address, timeout="30s") as client:
                 client.wait_for_workers(n_workers, timeout=60)
-            yield address
+            yield Cluster(address, sched, procs)
+
+
+@contextmanager
+def dask_cluster(n_workers: int = 2, cwd: str | None = None, **worker_kind) -> Iterator[str]:
+    """`dask scheduler` and `n_workers` `dask worker` processes; yields the scheduler address."""
+    with cluster_processes(n_workers, cwd, **worker_kind) as cluster:
+        yield cluster.address
+
+
+def kill_process_tree(pid: int) -> None:
+    """SIGKILL a process and everything it started: a `dask worker` nanny and its worker."""
+    import psutil
+
+    try:
+        parent = psutil.Process(pid)
+        family = [*parent.children(recursive=True), parent]
+    except psutil.NoSuchProcess:
+        return
+    for process in family:
+        with suppress(psutil.NoSuchProcess):
+            process.kill()

@@ -10,7 +10,7 @@ import random
 import pytest
 from test_plan import ALPHABET, SPECIAL_SETS, whole_counts
 
-from bpe_dask.count import CountSettings, count_range
+from bpe_dask.count import CountSettings, count_range, iter_texts
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.plan import expand_inputs, plan_ranges
 
@@ -85,7 +85,8 @@ def test_invalid_utf8_offset_is_exact_in_any_block(tmp_path):
                 count_range(byte_range, CountSettings(), block_size=block_size)
             except BpeDaskError as error:
                 messages.add(str(error))
-        assert messages == {f"{path}: invalid UTF-8 at byte offset {len(data)}"}
+        assert len(messages) == 1
+        assert messages.pop().startswith(f"{path}: invalid UTF-8 at byte offset {len(data)} ")
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -98,3 +99,76 @@ def test_counting_distinct_chunks_equals_pre_tokenizing_everything(seed):
     for specials in ([], [EOT]):
         got = {w.encode(): c for w, c in count_pretokens(text, special_token_pattern(specials)).items()}
         assert got == dict(whole_counts(text, specials))
+
+
+def blocks_of(path, specials=(), block_size=1 << 16, max_uncut=1 << 20, **options):
+    (byte_range,) = plan_ranges(expand_inputs([str(path)]), 1 << 40, list(specials))
+    return list(iter_texts(byte_range, tuple(specials), None, block_size, max_uncut, **options))
+
+
+def test_one_huge_document_streams_in_bounded_blocks(tmp_path):
+    rng = random.Random(5)
+    text = " ".join(rng.choice(["alpha", "béta", "42", "x,", "\n"]) for _ in range(400_000))  # ~1.7 MB
+    path = tmp_path / "doc.txt"
+    path.write_bytes(text.encode())
+    blocks = blocks_of(path, [EOT], block_size=1 << 16)
+    assert "".join(blocks) == text
+    assert len(blocks) > 20 and max(len(b.encode()) for b in blocks) < 2 * (1 << 16)
+    assert counts_of(path, [EOT], 1 << 16) == dict(whole_counts(text, [EOT]))
+
+
+def test_a_long_line_without_whitespace_streams_in_bounded_blocks(tmp_path):
+    text = "".join(f'{{"k{i}":[{i},"v{i}x"]}},' for i in range(100_000))  # minified JSON, one line
+    path = tmp_path / "one-line.json"
+    path.write_bytes(text.encode())
+    blocks = blocks_of(path, block_size=1 << 16, max_uncut=1 << 17)
+    assert "".join(blocks) == text
+    assert max(len(b) for b in blocks) < 2 * (1 << 16)
+    assert counts_of(path, [], 1 << 16) == dict(whole_counts(text, []))
+
+
+@pytest.mark.parametrize(
+    ("content", "what"),
+    [(b"a" * (3 << 20), "letters"), (b" \n" * (3 << 19), "whitespace"), (b"-" * (3 << 20), "dashes")],
+)
+def test_a_giant_pre_token_stops_with_the_file_and_offset(tmp_path, content, what):
+    path = tmp_path / "giant.txt"
+    path.write_bytes(b"some words first " + content + b" and after")
+    with pytest.raises(BpeDaskError) as error:
+        blocks_of(path, [EOT], block_size=1 << 16, max_uncut=1 << 20)
+    message = str(error.value)
+    assert message.startswith(f"{path}: no place to split the text in the 1 MiB after byte offset ")
+    assert int(message.split("byte offset ")[1].split()[0]) < (1 << 16)
+    assert "\n" not in message
+
+
+def test_whitespace_only_file_below_the_limit_is_one_pre_token(tmp_path):
+    path = tmp_path / "blank.txt"
+    path.write_bytes(b" \n\t " * 1000)
+    assert counts_of(path, [EOT], 64) == {b" \n\t " * 1000: 1}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_utf8_errors_replace_counts_like_decoding_the_whole_file_with_replacement(tmp_path, seed):
+    rng = random.Random(seed)
+    bad = [b"\xff", b"\xe2\x82", b"\xc3", b"\xed\xa0\x80", b"\xf0\x9f\x98", b"\x80\x80"]
+    good = [t.encode() for t in [*ALPHABET, EOT]]
+    parts = [rng.choice(good) if rng.random() < 0.9 else rng.choice(bad) for _ in range(800)]
+    data = b"".join(parts)
+    path = tmp_path / "bad.txt"
+    path.write_bytes(data)
+    want = dict(whole_counts(data.decode("utf-8", "replace"), [EOT]))
+    settings = CountSettings((EOT,), utf8_errors="replace")
+    for chunk_size, block_size in ((1 << 20, 1 << 20), (50, 7), (7, 3), (300, 64)):
+        got = {}
+        for byte_range in plan_ranges(expand_inputs([str(path)]), chunk_size, [EOT]):
+            for word, count in count_range(byte_range, settings, block_size=block_size).items():
+                got[word.encode()] = got.get(word.encode(), 0) + count
+        assert got == want, (chunk_size, block_size)
+
+
+def test_utf8_error_handling_is_part_of_the_shard_identity():
+    strict, replace = CountSettings((EOT,)), CountSettings((EOT,), utf8_errors="replace")
+    assert strict.key() != replace.key()
+    with pytest.raises(BpeDaskError, match="strict or replace"):
+        CountSettings((), utf8_errors="ignore")

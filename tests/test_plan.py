@@ -147,3 +147,49 @@ def test_the_chunking_pattern_and_the_gpt2_pattern_agree_on_whitespace_everywher
         if bool(chunk_space.match(chr(c))) != bool(gpt2_space.match(chr(c)))
     ]
     assert disagree == []
+
+
+NO_WHITESPACE = [
+    "a", "Z", "é", "日本", "7", "42", "٣", "²", "'s", "'T", "'ll", "'", "ve", "re", ".", ",!", "--", "\x00",
+    "{", '"', ":", "[", "]", "\x1c", "<", "|", ">", "<|", "endoftext", "|>", "<|endoftext|>", "\ufffd",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_text_without_whitespace_is_cut_where_letters_digits_and_punctuation_meet(tmp_path, seed):
+    rng = random.Random(seed)
+    specials = [[], [EOT], [EOT, EOT + EOT], ["s1"]][seed % 4]  # "s1" is itself a class change
+    text = "".join(rng.choices(NO_WHITESPACE, k=3000))
+    path = write(tmp_path / "in.txt", text)
+    want = whole_counts(text, specials)
+    for chunk_size in (1, 7, 64, 500):
+        ranges = plan(path, chunk_size, specials, lookahead=64)
+        assert_tiles(ranges, len(text.encode()))
+        assert range_counts(ranges, specials) == want, chunk_size
+    assert len(plan(path, 64, specials, lookahead=64)) > 20
+
+
+def test_minified_json_is_cut_into_many_ranges(tmp_path):
+    record = '{"id":%d,"name":"user%d","tags":["a","b"],"score":%d.5},'
+    text = "[" + "".join(record % (i, i, i * 7) for i in range(3000)) + "]"
+    path = write(tmp_path / "in.json", text)
+    ranges = plan(path, 4096, [EOT])
+    assert len(ranges) > 20
+    assert range_counts(ranges, [EOT]) == whole_counts(text, [EOT])
+
+
+def test_class_change_cuts_use_only_ascii_characters_of_the_right_class():
+    from bpe_dask.plan import ASCII_DIGITS, ASCII_LETTERS, ASCII_PUNCTUATION
+
+    assert all(regex.fullmatch(r"\p{L}", chr(b)) for b in ASCII_LETTERS)
+    assert all(regex.fullmatch(r"\p{N}", chr(b)) for b in ASCII_DIGITS)
+    assert all(regex.fullmatch(r"[^\s\p{L}\p{N}]", chr(b)) for b in ASCII_PUNCTUATION)
+    assert len(ASCII_LETTERS) == 52 and len(ASCII_PUNCTUATION) == 32
+
+
+def test_a_letter_followed_by_an_apostrophe_is_a_cut_but_not_the_other_way(tmp_path):
+    text = "don't" * 50  # "don", "'t", "don", ...: the only class changes are n|' and t|d (no cut)
+    path = write(tmp_path / "in.txt", text)
+    ranges = plan(path, 3, [], lookahead=16)
+    assert {text.encode()[r.start - 1 : r.start + 1] for r in ranges[1:]} == {b"n'"}
+    assert range_counts(ranges, []) == whole_counts(text, [])

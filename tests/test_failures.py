@@ -1,0 +1,273 @@
+"""Failures: lost workers, killed clients, flaky reads, changed inputs, crashed writes.
+
+Real processes throughout: `dask scheduler` and `dask worker` subprocesses killed with
+SIGKILL, the `bpe-dask` CLI killed and run again, and, where no process can fail on cue, a
+filesystem that fails its first read. Every case compares the merges with an undisturbed run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import corpus
+import flaky_fs
+import pytest
+import servers
+from conftest import read_reference_merges
+from distributed import Client, LocalCluster
+from fsspec.implementations.local import LocalFileSystem
+
+from bpe_dask import count_words, train_bpe
+from bpe_dask import formats as formats_module
+from bpe_dask import pipeline as pipeline_module
+
+EOT = "<|endoftext|>"
+REPO = Path(__file__).resolve().parent.parent
+VOCAB_SIZE = 256 + 1 + 150
+CHUNK = "16KiB"  # many small map tasks: a map phase long enough to kill something in it
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory) -> Path:
+    """About 2.5 MB of Zipf-distributed words: some 150 partitions of 16 KiB."""
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_bytes(corpus.words_corpus(7, 400_000, vocab_words=3000).encode())
+    return path
+
+
+@pytest.fixture(scope="module")
+def undisturbed(corpus_file) -> list[tuple[bytes, bytes]]:
+    return train_bpe(corpus_file, VOCAB_SIZE, [EOT])[1]
+
+
+@pytest.fixture(scope="module")
+def client():
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
+        yield c
+
+
+def train_args(corpus_file: Path, *extra: str) -> list[str]:
+    return [
+        "train", str(corpus_file), "--vocab-size", str(VOCAB_SIZE), "--special-token", EOT,
+        "--out", "out", "--work-dir", "work", "--chunk-size", CHUNK, "-q", *extra,
+    ]  # fmt: skip
+
+
+def start_cli(args: list[str], cwd: Path) -> subprocess.Popen:
+    """`bpe-dask` in its own session, so killing it kills the LocalCluster it started too."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(
+        [sys.executable, "-m", "bpe_dask", *args], cwd=cwd, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+
+
+def finish(process: subprocess.Popen, timeout: float = 300) -> tuple[int, str]:
+    _, stderr = process.communicate(timeout=timeout)
+    return process.returncode, stderr
+
+
+def shards_in(work: Path) -> list[Path]:
+    return sorted((work / "shards").glob("[!.]*.parquet"))  # not the hidden half-written ones
+
+
+def wait_for_shards(work: Path, at_least: int, process: subprocess.Popen, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while len(shards_in(work)) < at_least:
+        if process.poll() is not None:
+            pytest.fail(f"the job ended before {at_least} shards were written: {process.stderr.read()}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"fewer than {at_least} shards after {seconds} s")
+        time.sleep(0.02)
+
+
+def partitions_of(corpus_file: Path) -> int:
+    return count_words(corpus_file, [EOT], chunk_size=16 * 1024, in_process=True).partitions
+
+
+def report_of(out: Path) -> dict:
+    return json.loads((out / "report.json").read_text())
+
+
+def assert_one_line_error(code: int, stderr: str, *fragments: str) -> None:
+    assert code == 1, stderr
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("bpe-dask: error: ")
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+# --- lost workers and a lost scheduler ---------------------------------------------------------
+
+
+def test_a_worker_killed_in_the_map_phase_costs_only_its_tasks(corpus_file, undisturbed, tmp_path):
+    with servers.cluster_processes(2, cwd=str(tmp_path)) as cluster:
+        job = start_cli(train_args(corpus_file, "--scheduler", cluster.address), tmp_path)
+        wait_for_shards(tmp_path / "work", 10, job)
+        servers.kill_process_tree(cluster.workers[0].pid)  # nanny and worker, SIGKILL
+        written_when_killed = len(shards_in(tmp_path / "work"))
+        code, stderr = finish(job)
+    assert code == 0, stderr
+    assert read_reference_merges(tmp_path / "out" / "merges.txt") == undisturbed
+    report = report_of(tmp_path / "out")
+    assert written_when_killed < report["partitions"] == partitions_of(corpus_file)
+
+
+def test_workers_dying_again_and_again_is_one_line_with_the_dashboard(corpus_file, tmp_path):
+    no_second_chances = {"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"}
+    with servers.cluster_processes(2, cwd=str(tmp_path), scheduler_env=no_second_chances) as cluster:
+        job = start_cli(train_args(corpus_file, "--scheduler", cluster.address), tmp_path)
+        wait_for_shards(tmp_path / "work", 10, job)
+        servers.kill_process_tree(cluster.workers[0].pid)
+        code, stderr = finish(job)
+    assert_one_line_error(code, stderr, "worker", "died", "dashboard")
+    assert not (tmp_path / "out").exists()
+
+
+def test_losing_the_scheduler_is_one_line_naming_it(corpus_file, tmp_path):
+    with servers.cluster_processes(2, cwd=str(tmp_path)) as cluster:
+        job = start_cli(train_args(corpus_file, "--scheduler", cluster.address), tmp_path)
+        wait_for_shards(tmp_path / "work", 10, job)
+        cluster.scheduler.kill()
+        code, stderr = finish(job)
+    assert_one_line_error(code, stderr, cluster.address)
+    assert not (tmp_path / "out").exists()
+
+
+# --- killed clients: resume from the finished shards -------------------------------------------
+
+
+def test_a_killed_client_resumes_from_its_finished_shards(corpus_file, undisturbed, tmp_path):
+    job = start_cli(train_args(corpus_file, "--workers", "2"), tmp_path)
+    wait_for_shards(tmp_path / "work", 10, job)
+    os.killpg(job.pid, signal.SIGKILL)  # the client and its LocalCluster, mid-map
+    job.wait()
+    time.sleep(0.5)
+    finished = len(shards_in(tmp_path / "work"))
+    assert not (tmp_path / "out").exists()
+
+    code, stderr = finish(start_cli(train_args(corpus_file, "--workers", "2"), tmp_path))
+    assert code == 0, stderr
+    report = report_of(tmp_path / "out")
+    assert report["partitions_reused"] == finished
+    assert report["partitions_computed"] == report["partitions"] - finished > 0
+    assert read_reference_merges(tmp_path / "out" / "merges.txt") == undisturbed
+
+
+def test_an_interrupted_client_stops_with_one_line_and_resumes(corpus_file, undisturbed, tmp_path):
+    job = start_cli(train_args(corpus_file, "--workers", "2"), tmp_path)
+    wait_for_shards(tmp_path / "work", 10, job)
+    job.send_signal(signal.SIGTERM)  # what a pre-empted machine or `kill` sends
+    code, stderr = finish(job, timeout=60)
+    assert code == 143 and stderr.strip() == "bpe-dask: terminated", stderr
+    assert not (tmp_path / "out").exists()
+    finished = len(shards_in(tmp_path / "work"))
+
+    code, stderr = finish(start_cli(train_args(corpus_file, "--workers", "1"), tmp_path))
+    assert code == 0, stderr
+    assert report_of(tmp_path / "out")["partitions_reused"] >= finished
+    assert read_reference_merges(tmp_path / "out" / "merges.txt") == undisturbed
+
+
+# --- shard reuse: only for the same input and settings -----------------------------------------
+
+
+def test_changed_inputs_and_settings_are_recomputed_and_jobs_share_a_work_dir(client, tmp_path):
+    a, b, work = tmp_path / "a.txt", tmp_path / "b.txt", str(tmp_path / "work")
+    a.write_bytes(corpus.words_corpus(1, 20_000).encode())
+    b.write_bytes(corpus.words_corpus(2, 20_000).encode())
+
+    def run(specials=(EOT,)):
+        result = count_words([a, b], specials, client=client, work_dir=work, chunk_size=16 * 1024)
+        want = count_words([a, b], specials, in_process=True, chunk_size=16 * 1024).table()
+        assert result.table().sort_by("token").equals(want.sort_by("token"))
+        return result
+
+    first = run()
+    assert first.partitions_reused == 0
+    assert run().partitions_reused == first.partitions
+
+    only_a = count_words([a], [EOT], in_process=True, chunk_size=16 * 1024).partitions
+    b.write_bytes(b.read_bytes() + b" and some more words")  # a new size
+    assert run().partitions_reused == only_a
+
+    data = b.read_bytes()
+    b.write_bytes(data.replace(b" ", b"\n", 5))  # same size, new content, new mtime
+    os.utime(b, ns=(time.time_ns(), time.time_ns() + 5_000_000_000))
+    changed = run()
+    assert changed.partitions_reused == only_a
+
+    other_settings = run(specials=())  # a second job's settings, the same work directory
+    assert other_settings.partitions_reused == 0
+    assert run(specials=()).partitions_reused == other_settings.partitions
+    assert run().partitions_reused == changed.partitions  # the first job's shards are still there
+
+
+# --- failures that are worth a retry -----------------------------------------------------------
+
+
+def test_a_read_that_fails_once_is_retried_in_place(client, tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(corpus.words_corpus(3, 30_000).encode())
+    flaky_fs.register()
+    client.run(flaky_fs.register)
+    result = count_words([f"flaky://{path}"], [EOT], client=client, work_dir=str(tmp_path / "work"),
+                         chunk_size=32 * 1024)  # fmt: skip
+    want = count_words([path], [EOT], in_process=True, chunk_size=32 * 1024).table()
+    assert result.partitions > 3
+    assert result.table().sort_by("token").equals(want.sort_by("token"))
+    assert (tmp_path / "in.txt.failed-once").exists()  # the failure did happen
+
+
+def test_invalid_utf8_is_not_retried_and_names_the_offset(client, tmp_path):
+    path = tmp_path / "bad.txt"
+    good = corpus.words_corpus(4, 5_000).encode()
+    path.write_bytes(good + b"\xff" + good)
+    started = time.monotonic()
+    with pytest.raises(pipeline_module.BpeDaskError, match=f"invalid UTF-8 at byte offset {len(good)}"):
+        count_words([path], [EOT], client=client, chunk_size=1 << 20)
+    assert time.monotonic() - started < 10
+
+
+# --- outputs: all or nothing -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("crash_in", ["merge loop", "tokenizer.json", "the final rename"])
+def test_a_crash_after_counting_leaves_the_previous_outputs_intact(client, tmp_path, monkeypatch, crash_in):
+    path = tmp_path / "in.txt"
+    path.write_bytes(corpus.words_corpus(5, 20_000).encode())
+    out = tmp_path / "out"
+    pipeline_module.train([path], 300, str(out), [EOT], client=client)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def crash(*args, **kwargs):
+        raise OSError("injected: disk full")
+
+    if crash_in == "merge loop":
+        monkeypatch.setattr(pipeline_module, "train_merges", crash)
+    elif crash_in == "tokenizer.json":
+        monkeypatch.setattr(formats_module, "tokenizer_json", crash)
+    else:
+        real_mv = LocalFileSystem.mv
+
+        def mv(self, source, target, **kwargs):
+            if ".partial-" in source:
+                crash()
+            return real_mv(self, source, target, **kwargs)
+
+        monkeypatch.setattr(LocalFileSystem, "mv", mv)
+    with pytest.raises(OSError, match="injected"):
+        pipeline_module.train([path], 400, str(out), [EOT], client=client, overwrite=True)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out"]  # no staging left behind
