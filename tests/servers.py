@@ -65,11 +65,12 @@ def processes(*commands: list[str], env: dict | None = None, cwd: str | None = N
 
 
 @contextmanager
-def s3_server() -> Iterator[str]:
-    """A moto S3 server; yields its endpoint URL."""
+def s3_server(enforce_auth: bool = False) -> Iterator[str]:
+    """A moto S3 server; yields its endpoint URL. With ``enforce_auth`` it knows no access key at all."""
     port = free_port()
     command = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    with processes(command, env={**os.environ, **S3_ENV}):
+    auth = {"INITIAL_NO_AUTH_ACTION_COUNT": "0"} if enforce_auth else {}
+    with processes(command, env={**os.environ, **S3_ENV, **auth}):
         wait_for_port(port)
         yield f"http://127.0.0.1:{port}"
 

@@ -189,6 +189,31 @@ def test_invalid_utf8_names_the_file_and_byte_offset(tmp_path):
     assert_nothing_written(tmp_path, {"bad.txt"})
 
 
+def test_utf8_errors_replace_trains_on_the_text_with_u_fffd(tmp_path):
+    good = corpus.words_corpus(11, 3000).encode()
+    data = good + b"caf\xc3(" + good + b"\xff\xfe" + good
+    (tmp_path / "bad.txt").write_bytes(data)
+    vocab_size = 256 + 1 + 60
+    run("train", "bad.txt", "--vocab-size", str(vocab_size), "--special-token", EOT, "--out", "out",
+        "--workers", "1", "--chunk-size", "16KiB", "--utf8-errors", "replace", "-q",
+        cwd=tmp_path)  # fmt: skip
+    _, want_merges = oracle_train([data.decode("utf-8", "replace")], vocab_size, [EOT])
+    assert read_reference_merges(tmp_path / "out" / "merges.txt") == want_merges
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["utf8_errors"] == "replace"
+
+
+def test_a_giant_pre_token_stops_in_one_line_with_the_file_and_offset(tmp_path):
+    """70 MB of one letter, no whitespace: more than the 64 MiB a task may hold without a cut."""
+    with open(tmp_path / "giant.txt", "wb") as f:
+        f.write(b"a few words, then ")
+        for _ in range(70):
+            f.write(b"x" * 2**20)
+    done = run("count", "giant.txt", "--out", "counts.parquet", "--workers", "1", "-q",
+               cwd=tmp_path, check=False)  # fmt: skip
+    assert_user_error(done, "giant.txt", "no place to split the text in the 64 MiB after byte offset")
+    assert_nothing_written(tmp_path, {"giant.txt"})
+
+
 def test_existing_results_need_overwrite(sample, tmp_path):
     run("train", "in.txt", "--vocab-size", "260", "--out", "out", "--workers", "1", cwd=tmp_path)
     first = (tmp_path / "out" / "merges.txt").read_text()

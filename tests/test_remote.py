@@ -187,6 +187,16 @@ def test_missing_bucket_is_one_line(endpoint, bucket, tmp_path):
     assert_one_line_error(done, "s3://no-such-bucket/x.txt")
 
 
+def test_bad_credentials_are_one_line(tmp_path):
+    with servers.s3_server(enforce_auth=True) as strict_endpoint:  # rejects the "testing" keys
+        done = run_cli(
+            "train", "s3://corpus/in/a.txt", "--vocab-size", "300", "--out", str(tmp_path / "out"), "-q",
+            env=client_env(strict_endpoint), cwd=tmp_path,
+        )  # fmt: skip
+    assert_one_line_error(done, "s3://corpus/in/a.txt")
+    assert not (tmp_path / "out").exists()
+
+
 def test_unreachable_scheduler_is_one_line(tmp_path):
     (tmp_path / "in.txt").write_text("some text")
     address = f"tcp://127.0.0.1:{servers.free_port()}"
