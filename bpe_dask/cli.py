@@ -55,6 +55,20 @@ def build_parser() -> argparse.ArgumentParser:
     _special_token_option(count)
     _count_options(count)
 
+    encode = commands.add_parser("encode", help="encode text into .npy shards of token ids")
+    encode.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS)
+    encode.add_argument(
+        "--tokenizer", metavar="DIR", default=argparse.SUPPRESS, help="a directory `bpe-dask train` wrote"
+    )
+    encode.add_argument(
+        "--out", metavar="DIR", default=argparse.SUPPRESS, help="directory for the shards and index.json"
+    )
+    encode.add_argument(
+        "--special-token", dest="special_tokens", action="append", metavar="TOK", default=argparse.SUPPRESS,
+        help="special tokens (default: those the tokenizer's tokenizer.json registers)",
+    )  # fmt: skip
+    _count_options(encode)
+
     merge = commands.add_parser("merge", help="learn merges from a counts table")
     merge.add_argument("counts", metavar="COUNTS", help="a Parquet table written by `bpe-dask count`")
     _vocab_options(merge, "output directory")
@@ -150,6 +164,8 @@ def _run(command: str, config_path: str | None, verbose: bool, counts: str | Non
             report = _merge(counts, options)
         elif command == "count":
             report = _count(options)
+        elif command == "encode":
+            report = _encode(options)
         else:
             report = _train(options)
     except BpeDaskError as error:
@@ -233,6 +249,20 @@ def _count(options: dict[str, Any]) -> dict:
     }
 
 
+def _encode(options: dict[str, Any]) -> dict:
+    _require(options, "inputs", "tokenizer", "out")
+    kwargs = _cluster_kwargs(options)
+    del kwargs["work_dir"]  # shards go straight to --out
+    return pipeline.encode(
+        options["inputs"],
+        options["tokenizer"],
+        options["out"],
+        options["special_tokens"] or None,  # none given: the tokenizer's own
+        overwrite=options["overwrite"],
+        **kwargs,
+    )
+
+
 def _merge(counts: str, options: dict[str, Any]) -> dict:
     _require(options, "vocab_size", "out")
     return pipeline.merge(
@@ -247,7 +277,7 @@ def _merge(counts: str, options: dict[str, Any]) -> dict:
 
 
 def _summary(report: dict) -> dict:
-    keys = ("input_bytes", "partitions", "unique_words", "num_merges", "timings")
+    keys = ("input_bytes", "partitions", "unique_words", "num_merges", "tokens", "shards", "timings")
     return {k: report[k] for k in keys if k in report}
 
 

@@ -101,8 +101,9 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "merge_on": _merge_on,
     "ship_package": _boolean,
     "utf8_errors": _utf8_errors,
+    "tokenizer": _string,
 }
-PATH_OPTIONS = {"inputs", "out", "work_dir"}
+PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer"}
 DEFAULTS: dict[str, Any] = {
     "inputs": [],
     "special_tokens": [],

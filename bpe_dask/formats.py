@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 import fsspec
 import pyarrow as pa
@@ -146,7 +147,23 @@ def write_parquet_atomically(table: pa.Table, url: str, storage_options: dict | 
         raise
 
 
-def check_output_dir(url: str, overwrite: bool, storage_options: dict | None = None) -> None:
+def is_tokenizer_file(name: str) -> bool:
+    return name in ARTIFACTS or name == SUCCESS
+
+
+def is_encoded_file(name: str) -> bool:
+    """The files ``bpe-dask encode`` writes: numbered ``.npy`` shards, ``index.json``, ``report.json``."""
+    return name in ("index.json", "report.json", SUCCESS) or (
+        name.endswith(".npy") and name.removesuffix(".npy").isdigit()
+    )
+
+
+def check_output_dir(
+    url: str,
+    overwrite: bool,
+    storage_options: dict | None = None,
+    ours: Callable[[str], bool] = is_tokenizer_file,
+) -> None:
     """Refuse an output directory that already holds results (unless ``overwrite``) or other files."""
     fs, path = filesystem(url, storage_options)
     try:
@@ -156,7 +173,7 @@ def check_output_dir(url: str, overwrite: bool, storage_options: dict | None = N
         raise BpeDaskError(f"cannot use output {url}: {describe(error)}") from None
     if exists and not fs.isdir(path):
         raise BpeDaskError(f"output {url} exists and is not a directory")
-    foreign = sorted(names - {*ARTIFACTS, SUCCESS})
+    foreign = sorted(name for name in names if not ours(name))
     if foreign:
         raise BpeDaskError(
             f"output directory {url} holds other files ({foreign[0]}, ...); choose another --out"
@@ -178,56 +195,80 @@ def check_output_file(url: str, overwrite: bool, storage_options: dict | None = 
 
 
 def publish_directory(url: str, files: Mapping[str, str], storage_options: dict | None = None) -> None:
-    """Make ``url`` a directory holding exactly ``files`` plus ``_SUCCESS``, never half of them.
+    """Make ``url`` a directory holding exactly ``files`` plus ``_SUCCESS``, never half of them."""
+    with staged_directory(url, storage_options) as staging:
+        fs, path = filesystem(staging, storage_options)
+        for filename, text in files.items():
+            fs.pipe_file(f"{path}/{filename}", text.encode("utf-8"))
 
-    Locally the directory is written under a temporary name and renamed into place. Object
-    stores have no rename: each file is uploaded whole, after the old ``_SUCCESS`` is removed,
-    and the new ``_SUCCESS`` comes last.
+
+@contextmanager
+def staged_directory(url: str, storage_options: dict | None = None) -> Iterator[str]:
+    """A directory to fill (by this process or by workers) that becomes ``url`` whole.
+
+    When the block ends without an error, ``url`` holds what was written plus ``_SUCCESS``,
+    and whatever it held before is gone. Locally the directory is a hidden sibling, renamed
+    into place, so ``url`` is never seen half-written and survives a failure. Object stores
+    have no rename: the old contents are removed first, files go straight to ``url``, and
+    ``_SUCCESS`` comes last, so readers that wait for it never see a mix.
     """
     fs, path = filesystem(url, storage_options)
-    files = {**files, SUCCESS: ""}
+    path = path.rstrip("/")
     if is_local(url):
-        _publish_by_rename(fs, path.rstrip("/"), files)
-    else:
-        _publish_with_marker(fs, path.rstrip("/"), files)
-
-
-def _publish_by_rename(fs: fsspec.AbstractFileSystem, path: str, files: Mapping[str, str]) -> None:
-    parent, _, name = path.rpartition("/")
-    tag = uuid.uuid4().hex[:12]
-    staging, retired = f"{parent}/.{name}.partial-{tag}", f"{parent}/.{name}.old-{tag}"
-    fs.makedirs(staging)
-    try:
-        for filename, text in files.items():
-            fs.pipe_file(f"{staging}/{filename}", text.encode("utf-8"))
-        had_previous = fs.exists(path)
-        if had_previous:
-            fs.mv(path, retired, recursive=True)
+        parent, _, name = path.rpartition("/")
+        tag = uuid.uuid4().hex[:12]
+        staging, retired = f"{parent}/.{name}.partial-{tag}", f"{parent}/.{name}.old-{tag}"
+        fs.makedirs(staging)
         try:
-            fs.mv(staging, path, recursive=True)
-        except BaseException:
-            if had_previous:
-                fs.mv(retired, path, recursive=True)  # put the previous results back
-            raise
+            yield staging
+            fs.pipe_file(f"{staging}/{SUCCESS}", b"")
+            _swap_into_place(fs, staging, path, retired)
+        finally:
+            if fs.exists(staging):
+                fs.rm(staging, recursive=True)
+    else:
+        if fs.exists(path):
+            fs.rm(path, recursive=True)
+        yield url.rstrip("/")
+        fs.pipe_file(f"{path}/{SUCCESS}", b"")
+        fs.invalidate_cache(path)
+
+
+def _swap_into_place(fs: fsspec.AbstractFileSystem, staging: str, path: str, retired: str) -> None:
+    had_previous = fs.exists(path)
+    if had_previous:
+        fs.mv(path, retired, recursive=True)
+    try:
+        fs.mv(staging, path, recursive=True)
     except BaseException:
-        if fs.exists(staging):
-            fs.rm(staging, recursive=True)
+        if had_previous:
+            fs.mv(retired, path, recursive=True)  # put the previous results back
         raise
     if had_previous:
         fs.rm(retired, recursive=True)
 
 
-def _publish_with_marker(fs: fsspec.AbstractFileSystem, path: str, files: Mapping[str, str]) -> None:
-    if fs.exists(f"{path}/{SUCCESS}"):
-        fs.rm_file(f"{path}/{SUCCESS}")
-    for filename, text in files.items():
-        if filename != SUCCESS:
-            fs.pipe_file(f"{path}/{filename}", text.encode("utf-8"))
-    fs.pipe_file(f"{path}/{SUCCESS}", b"")
-    fs.invalidate_cache(path)
+def write_bytes_atomically(data: bytes, url: str, storage_options: dict | None = None) -> None:
+    """Write a file under a temporary name and move it into place when complete."""
+    fs, path = filesystem(url, storage_options)
+    parent, _, name = path.rpartition("/")
+    partial = f"{parent}/.partial-{uuid.uuid4().hex}-{name}"
+    try:
+        fs.pipe_file(partial, data)
+        fs.mv(partial, path)
+    except BaseException:
+        if fs.exists(partial):
+            fs.rm_file(partial)
+        raise
 
 
 def parquet_num_rows(url: str, storage_options: dict | None = None) -> int:
     fs, path = filesystem(url, storage_options)
     with fs.open(path, "rb") as f:
         return pq.ParquetFile(f).metadata.num_rows
+
+
+def special_tokens_in(tokenizer_json_text: str) -> list[str]:
+    """The special tokens a Hugging Face ``tokenizer.json`` registers, in id order."""
+    added = json.loads(tokenizer_json_text).get("added_tokens", [])
+    return [t["content"] for t in sorted(added, key=lambda t: t["id"]) if t.get("special")]

@@ -27,6 +27,7 @@ from dask.base import tokenize
 from distributed import Client, LocalCluster
 
 from . import __version__, formats, progress
+from . import encode as encode_module
 from .cluster import dask_client, failures_explained
 from .config import DEFAULT_CHUNK_SIZE
 from .count import CountSettings, Shard, count_range, count_range_to_shard, counts_table
@@ -36,6 +37,7 @@ from .plan import ByteRange, InputFile, expand_inputs, plan_ranges
 from .preflight import check_workers
 from .reduce import read_table, reduce_tree
 from .storage import describe, filesystem, job_storage_options, required_packages
+from .tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -445,6 +447,114 @@ def _artifacts(merged: Merged, special_tokens: list[str], report: dict) -> dict[
         "merges.txt": formats.merges_txt(merged.merges),
         "tokenizer.json": formats.tokenizer_json(merged.vocab, merged.merges, special_tokens),
         "report.json": json.dumps(report, indent=2) + "\n",
+    }
+
+
+# --- encode ----------------------------------------------------------------------------------
+
+
+def load_tokenizer(
+    tokenizer_dir: str, special_tokens: Sequence[str] | None = None, storage_options: dict | None = None
+) -> Tokenizer:
+    """The tokenizer in a directory ``bpe-dask train`` wrote: ``vocab.json``, ``merges.txt``, and the
+    special tokens ``tokenizer.json`` registers (unless ``special_tokens`` are given)."""
+    folder = tokenizer_dir.rstrip("/")
+    fs, path = filesystem(folder, storage_options)
+    try:
+        if special_tokens is None:
+            tokenizer_json = f"{path}/tokenizer.json"
+            text = fs.cat_file(tokenizer_json).decode("utf-8") if fs.exists(tokenizer_json) else "{}"
+            special_tokens = formats.special_tokens_in(text)
+        return Tokenizer.from_files(
+            f"{folder}/vocab.json", f"{folder}/merges.txt", special_tokens, storage_options
+        )
+    except FileNotFoundError as error:
+        raise BpeDaskError(f"--tokenizer {tokenizer_dir}: no {Path(error.filename or '').name or 'file'} "
+                           "there (a directory `bpe-dask train` wrote)") from None  # fmt: skip
+    except (OSError, ValueError, KeyError) as error:
+        raise BpeDaskError(f"--tokenizer {tokenizer_dir}: cannot read it ({describe(error)})") from None
+
+
+def encode(
+    inputs: Sequence[PathLike],
+    tokenizer_dir: str,
+    out: str,
+    special_tokens: Sequence[str] | None = None,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    client: Client | None = None,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    storage_options: dict | None = None,
+    overwrite: bool = False,
+    ship_package: bool = False,
+    show_progress: bool = False,
+    utf8_errors: str = "strict",
+) -> dict:
+    """Encode ``inputs`` into ``.npy`` shards of token ids in ``out``, one per range; returns the report."""
+    started = time.perf_counter()
+    inputs = [os.fspath(p) for p in _as_list(inputs)]
+    storage_options = job_storage_options(storage_options, [*inputs, out, tokenizer_dir])
+    tokenizer = load_tokenizer(tokenizer_dir, None if special_tokens is None else _token_list(special_tokens),
+                               storage_options)  # fmt: skip
+    CountSettings((), utf8_errors)  # checks the option
+    formats.check_output_dir(out, overwrite, storage_options, ours=formats.is_encoded_file)
+    files, ranges = _plan(inputs, chunk_size, tokenizer.special_tokens, storage_options, exclude=[out])
+    with (
+        dask_client(scheduler, workers, client) as active,
+        formats.staged_directory(out, storage_options) as staging,
+    ):
+        _preflight(active, files, out, staging, storage_options, ship_package)
+        shared = active.scatter(tokenizer, broadcast=True, hash=False)
+        names = [encode_module.shard_name(i, len(ranges)) for i in range(len(ranges))]
+        futures = active.compute([
+            dask.delayed(encode_module.encode_range_to_shard, pure=True)(
+                r, shared, staging, name, storage_options, utf8_errors,
+                dask_key_name=f"encode-{tokenize(r.key(), name, staging)}",
+            )
+            for r, name in zip(ranges, names, strict=True)
+        ])  # fmt: skip
+        try:
+            if show_progress:
+                progress.show_task_progress(futures)
+            with failures_explained(active):
+                shards = active.gather(futures)
+        except BaseException:
+            active.cancel(futures)
+            raise
+        report = _encode_report(files, shards, tokenizer, tokenizer_dir, utf8_errors, started)
+        fs, path = filesystem(staging, storage_options)
+        index = {"dtype": report["dtype"], "shards": [s.index_entry() for s in shards]}
+        fs.pipe_file(f"{path}/index.json", (json.dumps(index, indent=1) + "\n").encode())
+        fs.pipe_file(f"{path}/report.json", (json.dumps(report, indent=2) + "\n").encode())
+    return report
+
+
+def _encode_report(
+    files: list[InputFile],
+    shards: list[encode_module.EncodedShard],
+    tokenizer: Tokenizer,
+    tokenizer_dir: str,
+    utf8_errors: str,
+    started: float,
+) -> dict:
+    seconds = time.perf_counter() - started
+    input_bytes = sum(f.size for f in files)
+    tokens = sum(s.tokens for s in shards)
+    return {
+        "version": __version__,
+        "inputs": [f.url for f in files],
+        "tokenizer": tokenizer_dir,
+        "special_tokens": tokenizer.special_tokens,
+        "vocab_size": len(tokenizer.vocab),
+        "dtype": encode_module.dtype_for(tokenizer),
+        "utf8_errors": utf8_errors,
+        "shards": len(shards),
+        "input_bytes": input_bytes,
+        "tokens": tokens,
+        "bytes_per_token": input_bytes / tokens if tokens else None,
+        "seconds": seconds,
+        "bytes_per_second": input_bytes / seconds,
     }
 
 

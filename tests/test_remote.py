@@ -169,6 +169,43 @@ def assert_one_line_error(done: subprocess.CompletedProcess, *fragments: str) ->
     return lines[0]
 
 
+def test_encode_s3_inputs_to_s3_shards_on_a_subprocess_cluster(s3, bucket, endpoint, scheduler, texts, tmp_path):  # noqa: E501
+    import io
+
+    import numpy as np
+
+    from bpe_dask import Tokenizer, formats
+
+    vocab, merges = train_bpe([tmp_path_file(tmp_path, texts["a.txt"])], VOCAB_SIZE, [EOT])
+    files = {
+        "vocab.json": formats.vocab_json(vocab, [EOT]),
+        "merges.txt": formats.merges_txt(merges),
+        "tokenizer.json": formats.tokenizer_json(vocab, merges, [EOT]),
+    }
+    for name, text in files.items():
+        s3.pipe_file(f"corpus/tok/{name}", text.encode())
+    done = run_cli(
+        "encode", "s3://corpus/in/*", "--tokenizer", "s3://corpus/tok", "--out", "s3://corpus/ids",
+        "--scheduler", scheduler, "--chunk-size", "8KiB", "-q", env=client_env(endpoint), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    s3.invalidate_cache()
+    index = json.loads(s3.cat_file("corpus/ids/index.json"))
+    assert s3.exists("corpus/ids/_SUCCESS") and len(index["shards"]) > 3
+    shards = [s3.cat_file(f"corpus/ids/{entry['shard']}") for entry in index["shards"]]
+    ids = np.concatenate([np.load(io.BytesIO(data)) for data in shards])
+    tokenizer = Tokenizer(vocab, merges, [EOT])
+    want = [i for name in sorted(texts) for i in tokenizer.encode(texts[name])]
+    assert ids.tolist() == want
+    assert tokenizer.decode(ids.tolist()) == "".join(texts[name] for name in sorted(texts))
+
+
+def tmp_path_file(folder: Path, text: str) -> Path:
+    path = folder / "train.txt"
+    path.write_bytes(text.encode())
+    return path
+
+
 def test_wrong_endpoint_is_one_line(tmp_path):
     port = servers.free_port()  # nothing listens there
     done = run_cli(

@@ -1,0 +1,158 @@
+"""Distributed encoding: `.npy` shards that concatenate to `Tokenizer.encode` of the whole input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import corpus
+import numpy as np
+import pytest
+from distributed import Client, LocalCluster
+
+from bpe_dask import Tokenizer, formats, train_bpe
+from bpe_dask.pipeline import encode
+
+EOT = "<|endoftext|>"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def write_tokenizer(folder: Path, vocab, merges, special_tokens) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.json").write_text(formats.vocab_json(vocab, special_tokens), encoding="utf-8")
+    (folder / "merges.txt").write_text(formats.merges_txt(merges), encoding="utf-8")
+    tokenizer_json = formats.tokenizer_json(vocab, merges, special_tokens)
+    (folder / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("tok")
+    training = folder / "train.txt"
+    training.write_bytes((corpus.words_corpus(1, 20_000) + corpus.mixed_corpus(2, 20)).encode())
+    vocab, merges = train_bpe(training, 256 + 1 + 400, [EOT])
+    return write_tokenizer(folder / "tokenizer", vocab, merges, [EOT])
+
+
+@pytest.fixture(scope="module")
+def texts() -> dict[str, str]:
+    return {
+        "a.txt": corpus.words_corpus(11, 15_000),
+        "b.txt.gz": corpus.mixed_corpus(12, 15),
+        "c.txt": corpus.nasty_string(13, 20_000) + "no newline at the end",
+    }
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory, texts) -> list[Path]:
+    folder = tmp_path_factory.mktemp("in")
+    paths = []
+    for name, text in texts.items():
+        data = text.encode()
+        (folder / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
+        paths.append(folder / name)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def client():
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
+        yield c
+
+
+def load_shards(out: Path) -> tuple[np.ndarray, dict]:
+    index = json.loads((out / "index.json").read_text())
+    names = sorted(p.name for p in out.glob("*.npy"))
+    assert names == [entry["shard"] for entry in index["shards"]]  # sorted names follow the input order
+    arrays = [np.load(out / name) for name in names]
+    assert all(a.dtype == np.dtype(index["dtype"]) for a in arrays)
+    assert [len(a) for a in arrays] == [entry["tokens"] for entry in index["shards"]]
+    return np.concatenate(arrays), index
+
+
+def whole_encoding(tokenizer_dir: Path, texts: dict[str, str]) -> list[int]:
+    """Each file encoded whole (a file boundary ends a document), in input order."""
+    tokenizer = Tokenizer.from_files(tokenizer_dir / "vocab.json", tokenizer_dir / "merges.txt", [EOT])
+    return [i for text in texts.values() for i in tokenizer.encode(text)]
+
+
+@pytest.mark.parametrize("chunk_size", [700, 4096, 1 << 20])
+def test_shards_concatenate_to_the_encoding_of_the_whole_input(
+    client, tokenizer_dir, inputs, texts, tmp_path, chunk_size
+):
+    out = tmp_path / "ids"
+    report = encode(inputs, str(tokenizer_dir), str(out), client=client, chunk_size=chunk_size)
+    ids, index = load_shards(out)
+    assert ids.tolist() == whole_encoding(tokenizer_dir, texts)
+    tokenizer = Tokenizer.from_files(tokenizer_dir / "vocab.json", tokenizer_dir / "merges.txt", [EOT])
+    assert tokenizer.decode(ids.tolist()) == "".join(texts.values())
+    assert index["dtype"] == "uint16"
+    assert report["tokens"] == len(ids) and report["shards"] == len(index["shards"])
+    assert report["special_tokens"] == [EOT]  # read from the tokenizer's tokenizer.json
+    assert report["input_bytes"] / report["tokens"] == pytest.approx(report["bytes_per_token"])
+    if chunk_size == 700:
+        assert report["shards"] > 20
+    assert (out / "_SUCCESS").exists()
+
+
+def test_ids_beyond_65535_are_written_as_uint32(client, tmp_path):
+    vocab = {i: bytes([i]) for i in range(256)}
+    vocab.update({256 + i: f"filler{i}".encode() for i in range(70_000)})  # never produced by a merge
+    folder = write_tokenizer(tmp_path / "big", vocab, [(b"a", b"b")], [])
+    text = "ab <|x|> abc " * 100
+    (tmp_path / "in.txt").write_text(text)
+    out = tmp_path / "ids"
+    encode([tmp_path / "in.txt"], str(folder), str(out), ["<|x|>"], client=client, chunk_size=256)
+    ids, index = load_shards(tmp_path / "ids")
+    assert index["dtype"] == "uint32"
+    special = max(vocab) + 1  # missing from the vocabulary, so appended
+    assert ids.tolist().count(special) == 100
+    assert Tokenizer(vocab, [(b"a", b"b")], ["<|x|>"]).encode(text) == ids.tolist()
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "bpe_dask", *args]
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_train_then_encode_on_the_command_line(tmp_path, texts, inputs):
+    sample = tmp_path / "sample.txt"
+    sample.write_bytes(texts["a.txt"].encode())
+    done = run("train", "sample.txt", "--vocab-size", "400", "--special-token", EOT, "--out", "tok",
+               "--workers", "1", "-q", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    args = ["encode", *map(str, inputs), "--tokenizer", "tok", "--out", "ids", "--workers", "2",
+            "--chunk-size", "8KiB", "-q"]  # fmt: skip
+    done = run(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    ids, _ = load_shards(tmp_path / "ids")
+    assert ids.tolist() == whole_encoding(tmp_path / "tok", texts)
+    shards_before = len(list((tmp_path / "ids").glob("*.npy")))
+
+    again = run(*args, cwd=tmp_path)
+    assert again.returncode == 1 and "--overwrite" in again.stderr and len(again.stderr.splitlines()) == 1
+
+    args[args.index("8KiB")] = "64MiB"  # fewer, bigger shards: none of the old ones may remain
+    done = run(*args, "--overwrite", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    ids, index = load_shards(tmp_path / "ids")
+    assert ids.tolist() == whole_encoding(tmp_path / "tok", texts)
+    assert len(index["shards"]) == 3 < shards_before
+
+
+def test_a_missing_tokenizer_is_one_line(tmp_path, inputs):
+    done = run("encode", str(inputs[0]), "--tokenizer", "nowhere", "--out", "ids", "-q", cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "bpe-dask: error: --tokenizer nowhere: no vocab.json there (a directory `bpe-dask train` wrote)"
+    ]
+    assert not (tmp_path / "ids").exists()

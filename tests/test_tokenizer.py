@@ -1,0 +1,117 @@
+"""The tokenizer: parity with tiktoken's GPT-2 and with Hugging Face on our own vocabularies."""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+
+import corpus
+import pytest
+from conftest import CS336_DIR
+
+from bpe_dask import Tokenizer, formats, train_bpe
+
+EOT = "<|endoftext|>"
+GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+TEXTS = ["address.txt", "german.txt", "tinystories_sample.txt", "corpus.en"]
+
+
+@pytest.fixture(scope="module")
+def gpt2() -> Tokenizer:
+    return Tokenizer.from_files(CS336_DIR / "gpt2_vocab.json", CS336_DIR / "gpt2_merges.txt", [EOT])
+
+
+@pytest.fixture(scope="module")
+def tiktoken_gpt2():
+    """tiktoken's GPT-2 encoding built from the fixture files: tiktoken would download its own."""
+    tiktoken = pytest.importorskip("tiktoken")
+    decoder = {c: b for b, c in formats.bytes_to_unicode().items()}
+    vocab = json.loads((CS336_DIR / "gpt2_vocab.json").read_text(encoding="utf-8"))
+    # GPT-2's ids are its BPE ranks: bytes first, then one per merge in order (tiktoken checks this).
+    ranks = {bytes(decoder[c] for c in token): i for token, i in vocab.items() if token != EOT}
+    return tiktoken.Encoding("gpt2-from-fixtures", pat_str=GPT2_PATTERN, mergeable_ranks=ranks,
+                             special_tokens={EOT: vocab[EOT]})  # fmt: skip
+
+
+def multilingual_text(seed: int) -> str:
+    return corpus.mixed_corpus(seed, 12) + corpus.nasty_string(seed, 3000)
+
+
+@pytest.mark.parametrize("name", TEXTS)
+def test_gpt2_encoding_equals_tiktoken_on_the_fixture_texts(gpt2, tiktoken_gpt2, name):
+    text = (CS336_DIR / name).read_text(encoding="utf-8")
+    ids = gpt2.encode(text)
+    assert ids == tiktoken_gpt2.encode(text, allowed_special={EOT})
+    assert gpt2.decode(ids) == text
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_gpt2_encoding_equals_tiktoken_on_generated_multilingual_text(gpt2, tiktoken_gpt2, seed):
+    text = multilingual_text(seed)
+    ids = gpt2.encode(text)
+    assert ids == tiktoken_gpt2.encode(text, allowed_special={EOT})
+    assert gpt2.decode(ids) == text
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_encode_iterable_equals_encoding_the_whole_text(gpt2, seed):
+    rng = random.Random(seed)
+    text = multilingual_text(seed) + "a\n  b\n\n\n  \n c " + EOT + " \n" + EOT + EOT + "\r\n\t x"
+    chunks, i = [], 0
+    while i < len(text):
+        n = rng.choice([1, 2, 3, 7, 50, 400])
+        chunks.append(text[i : i + n])
+        i += n
+    want = gpt2.encode(text)
+    assert list(gpt2.encode_iterable(chunks)) == want
+    assert list(gpt2.encode_iterable(io.StringIO(text, newline=""))) == want  # a file's lines
+
+
+def test_encode_iterable_is_lazy(gpt2):
+    def lines():
+        yield "the first line\n"
+        yield "the second line\n"
+        raise AssertionError("read past what the first ids need")
+
+    ids = gpt2.encode_iterable(lines())
+    assert gpt2.decode([next(ids)]) == "the"
+
+
+def test_overlapping_special_tokens_match_longest_first(gpt2):
+    double = EOT + EOT
+    tokenizer = Tokenizer(gpt2.vocab, [], [EOT, double])
+    ids = tokenizer.encode(f"Hello{EOT}{EOT}world{EOT}")
+    double_id = tokenizer.token_id(double)
+    assert double_id == 50257  # missing from the vocabulary: appended after its last id
+    assert ids.count(double_id) == 1 and ids.count(tokenizer.token_id(EOT)) == 1
+    assert tokenizer.decode(ids) == f"Hello{EOT}{EOT}world{EOT}"
+
+
+def test_without_special_tokens_their_text_is_ordinary_text(gpt2):
+    plain = Tokenizer(gpt2.vocab, [], None)
+    assert 50256 not in plain.encode(f"a{EOT}b")
+
+
+def test_malformed_bytes_decode_to_the_replacement_character(gpt2):
+    ids = gpt2.encode("é")
+    assert len(ids) == 1
+    lone_lead_byte = gpt2.token_id(b"\xc3")
+    assert gpt2.decode([lone_lead_byte, *gpt2.encode("x")]) == "\ufffdx"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_trained_vocabulary_encodes_like_hugging_face_loading_our_tokenizer_json(tmp_path, seed):
+    tokenizers = pytest.importorskip("tokenizers")
+    training = tmp_path / "train.txt"
+    training.write_bytes(corpus.mixed_corpus(100 + seed, 40).encode())
+    vocab, merges = train_bpe(training, 256 + 1 + 300, [EOT])
+    (tmp_path / "tokenizer.json").write_text(formats.tokenizer_json(vocab, merges, [EOT]), encoding="utf-8")
+    (tmp_path / "vocab.json").write_text(formats.vocab_json(vocab, [EOT]), encoding="utf-8")
+    (tmp_path / "merges.txt").write_text(formats.merges_txt(merges), encoding="utf-8")
+    theirs = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    ours = Tokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", [EOT])
+    assert ours.vocab == Tokenizer(vocab, merges, [EOT]).vocab
+    text = multilingual_text(200 + seed)
+    assert ours.encode(text) == theirs.encode(text).ids
+    assert ours.decode(ours.encode(text)) == text
