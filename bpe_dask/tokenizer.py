@@ -25,6 +25,7 @@ _PRETOKEN = regex.compile(GPT2_PATTERN)
 # whitespace character that follows a non-whitespace one (see plan._is_safe_whitespace_cut).
 _LAST_SAFE_CUT = regex.compile(r"(?r)\S(?=\s)")
 CACHE_LIMIT = 1 << 20
+_UNMERGEABLE = (float("inf"), -1)  # (rank, merged id) of a pair no merge joins
 
 
 class Tokenizer:
@@ -82,12 +83,16 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         """The token ids of ``text``."""
         ids: list[int] = []
+        cache = self._cache
         for piece, is_special in self._split_specials(text):
             if is_special:
                 ids.append(self._special_ids[piece])
-            else:
-                for pretoken in _PRETOKEN.findall(piece):
-                    ids.extend(self._encode_pretoken(pretoken))
+                continue
+            for pretoken in _PRETOKEN.findall(piece):
+                encoded = cache.get(pretoken)
+                if encoded is None:
+                    encoded = self._encode_new(pretoken)
+                ids.extend(encoded)
         return ids
 
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
@@ -151,32 +156,33 @@ class Tokenizer:
             for start in range(max(0, cut - len(token) + 1), cut)
         )
 
-    def _encode_pretoken(self, pretoken: str) -> tuple[int, ...]:
-        ids = self._cache.get(pretoken)
-        if ids is None:
-            if len(self._cache) >= CACHE_LIMIT:
-                self._cache.clear()
-            ids = self._cache[pretoken] = self._merge(pretoken.encode("utf-8"))
+    def _encode_new(self, pretoken: str) -> tuple[int, ...]:
+        """The ids of a pre-token not in the cache, which keeps them."""
+        if len(self._cache) >= CACHE_LIMIT:
+            self._cache.clear()
+        ids = self._cache[pretoken] = self._merge(pretoken.encode("utf-8"))
         return ids
 
     def _merge(self, word: bytes) -> tuple[int, ...]:
-        """Apply the merges to one pre-token: the lowest-ranked adjacent pair first, everywhere it occurs."""
+        """Apply the merges to one pre-token: the lowest-ranked adjacent pair first, leftmost first.
+
+        A pair a merge creates always ranks after that merge, so this is GPT-2's "merge every
+        occurrence of the best pair, then look again", one occurrence at a time.
+        """
         parts = [self._byte_ids[b] for b in word]
-        merges = self._merges
-        while len(parts) > 1:
-            best = min((merges[pair] for pair in pairwise(parts) if pair in merges), default=None)
-            if best is None:
+        rank_of = self._merges.get
+        ranks = [rank_of(pair, _UNMERGEABLE) for pair in pairwise(parts)]  # ranks[i]: parts i, i+1
+        while ranks:
+            best = min(ranks)
+            if best is _UNMERGEABLE:
                 break
-            rank, merged = best
-            out, i = [], 0
-            while i < len(parts):
-                if i + 1 < len(parts) and merges.get((parts[i], parts[i + 1]), (None,))[0] == rank:
-                    out.append(merged)
-                    i += 2
-                else:
-                    out.append(parts[i])
-                    i += 1
-            parts = out
+            i = ranks.index(best)
+            parts[i : i + 2] = [best[1]]
+            del ranks[i]
+            if i > 0:
+                ranks[i - 1] = rank_of((parts[i - 1], parts[i]), _UNMERGEABLE)
+            if i < len(ranks):
+                ranks[i] = rank_of((parts[i], parts[i + 1]), _UNMERGEABLE)
         return tuple(parts)
 
 
