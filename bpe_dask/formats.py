@@ -133,18 +133,8 @@ def read_counts(url: str, storage_options: dict | None = None) -> pa.Table:
 
 def write_parquet_atomically(table: pa.Table, url: str, storage_options: dict | None = None) -> None:
     """Write a Parquet file under a temporary name and move it into place when complete."""
-    fs, path = filesystem(url, storage_options)
-    parent, _, name = path.rpartition("/")
-    fs.makedirs(parent, exist_ok=True)
-    partial = f"{parent}/.partial-{uuid.uuid4().hex}-{name}"
-    try:
-        with fs.open(partial, "wb") as f:
-            pq.write_table(table, f)
-        fs.mv(partial, path)
-    except BaseException:
-        if fs.exists(partial):
-            fs.rm_file(partial)
-        raise
+    with _written_atomically(url, storage_options) as (fs, partial), fs.open(partial, "wb") as f:
+        pq.write_table(table, f)
 
 
 def is_tokenizer_file(name: str) -> bool:
@@ -250,11 +240,21 @@ def _swap_into_place(fs: fsspec.AbstractFileSystem, staging: str, path: str, ret
 
 def write_bytes_atomically(data: bytes, url: str, storage_options: dict | None = None) -> None:
     """Write a file under a temporary name and move it into place when complete."""
+    with _written_atomically(url, storage_options) as (fs, partial):
+        fs.pipe_file(partial, data)
+
+
+@contextmanager
+def _written_atomically(
+    url: str, storage_options: dict | None
+) -> Iterator[tuple[fsspec.AbstractFileSystem, str]]:
+    """A hidden temporary path beside ``url`` to write, moved to ``url`` if the block succeeds."""
     fs, path = filesystem(url, storage_options)
     parent, _, name = path.rpartition("/")
+    fs.makedirs(parent, exist_ok=True)
     partial = f"{parent}/.partial-{uuid.uuid4().hex}-{name}"
     try:
-        fs.pipe_file(partial, data)
+        yield fs, partial
         fs.mv(partial, path)
     except BaseException:
         if fs.exists(partial):

@@ -70,3 +70,15 @@ def cs336_reference_merges() -> list[tuple[bytes, bytes]]:
 def cs336_reference_vocab() -> dict[int, bytes]:
     """Reference vocab for corpus.en (ids differ from ours: compare values as sets)."""
     return read_reference_vocab(CS336_DIR / "train-bpe-reference-vocab.json")
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A real LocalCluster of 2 single-threaded worker processes, shared by a module's tests."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster) as c,
+    ):
+        yield c

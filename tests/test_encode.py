@@ -12,7 +12,6 @@ from pathlib import Path
 import corpus
 import numpy as np
 import pytest
-from distributed import Client, LocalCluster
 
 from bpe_dask import Tokenizer, formats, train_bpe
 from bpe_dask.pipeline import encode
@@ -58,14 +57,6 @@ def inputs(tmp_path_factory, texts) -> list[Path]:
         paths.append(folder / name)
     return paths
 
-
-@pytest.fixture(scope="module")
-def client():
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,
-        Client(cluster) as c,
-    ):
-        yield c
 
 
 def load_shards(out: Path) -> tuple[np.ndarray, dict]:

@@ -20,7 +20,6 @@ import flaky_fs
 import pytest
 import servers
 from conftest import read_reference_merges
-from distributed import Client, LocalCluster
 from fsspec.implementations.local import LocalFileSystem
 
 from bpe_dask import count_words, train_bpe
@@ -45,14 +44,6 @@ def corpus_file(tmp_path_factory) -> Path:
 def undisturbed(corpus_file) -> list[tuple[bytes, bytes]]:
     return train_bpe(corpus_file, VOCAB_SIZE, [EOT])[1]
 
-
-@pytest.fixture(scope="module")
-def client():
-    with (
-        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,
-        Client(cluster) as c,
-    ):
-        yield c
 
 
 def train_args(corpus_file: Path, *extra: str) -> list[str]:

@@ -7,7 +7,7 @@ reference merges/vocab for corpus.en.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -135,19 +135,6 @@ def run_package(
     inputs: Any = str(paths[0]) if len(paths) == 1 else paths
     vocab, merges = train_bpe(inputs, vocab_size, list(specials), **options)
     return dict(vocab), [tuple(m) for m in merges]
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    """One real 2-process LocalCluster shared by the distributed cases of this module."""
-    distributed = pytest.importorskip("distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        yield c
 
 
 # ---------------------------------------------------------------------------
