@@ -252,7 +252,8 @@ def _count(options: dict[str, Any]) -> dict:
 def _encode(options: dict[str, Any]) -> dict:
     _require(options, "inputs", "tokenizer", "out")
     kwargs = _cluster_kwargs(options)
-    del kwargs["work_dir"]  # shards go straight to --out
+    if kwargs.pop("work_dir"):
+        raise BpeDaskError("encode writes its shards straight into --out: it takes no --work-dir")
     return pipeline.encode(
         options["inputs"],
         options["tokenizer"],
