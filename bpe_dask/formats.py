@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import fsspec
@@ -64,6 +64,41 @@ def vocab_json(vocab: Mapping[int, bytes], special_tokens: Sequence[str]) -> str
 
 def merges_txt(merges: Sequence[tuple[bytes, bytes]]) -> str:
     return "".join(f"{token_to_str(a)} {token_to_str(b)}\n" for a, b in merges)
+
+
+def str_to_token(text: str) -> bytes:
+    """The bytes a ``vocab.json`` / ``merges.txt`` string stands for (``token_to_str`` undone);
+    a special token, written as its own text, as its UTF-8."""
+    table = _unicode_to_bytes()
+    if all(char in table for char in text):
+        return bytes(table[char] for char in text)
+    return text.encode("utf-8")
+
+
+@functools.cache
+def _unicode_to_bytes() -> dict[str, int]:
+    return {char: byte for byte, char in bytes_to_unicode().items()}
+
+
+def parse_vocab_json(text: str, special_tokens: Iterable[str] = ()) -> dict[int, bytes]:
+    """The vocabulary of a GPT-2-style ``vocab.json``: id -> token bytes. Special tokens are
+    written as their own text, so a key that is one stands for its UTF-8 ("<|fin|é>" would
+    otherwise read as byte-mapped characters)."""
+    specials = set(special_tokens)
+    return {
+        int(i): token.encode("utf-8") if token in specials else str_to_token(token)
+        for token, i in json.loads(text).items()
+    }
+
+
+def parse_merges_txt(text: str) -> list[tuple[bytes, bytes]]:
+    """The merges of a GPT-2-style ``merges.txt``, in order (a ``#version`` line is skipped)."""
+    merges = []
+    for line in text.splitlines():
+        if line and not line.startswith("#version"):
+            left, right = line.split(" ")
+            merges.append((str_to_token(left), str_to_token(right)))
+    return merges
 
 
 def tokenizer_json(

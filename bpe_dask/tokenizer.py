@@ -9,14 +9,13 @@ pattern, and each pre-token's bytes are merged by rank, lowest first. The interf
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator
 from itertools import pairwise
 
 import regex
 
-from .formats import bytes_to_unicode
+from . import formats
 from .pretokenize import GPT2_PATTERN, special_token_pattern
 from .storage import filesystem
 
@@ -64,20 +63,9 @@ class Tokenizer:
     ) -> Tokenizer:
         """A tokenizer from GPT-2-style ``vocab.json`` and ``merges.txt`` (what ``bpe-dask train``
         writes), local paths or any URL fsspec reads."""
-        decoder = {char: byte for byte, char in bytes_to_unicode().items()}
-
-        def to_bytes(token: str) -> bytes:
-            if all(char in decoder for char in token):
-                return bytes(decoder[char] for char in token)
-            return token.encode("utf-8")  # a special token written as its own text
-
-        entries = json.loads(_read_text(vocab_filepath, storage_options))
-        vocab = {int(i): to_bytes(token) for token, i in entries.items()}
-        merges = []
-        for line in _read_text(merges_filepath, storage_options).splitlines():
-            if line and not line.startswith("#version"):
-                left, right = line.split(" ")
-                merges.append((to_bytes(left), to_bytes(right)))
+        special_tokens = list(special_tokens or ())
+        vocab = formats.parse_vocab_json(_read_text(vocab_filepath, storage_options), special_tokens)
+        merges = formats.parse_merges_txt(_read_text(merges_filepath, storage_options))
         return cls(vocab, merges, special_tokens)
 
     def encode(self, text: str) -> list[int]:

@@ -208,15 +208,13 @@ def tiktoken_encode(path: str) -> dict:
     """tiktoken with the same GPT-2 files (built locally: tiktoken would download its own)."""
     import tiktoken
 
-    from bpe_dask.formats import bytes_to_unicode
+    from bpe_dask.formats import parse_vocab_json
     from bpe_dask.pretokenize import GPT2_PATTERN
 
-    decoder = {c: b for b, c in bytes_to_unicode().items()}
-    vocab = json.loads((GPT2_DIR / "gpt2_vocab.json").read_text(encoding="utf-8"))
-    ranks = {bytes(decoder[c] for c in token): i for token, i in vocab.items() if token != EOT}
-    encoding = tiktoken.Encoding(
-        "gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ranks, special_tokens={EOT: vocab[EOT]}
-    )
+    vocab = parse_vocab_json((GPT2_DIR / "gpt2_vocab.json").read_text(encoding="utf-8"))
+    ids = {token: i for i, token in vocab.items()}
+    special = {EOT: ids.pop(EOT.encode())}  # GPT-2's other ids are its BPE ranks
+    encoding = tiktoken.Encoding("gpt2", pat_str=GPT2_PATTERN, mergeable_ranks=ids, special_tokens=special)
     text = Path(path).read_text(encoding="utf-8")
     started = time.perf_counter()
     ids = encoding.encode(text, allowed_special={EOT})

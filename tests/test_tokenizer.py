@@ -115,3 +115,15 @@ def test_a_trained_vocabulary_encodes_like_hugging_face_loading_our_tokenizer_js
     text = multilingual_text(200 + seed)
     assert ours.encode(text) == theirs.encode(text).ids
     assert ours.decode(ours.encode(text)) == text
+
+
+def test_a_non_ascii_special_token_keeps_its_trained_id_through_the_files(tmp_path):
+    special = "<|fin|é>"  # every character is also a byte name in vocab.json's GPT-2 form
+    training = tmp_path / "train.txt"
+    training.write_bytes(corpus.multi_special_corpus(7, 20, [special]).encode())
+    vocab, merges = train_bpe(training, 256 + 1 + 50, [special])
+    (tmp_path / "vocab.json").write_text(formats.vocab_json(vocab, [special]), encoding="utf-8")
+    (tmp_path / "merges.txt").write_text(formats.merges_txt(merges), encoding="utf-8")
+    loaded = Tokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", [special])
+    assert loaded.vocab == vocab
+    assert loaded.encode(f"a{special}b")[1] == 256
