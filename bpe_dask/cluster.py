@@ -93,10 +93,17 @@ def failures_explained(client: Client) -> Iterator[None]:
             ) from None
         raise BpeDaskError(f"the job's tasks were cancelled on the cluster ({reason})") from None
 
+
 def _task_name(key: object) -> str:
     name = key[0] if isinstance(key, tuple) else str(key)
     kind = name.split("-", 1)[0]
-    return {"count": "a map task", "combine": "a reduce task", "merge": "the merge loop"}.get(kind, name)
+    kinds = {
+        "count": "a map task",
+        "combine": "a reduce task",
+        "encode": "an encode task",
+        "merge": "the merge loop",
+    }
+    return kinds.get(kind, name)
 
 
 def _dashboard(client: Client) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from dask.utils import parse_bytes
 
+from .count import check_utf8_errors
 from .errors import BpeDaskError
 
 DEFAULT_CHUNK_SIZE = 64 * 2**20
@@ -74,12 +75,6 @@ def _merge_on(value: Any) -> str:
     return value
 
 
-def _utf8_errors(value: Any) -> str:
-    if value not in ("strict", "replace"):
-        raise BpeDaskError(f"must be strict or replace, got {value!r}")
-    return value
-
-
 def _boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise BpeDaskError(f"not true or false: {value!r}")
@@ -100,7 +95,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "storage_options": _storage_options,
     "merge_on": _merge_on,
     "ship_package": _boolean,
-    "utf8_errors": _utf8_errors,
+    "utf8_errors": check_utf8_errors,
     "tokenizer": _string,
 }
 PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer"}

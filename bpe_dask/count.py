@@ -10,6 +10,7 @@ range's identity and the settings, so finished work is never confused with other
 from __future__ import annotations
 
 import gc
+import gzip
 import hashlib
 import lzma
 import zlib
@@ -36,6 +37,13 @@ MAX_UNCUT = 64 * 2**20
 UTF8_ERRORS = ("strict", "replace")
 
 
+def check_utf8_errors(value: object) -> str:
+    """``value`` if it names a way to treat invalid UTF-8 (stop, or count it as U+FFFD)."""
+    if value not in UTF8_ERRORS:
+        raise BpeDaskError(f"invalid UTF-8 handling must be strict or replace, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class CountSettings:
     """Everything besides the input bytes that decides the counts."""
@@ -44,8 +52,7 @@ class CountSettings:
     utf8_errors: str = "strict"  # or "replace": invalid UTF-8 becomes U+FFFD
 
     def __post_init__(self) -> None:
-        if self.utf8_errors not in UTF8_ERRORS:
-            raise BpeDaskError(f"utf8_errors must be strict or replace, got {self.utf8_errors!r}")
+        check_utf8_errors(self.utf8_errors)
 
     def key(self) -> str:
         text = "\0".join([GPT2_PATTERN, *sorted(set(self.special_tokens))])
@@ -165,13 +172,16 @@ def _read(stream: BinaryIO, size: int, byte_range: ByteRange) -> bytes:
 
 
 # Failures that reading again cannot fix: the file is gone or forbidden, or the archive is corrupt.
-_LASTING = (FileNotFoundError, PermissionError, IsADirectoryError, EOFError, zlib.error, lzma.LZMAError)
+_LASTING = (
+    FileNotFoundError, PermissionError, IsADirectoryError, EOFError, zlib.error, lzma.LZMAError,
+    gzip.BadGzipFile,
+)  # fmt: skip
 
 
 def _read_error(byte_range: ByteRange, error: Exception) -> BpeDaskError:
     lasting = isinstance(error, _LASTING) or (
         byte_range.file.compression is not None
-        and (type(error).__name__ in ("BadGzipFile", "ZstdError") or "Invalid data stream" in str(error))
+        and (type(error).__name__ == "ZstdError" or "Invalid data stream" in str(error))  # zstandard, bz2
     )
     kind = InputError if lasting else BpeDaskError  # a BpeDaskError is retried, an InputError is not
     return kind(f"cannot read {byte_range.file.name}: {describe(error)}")

@@ -24,13 +24,14 @@ from pathlib import Path
 import dask
 import pyarrow as pa
 from dask.base import tokenize
+from dask.delayed import Delayed
 from distributed import Client, LocalCluster
 
 from . import __version__, formats, progress
 from . import encode as encode_module
 from .cluster import dask_client, failures_explained
 from .config import DEFAULT_CHUNK_SIZE
-from .count import CountSettings, Shard, count_range, count_range_to_shard, counts_table
+from .count import CountSettings, Shard, check_utf8_errors, count_range, count_range_to_shard, counts_table
 from .errors import BpeDaskError
 from .merge import train_merges
 from .plan import ByteRange, InputFile, expand_inputs, plan_ranges
@@ -237,17 +238,22 @@ def _count_on_cluster(
     target = out or f"{work_dir.rstrip('/')}/counts/{tokenize(shards)}.parquet"
     final, partial_sums = reduce_tree(shards, target, work_dir, storage_options)
     reused = [dask.delayed(_was_reused, pure=True)(s) for s in shards]
-    futures = client.compute([final, *reused])
+    path, *flags = _run_on_cluster(client, [final, *reused], show_progress)
+    _remove(partial_sums, storage_options)
+    return path, sum(flags)
+
+
+def _run_on_cluster(client: Client, tasks: list[Delayed], show_progress: bool) -> list:
+    """Compute ``tasks`` and gather their results; a failure cancels them all and is one line."""
+    futures = client.compute(tasks)
     try:
         if show_progress:
             progress.show_task_progress(futures)
         with failures_explained(client):
-            path, *flags = client.gather(futures)
+            return client.gather(futures)
     except BaseException:
         client.cancel(futures)  # a failed job stops at once, before its work directory goes
         raise
-    _remove(partial_sums, storage_options)
-    return path, sum(flags)
 
 
 def _was_reused(shard: Shard) -> bool:
@@ -497,7 +503,7 @@ def encode(
     storage_options = job_storage_options(storage_options, [*inputs, out, tokenizer_dir])
     tokenizer = load_tokenizer(tokenizer_dir, None if special_tokens is None else _token_list(special_tokens),
                                storage_options)  # fmt: skip
-    CountSettings((), utf8_errors)  # checks the option
+    check_utf8_errors(utf8_errors)
     formats.check_output_dir(out, overwrite, storage_options, ours=formats.is_encoded_file)
     files, ranges = _plan(inputs, chunk_size, tokenizer.special_tokens, storage_options, exclude=[out])
     with (
@@ -507,21 +513,14 @@ def encode(
         _preflight(active, files, out, staging, storage_options, ship_package)
         shared = active.scatter(tokenizer, broadcast=True, hash=False)
         names = [encode_module.shard_name(i, len(ranges)) for i in range(len(ranges))]
-        futures = active.compute([
+        tasks = [
             dask.delayed(encode_module.encode_range_to_shard, pure=True)(
                 r, shared, staging, name, storage_options, utf8_errors,
                 dask_key_name=f"encode-{tokenize(r.key(), name, staging)}",
             )
             for r, name in zip(ranges, names, strict=True)
-        ])  # fmt: skip
-        try:
-            if show_progress:
-                progress.show_task_progress(futures)
-            with failures_explained(active):
-                shards = active.gather(futures)
-        except BaseException:
-            active.cancel(futures)
-            raise
+        ]  # fmt: skip
+        shards = _run_on_cluster(active, tasks, show_progress)
         report = _encode_report(files, shards, tokenizer, tokenizer_dir, utf8_errors, started)
         fs, path = filesystem(staging, storage_options)
         index = {"dtype": report["dtype"], "shards": [s.index_entry() for s in shards]}

@@ -280,7 +280,7 @@ def _special_cut_in(window: bytes, offset: int, lo: int, hi: int, specials: list
         pos + offset for token in specials for pos in _occurrences(window, token, lo - offset, hi - offset)
     )
     for p in candidates:
-        if not _straddled(window, p - offset, specials):
+        if not straddled(window, p - offset, specials):
             return p
     return None
 
@@ -288,7 +288,7 @@ def _special_cut_in(window: bytes, offset: int, lo: int, hi: int, specials: list
 def _whitespace_cut_in(window: bytes, offset: int, lo: int, hi: int, specials: list[bytes]) -> int | None:
     for match in _ASCII_WHITESPACE_BYTE.finditer(window, lo - offset, hi - offset):
         p = match.start()
-        if _is_safe_whitespace_cut(window, p) and not _straddled(window, p, specials):
+        if _is_safe_whitespace_cut(window, p) and not straddled(window, p, specials):
             return p + offset
     return None
 
@@ -331,7 +331,7 @@ def _class_cut_in(window: bytes, offset: int, lo: int, hi: int, specials: list[b
     """
     for match in _CLASS_CHANGE.finditer(window, max(lo - offset, 1), hi - offset):
         p = match.start()
-        if not _straddled(window, p, specials):
+        if not straddled(window, p, specials):
             return p + offset
     return None
 
@@ -343,8 +343,8 @@ def _occurrences(window: bytes, token: bytes, lo: int, hi: int) -> Iterable[int]
         pos = window.find(token, pos + 1)
 
 
-def _straddled(window: bytes, p: int, specials: list[bytes]) -> bool:
-    """Whether some special-token occurrence starts before ``p`` and ends after it."""
+def straddled(window: bytes | str, p: int, specials: Sequence[bytes] | Sequence[str]) -> bool:
+    """Whether some special-token occurrence starts before ``p`` and ends after it (in bytes, or in text)."""
     return any(
         window.startswith(token, s) for token in specials for s in range(max(0, p - len(token) + 1), p)
     )

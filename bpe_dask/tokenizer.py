@@ -16,6 +16,7 @@ from itertools import pairwise
 import regex
 
 from . import formats
+from .plan import straddled
 from .pretokenize import GPT2_PATTERN, special_token_pattern
 from .storage import filesystem
 
@@ -132,17 +133,10 @@ class Tokenizer:
             if match is None:
                 return None
             cut = match.end()
-            if not self._inside_special(text, cut):
+            if not straddled(text, cut, self.special_tokens):
                 return cut
             end = match.start() + 1
         return None
-
-    def _inside_special(self, text: str, cut: int) -> bool:
-        return any(
-            text.startswith(token, start)
-            for token in self.special_tokens
-            for start in range(max(0, cut - len(token) + 1), cut)
-        )
 
     def _encode_new(self, pretoken: str) -> tuple[int, ...]:
         """The ids of a pre-token not in the cache, which keeps them."""
