@@ -69,28 +69,27 @@ def bpe_dask_count(path: str, workers: int, chunk_size: int) -> dict:
     return {"seconds": seconds, "unique_words": result.table().num_rows, "partitions": result.partitions}
 
 
+def timed_cli(*args: str, out: str) -> tuple[float, dict]:
+    """Run `bpe-dask ARGS --out OUT -q` as a user would; its wall time and its report.json."""
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "bpe_dask", *args, "--out", out, "-q"], check=True)
+    return time.perf_counter() - started, json.loads(Path(out, "report.json").read_text())
+
+
 def bpe_dask_train(path: str, workers: int, chunk_size: int, vocab_size: int) -> dict:
     """The whole `bpe-dask train` command, cluster start-up included."""
-    with tempfile.TemporaryDirectory() as out:
-        started = time.perf_counter()
-        command = [sys.executable, "-m", "bpe_dask", "train", path, "--vocab-size", str(vocab_size),
-                   "--special-token", EOT, "--out", f"{out}/tok", "--workers", str(workers),
-                   "--chunk-size", str(chunk_size), "-q"]  # fmt: skip
-        subprocess.run(command, check=True)
-        seconds = time.perf_counter() - started
-        report = json.loads(Path(out, "tok", "report.json").read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        seconds, report = timed_cli("train", path, "--vocab-size", str(vocab_size), "--special-token", EOT,
+                                    "--workers", str(workers), "--chunk-size", str(chunk_size),
+                                    out=f"{tmp}/tok")  # fmt: skip
     return {"seconds": seconds, "timings": report["timings"], "peak_rss_bytes": report["peak_rss_bytes"]}
 
 
 def bpe_dask_merge(counts: str, vocab_size: int) -> dict:
     """`bpe-dask merge` on a counts table: the single-node merge loop, as a user runs it."""
-    with tempfile.TemporaryDirectory() as out:
-        started = time.perf_counter()
-        command = [sys.executable, "-m", "bpe_dask", "merge", counts, "--vocab-size", str(vocab_size),
-                   "--special-token", EOT, "--out", f"{out}/tok", "-q"]  # fmt: skip
-        subprocess.run(command, check=True)
-        seconds = time.perf_counter() - started
-        report = json.loads(Path(out, "tok", "report.json").read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        seconds, report = timed_cli("merge", counts, "--vocab-size", str(vocab_size), "--special-token", EOT,
+                                    out=f"{tmp}/tok")  # fmt: skip
     return {
         "seconds": seconds,
         "merge_seconds": report["timings"]["merge"],
@@ -228,13 +227,9 @@ def bpe_dask_encode(path: str, workers: int, chunk_size: int) -> dict:
         tok.mkdir()
         for name in ("gpt2_vocab.json", "gpt2_merges.txt"):
             (tok / name.removeprefix("gpt2_")).write_bytes((GPT2_DIR / name).read_bytes())
-        started = time.perf_counter()
-        command = [sys.executable, "-m", "bpe_dask", "encode", path, "--tokenizer", str(tok),
-                   "--special-token", EOT, "--out", f"{tmp}/ids", "--workers", str(workers),
-                   "--chunk-size", str(chunk_size), "-q"]  # fmt: skip
-        subprocess.run(command, check=True)
-        seconds = time.perf_counter() - started
-        report = json.loads(Path(tmp, "ids", "report.json").read_text())
+        seconds, report = timed_cli("encode", path, "--tokenizer", str(tok), "--special-token", EOT,
+                                    "--workers", str(workers), "--chunk-size", str(chunk_size),
+                                    out=f"{tmp}/ids")  # fmt: skip
     return {"seconds": seconds, "tokens": report["tokens"]}
 
 
