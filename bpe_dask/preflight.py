@@ -65,7 +65,9 @@ class QuietUserErrors(WorkerPlugin):
     def setup(self, worker) -> None:
         import logging
 
-        user_errors = ("BpeDaskError(", "InputError(")  # the classes in bpe_dask.errors
+        from bpe_dask.errors import BpeDaskError  # present: the package check has passed
+
+        user_errors = tuple(f"{kind.__name__}(" for kind in (BpeDaskError, *BpeDaskError.__subclasses__()))
         logging.getLogger("distributed.worker").addFilter(
             lambda record: not any(name in record.getMessage() for name in user_errors)
         )
