@@ -1,14 +1,32 @@
-"""bpe-dask: exact byte-level BPE training (GPT-2 / CS336 rules) as a Dask job.
+"""bpe-dask: exact byte-level BPE training (GPT-2 / CS336 rules) and encoding as Dask jobs.
 
-from bpe_dask import Tokenizer, train_bpe
-vocab, merges = train_bpe("corpus.txt", 10_000, ["<|endoftext|>"])
-ids = Tokenizer(vocab, merges, ["<|endoftext|>"]).encode("Hello world")
+    from bpe_dask import Tokenizer, train_bpe
+    vocab, merges = train_bpe("corpus.txt", 10_000, ["<|endoftext|>"])
+    ids = Tokenizer(vocab, merges, ["<|endoftext|>"]).encode("Hello world")
+
+The jobs, each also a command of the ``bpe-dask`` CLI: ``train`` (count, merge, write a tokenizer
+directory), ``count_words`` and ``merge`` (the two halves of ``train``), ``encode`` (a corpus to
+token ids). They take inputs as a path, URL or glob, or a list of them, then keyword options
+(``JobOptions``). ``reference`` holds the plain trainer every engine is tested against.
 """
 
-__version__ = "0.1.0"
-
+from .count_job import CountResult, count_words
+from .encode_job import encode
 from .errors import BpeDaskError
-from .pipeline import count_words, train, train_bpe
+from .options import JobOptions
 from .tokenizer import Tokenizer
+from .train_job import merge, train, train_bpe
+from .version import __version__
 
-__all__ = ["BpeDaskError", "Tokenizer", "__version__", "count_words", "train", "train_bpe"]
+__all__ = [
+    "BpeDaskError",
+    "CountResult",
+    "JobOptions",
+    "Tokenizer",
+    "__version__",
+    "count_words",
+    "encode",
+    "merge",
+    "train",
+    "train_bpe",
+]

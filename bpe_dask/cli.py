@@ -1,7 +1,8 @@
-"""The command line: ``bpe-dask train | count | merge``.
+"""The command line: ``bpe-dask train | count | merge | encode``, each a job of the Python API.
 
-Takes ``argv``; runs the job and gives an exit code: 0 when done, 1 for a user error (one
-line on stderr, no traceback), 2 for a malformed command line, 130 when interrupted.
+Takes ``argv``; resolves flags and ``--config`` into options (``config``), runs the job and gives
+an exit code: 0 when done, 1 for a user error (one line on stderr, no traceback), 2 for a
+malformed command line, 130 when interrupted, 143 when terminated.
 """
 
 from __future__ import annotations
@@ -14,13 +15,18 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import fields
 from typing import Any, NoReturn
 
-from . import __version__, formats, pipeline
+from .blocks import UTF8_ERRORS
 from .config import resolve
-from .count import UTF8_ERRORS
+from .count_job import count_words
+from .counts_table import count_rows
+from .encode_job import encode
 from .errors import BpeDaskError
-from .storage import job_storage_options
+from .options import JobOptions
+from .train_job import merge, train
+from .version import __version__
 
 log = logging.getLogger("bpe_dask")
 
@@ -205,75 +211,46 @@ def _require(options: dict[str, Any], *names: str) -> None:
             raise BpeDaskError(f"{flag} is required (on the command line or in --config)")
 
 
-def _cluster_kwargs(options: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "chunk_size": options["chunk_size"],
-        "scheduler": options.get("scheduler"),
-        "workers": options.get("workers"),
-        "work_dir": options.get("work_dir"),
-        "storage_options": options.get("storage_options"),
-        "ship_package": options["ship_package"],
-        "show_progress": not options["quiet"],
-        "utf8_errors": options["utf8_errors"],
-    }
+def _job_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options that are ``JobOptions`` fields, as keyword arguments; progress unless ``-q``."""
+    names = {f.name for f in fields(JobOptions)} - {"special_tokens"}
+    return {**{k: v for k, v in options.items() if k in names}, "show_progress": not options["quiet"]}
 
 
 def _train(options: dict[str, Any]) -> dict:
     _require(options, "inputs", "vocab_size", "out")
-    return pipeline.train(
+    return train(
         options["inputs"],
         options["vocab_size"],
         options["out"],
         options["special_tokens"],
-        overwrite=options["overwrite"],
-        merge_on=options["merge_on"],
-        **_cluster_kwargs(options),
+        **_job_options(options),
     )
 
 
 def _count(options: dict[str, Any]) -> dict:
     _require(options, "inputs", "out")
-    storage_options = job_storage_options(options.get("storage_options"), [options["out"]])
-    formats.check_output_file(options["out"], options["overwrite"], storage_options)
-    counted = pipeline.count_words(
-        options["inputs"],
-        options["special_tokens"],
-        out=options["out"],
-        in_process=False,
-        **_cluster_kwargs(options),
-    )
+    job_options = {**_job_options(options), "in_process": False}
+    counted = count_words(options["inputs"], options["special_tokens"], out=options["out"], **job_options)
     return {
         **counted.report(),
-        "unique_words": formats.parquet_num_rows(options["out"], counted.storage_options),
+        "unique_words": count_rows(options["out"], counted.storage_options),
         "timings": {"count": counted.seconds},
     }
 
 
 def _encode(options: dict[str, Any]) -> dict:
     _require(options, "inputs", "tokenizer", "out")
-    kwargs = _cluster_kwargs(options)
-    if kwargs.pop("work_dir"):
-        raise BpeDaskError("encode writes its shards straight into --out: it takes no --work-dir")
-    return pipeline.encode(
-        options["inputs"],
-        options["tokenizer"],
-        options["out"],
-        options["special_tokens"] or None,  # none given: the tokenizer's own
-        overwrite=options["overwrite"],
-        **kwargs,
+    special_tokens = options["special_tokens"] or None  # none given: the tokenizer's own
+    return encode(
+        options["inputs"], options["tokenizer"], options["out"], special_tokens, **_job_options(options)
     )
 
 
 def _merge(counts: str, options: dict[str, Any]) -> dict:
     _require(options, "vocab_size", "out")
-    return pipeline.merge(
-        counts,
-        options["vocab_size"],
-        options["out"],
-        options["special_tokens"],
-        overwrite=options["overwrite"],
-        storage_options=options.get("storage_options"),
-        show_progress=not options["quiet"],
+    return merge(
+        counts, options["vocab_size"], options["out"], options["special_tokens"], **_job_options(options)
     )
 
 

@@ -1,9 +1,10 @@
-"""Job options: built-in defaults, then a TOML config file, then command-line flags.
+"""Command-line options: built-in defaults, then a TOML config file, then command-line flags.
 
-Takes the flags argparse saw and an optional ``--config`` file; gives one dict of checked
-option values. A config file uses the long option names (``vocab_size`` or ``vocab-size``)
-at the top level. Relative paths in a config file are taken from the file's own folder, so a
-job runs the same from any directory; relative paths in flags, from the current directory.
+Takes the flags argparse saw and an optional ``--config`` file; gives one dict of option values
+in the types the jobs take (``JobOptions`` checks what they mean). A config file uses the long
+option names (``vocab_size`` or ``vocab-size``) at the top level. Relative paths in a config file
+are taken from the file's own folder, so a job runs the same from any directory; relative paths
+in flags, from the current directory.
 """
 
 from __future__ import annotations
@@ -14,34 +15,9 @@ import tomllib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dask.utils import parse_bytes
-
-from .count import check_utf8_errors
+from .blocks import check_utf8_errors
 from .errors import BpeDaskError
-
-DEFAULT_CHUNK_SIZE = 64 * 2**20
-
-
-def parse_size(value: int | str) -> int:
-    """Bytes from ``65536``, ``"65536"``, ``"64MiB"`` or ``"1.5GB"``."""
-    try:
-        size = value if isinstance(value, int) and not isinstance(value, bool) else parse_bytes(str(value))
-    except (ValueError, TypeError):
-        raise BpeDaskError(f"not a size: {value!r} (use bytes, or e.g. 64MiB)") from None
-    if size < 1:
-        raise BpeDaskError(f"size must be positive, got {value!r}")
-    return size
-
-
-def _positive_int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            value = int(str(value))
-        except ValueError:
-            raise BpeDaskError(f"not a whole number: {value!r}") from None
-    if value < 1:
-        raise BpeDaskError(f"must be a positive number, got {value}")
-    return value
+from .options import DEFAULT_CHUNK_SIZE, MERGE_PLACES, parse_size, positive_int
 
 
 def _string(value: Any) -> str:
@@ -70,7 +46,7 @@ def _storage_options(value: Any) -> dict:
 
 
 def _merge_on(value: Any) -> str:
-    if value not in ("auto", "client", "worker"):
+    if value not in MERGE_PLACES:
         raise BpeDaskError(f"must be auto, client or worker, got {value!r}")
     return value
 
@@ -83,10 +59,10 @@ def _boolean(value: Any) -> bool:
 
 OPTIONS: dict[str, Callable[[Any], Any]] = {
     "inputs": _strings,
-    "vocab_size": _positive_int,
+    "vocab_size": positive_int,
     "out": _string,
     "special_tokens": _strings,
-    "workers": _positive_int,
+    "workers": positive_int,
     "scheduler": _string,
     "chunk_size": parse_size,
     "work_dir": _string,

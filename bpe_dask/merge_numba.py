@@ -1,8 +1,8 @@
-"""The merge loop compiled with numba: the algorithm of ``merge.py``, at machine speed.
+"""The merge loop compiled with numba: the algorithm of ``merging``, at machine speed.
 
-Takes the same word counts and gives the same vocabulary and merges as
-``merge.train_merges``; ``merge.py`` uses it when numba is installed (``pip install
-bpe-dask[fast]``) and the tests check that both give identical results.
+Takes the same word counts and gives the same vocabulary and merges as the pure-Python loop
+of ``merging``, which uses it when numba is installed (``pip install bpe-dask[fast]``); the tests
+check both against the reference trainer.
 
 Layout: every word's token ids sit in one int32 array (``tokens``, a word at
 ``starts[w]``, ``lengths[w]`` long, shrinking in place as merges join its tokens). A pair
@@ -14,7 +14,7 @@ pair's bytes, descending; entries whose count changed are skipped when they surf
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 import numpy as np
 from numba import njit, types
@@ -299,14 +299,11 @@ def _merge_batch(tokens, starts, lengths, freqs, counts, slots, holders, filled,
 
 def train_merges(
     word_counts: Iterable[tuple[bytes, int]],
+    vocab: dict[int, bytes],
     vocab_size: int,
-    special_tokens: Sequence[str] = (),
     progress: Callable[[int], None] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """``merge.train_merges``, compiled."""
-    from .merge import initial_vocab
-
-    vocab = initial_vocab(special_tokens)
+    """Add merges to ``vocab`` (the bytes and special tokens) until it holds ``vocab_size`` tokens."""
     state = _build(word_counts, vocab, vocab_size)
     merges: list[tuple[bytes, bytes]] = []
     out_pairs = np.empty((_BATCH, 2), np.int64)

@@ -19,9 +19,9 @@ from pathlib import Path
 import cloudpickle
 from distributed import Client, WorkerPlugin
 
-from . import __version__
 from .errors import BpeDaskError
 from .storage import describe, filesystem
+from .version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -1,64 +1,339 @@
-"""Pre-tokenization: text in, pre-token counts out.
+"""Pre-tokenization rules: text in, pre-tokens and safe cuts out. Pure: no I/O.
 
-Takes decoded text and the special tokens; gives a dict from pre-token (``str``) to count.
-Text is split on the special tokens first (longest first at the same position), so
-pre-tokens never cross a special token, and the special tokens themselves are dropped.
+Everything that decides *what* gets counted lives here, and nowhere else:
 
-Counting is done in two steps, for speed: the text is cut into chunks of optional
-whitespace followed by non-whitespace ("  the", "\\nhello,"), which a simple pattern finds
-fast; only each *distinct* chunk is then pre-tokenized with the GPT-2 pattern, its
-pre-tokens counted as often as the chunk occurs. Every chunk boundary falls between a
-non-whitespace and a whitespace character, where (see ``plan._is_safe_whitespace_cut``) the
-GPT-2 pattern never spans, so the counts are exactly those of pre-tokenizing the whole text.
-A process keeps the pre-tokens of the chunks it has seen (up to ``CACHE_LIMIT`` of them),
-since most chunks recur from one range to the next.
+- ``SplitPattern``: a pre-tokenization regex (GPT-2's by default) with the rule that says
+  between which two characters text may be cut without changing its pre-tokens.
+- ``Pretokenizer``: a pattern plus special tokens. It splits the special tokens out first
+  (longest first where several match at one place), pre-tokenizes and counts the rest, and
+  finds safe cuts. The planner cuts files into byte ranges with it (``first_cut_in_bytes``),
+  the map tasks cut ranges into blocks and the tokenizer cuts a stream of text into pieces
+  (``recut``), so all three cut by one rule.
+
+Why a cut is safe. A position ``p`` is a safe cut when pre-tokenizing ``text[:p]`` and
+``text[p:]`` apart gives exactly the pre-tokens of ``text``. Two conditions make it so:
+
+1. *No special-token occurrence straddles p* (starts before ``p`` and ends after it). Then no
+   match of the left-to-right, longest-first special-token scan crosses ``p``, so the scan of the
+   whole text is the scans of the two halves put together, and so are the pieces between special
+   tokens, except that a piece across ``p`` is cut in two at ``p``.
+2. *The pattern's cut rule allows the two characters around p*, so that cutting that piece at ``p``
+   leaves its pre-tokens unchanged. For GPT-2's pattern
+   ``'(?:[sdmt]|ll|ve|re)| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+`` the rule allows
+   ``x|y`` when ``x`` is not whitespace and either ``y`` is whitespace, or ``x`` and ``y`` belong to
+   different classes among letters (``\\p{L}``), digits (``\\p{N}``) and the rest, except an
+   apostrophe followed by a letter. No match holds such a pair: whitespace only ever starts a
+   match or fills one, and the only match that holds two classes, a contraction, has the
+   apostrophe first. The pattern matches every character, so its matches tile the text and
+   ``p`` is a boundary between two of them. Each alternative that reaches ``p`` stops there
+   because ``y`` is not what it takes next, exactly as it stops at the end of ``text[:p]``; the
+   one alternative that looks ahead, ``\\s+(?!\\S)``, cannot end at ``p``, where ``x`` is not
+   whitespace. With no look-behind, the scan from ``p`` on is the same in ``text[p:]``.
+
+The rule looks at one character on each side of ``p``, and condition 1 at the longest special
+token's length, so a cut can be judged from a short window around it. Cutting is also how the
+map tasks stay exact for any number of partitions: the tests check it against the plain
+reference trainer (``bpe_dask.reference``) for chunk sizes down to one byte.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
 
 import regex
 
-GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-_PRETOKEN = regex.compile(GPT2_PATTERN)
+from .errors import BpeDaskError
 
-# The stdlib's ``re`` finds chunks faster than ``regex``, but its \s also takes the four
-# separators \x1c-\x1f, which are not Unicode White_Space and not \s to ``regex``: take them
-# out, so both patterns agree on every character (a test checks all of Unicode).
+
+@dataclass(frozen=True)
+class SplitPattern:
+    """A pre-tokenization pattern and what is known about where its text may be cut.
+
+    ``cut_rule`` matches the character before a safe cut (with a look-ahead at the one after):
+    the cut is at the match's end. ``chunk``, for speed, is a stdlib ``re`` pattern whose matches
+    tile any text with boundaries only at safe cuts; counting pre-tokenizes each distinct chunk
+    once. A pattern with neither is still exact, it just cannot be cut inside a document.
+    """
+
+    name: str
+    regex: str
+    cut_rule: str | None = None
+    chunk: str | None = None
+
+    @cached_property
+    def compiled(self) -> regex.Pattern:
+        return regex.compile(self.regex)
+
+
+# The stdlib's ``re`` finds chunks faster than ``regex``, but its \s also takes the four separators
+# \x1c-\x1f, which are not Unicode White_Space and not \s to ``regex``: take them out, so both
+# agree on every character (a test checks all of Unicode).
 WHITESPACE = r"[^\S\x1c-\x1f]"
 NON_WHITESPACE = r"[\S\x1c-\x1f]"
-_CHUNK = re.compile(f"{WHITESPACE}*{NON_WHITESPACE}+|{WHITESPACE}+")
 
+GPT2 = SplitPattern(
+    name="gpt2",
+    regex=r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
+    cut_rule=(
+        r"\S(?=\s)"  # anything before whitespace
+        r"|\p{L}(?=[^\s\p{L}])"  # a letter before a digit or other
+        r"|\p{N}(?=[^\s\p{N}])"  # a digit before a letter or other
+        r"|[^\s\p{L}\p{N}'](?=[\p{L}\p{N}])"  # other, not an apostrophe, before a letter or digit
+        r"|'(?=\p{N})"  # an apostrophe before a digit
+    ),
+    chunk=f"{WHITESPACE}*{NON_WHITESPACE}+|{WHITESPACE}+",  # cut only before whitespace
+)
+PATTERNS = {GPT2.name: GPT2}
+
+
+def split_pattern(name: str | SplitPattern) -> SplitPattern:
+    if isinstance(name, SplitPattern):
+        return name
+    try:
+        return PATTERNS[name]
+    except KeyError:
+        raise BpeDaskError(f"unknown split pattern {name!r} (known: {', '.join(PATTERNS)})") from None
+
+
+def check_special_tokens(special_tokens: Iterable[str]) -> tuple[str, ...]:
+    """The special tokens as a tuple, if each is a non-empty string of valid Unicode, given once."""
+    if isinstance(special_tokens, str):
+        raise BpeDaskError("special tokens must be a list of strings, not one string")
+    tokens = tuple(special_tokens)
+    for token in tokens:
+        if not isinstance(token, str) or not token:
+            raise BpeDaskError("special tokens must be non-empty strings")
+        try:
+            token.encode("utf-8")
+        except UnicodeEncodeError:
+            raise BpeDaskError(f"special token {token!r} is not valid Unicode text") from None
+    repeated = sorted({t for t in tokens if tokens.count(t) > 1})
+    if repeated:
+        raise BpeDaskError(f"special token given twice: {repeated[0]!r}")
+    return tokens
+
+
+class NoCutError(Exception):
+    """``Pretokenizer.recut`` held more text than its limit without finding a safe cut."""
+
+
+# Text without special tokens or cuts is counted by chunks; a process keeps each chunk's
+# pre-tokens, since most chunks recur from one block to the next.
 CACHE_LIMIT = 1 << 20
-_pretokens_of: dict[str, tuple[str, ...]] = {}
 
 
-def special_token_pattern(special_tokens: Iterable[str]) -> regex.Pattern | None:
-    """Alternation of the special tokens, longest first, or None when there are none."""
-    tokens = sorted(set(special_tokens), key=len, reverse=True)
-    if not tokens:
+class Pretokenizer:
+    """A split pattern and special tokens: pre-tokens, their counts, and safe cuts."""
+
+    def __init__(self, special_tokens: Iterable[str] = (), pattern: str | SplitPattern = GPT2) -> None:
+        self.pattern = split_pattern(pattern)
+        # Longest first, so that where several match at one place the longest wins.
+        self.special_tokens = tuple(sorted(set(check_special_tokens(special_tokens)), key=len, reverse=True))
+        alternation = "|".join(regex.escape(token) for token in self.special_tokens)
+        self._specials = regex.compile(alternation) if self.special_tokens else None
+        self._pretoken = self.pattern.compiled
+        rule = self.pattern.cut_rule
+        self._cuts = regex.compile(rule) if rule else None
+        self._cuts_backwards = regex.compile(rule, flags=regex.REVERSE) if rule else None
+        self._chunk = re.compile(self.pattern.chunk) if self.pattern.chunk else None
+        self._pretokens_of: dict[str, tuple[str, ...]] = {}
+        self._inner_pairs = {token[i : i + 2] for token in self.special_tokens for i in range(len(token) - 1)}
+        longest = max((len(t) for t in self.special_tokens), default=0)
+        # Characters a cut at p must see before and after it: the one on each side, and enough
+        # to see any special-token occurrence that straddles p.
+        self.context = max(1, longest - 1)
+
+    def __reduce__(self):  # rebuilt where it lands: the compiled patterns stay out of pickles
+        return Pretokenizer, (self.special_tokens, self.pattern)
+
+    # --- pre-tokens ----------------------------------------------------------------------------
+
+    def split(self, text: str) -> Iterator[tuple[str, bool]]:
+        """The text between special tokens (``False``) and the special tokens (``True``), in order."""
+        if self._specials is None:
+            if text:
+                yield text, False
+            return
+        start = 0
+        for match in self._specials.finditer(text):
+            if match.start() > start:
+                yield text[start : match.start()], False
+            yield match.group(), True
+            start = match.end()
+        if start < len(text):
+            yield text[start:], False
+
+    def pieces(self, text: str) -> list[str]:
+        """The text between special tokens: pre-tokens never cross a special token."""
+        return [text] if self._specials is None else self._specials.split(text)
+
+    def pretokens(self, text: str) -> list[str]:
+        """Every pre-token of ``text`` in order, special tokens dropped."""
+        return [token for piece in self.pieces(text) for token in self._pretoken.findall(piece)]
+
+    def count(self, text: str, counts: dict[str, int] | None = None) -> dict[str, int]:
+        """How often each pre-token occurs in ``text``, added into ``counts`` when given.
+
+        With a ``chunk`` pattern the text is first cut into chunks (``" the"``, ``"\\nhello,"``), and
+        only each *distinct* chunk is pre-tokenized, its pre-tokens counted as often as it occurs.
+        """
+        if counts is None:
+            counts = {}  # a plain dict: a Counter's __missing__ is Python code, slow on this hot path
+        if self._chunk is None:
+            for piece in self.pieces(text):
+                for token in self._pretoken.findall(piece):
+                    counts[token] = counts.get(token, 0) + 1
+            return counts
+        chunks: Counter[str] = Counter()
+        for piece in self.pieces(text):
+            chunks.update(self._chunk.findall(piece))
+        cache = self._pretokens_of
+        if len(cache) > CACHE_LIMIT:
+            cache.clear()
+        for chunk, times in chunks.items():
+            pretokens = cache.get(chunk)
+            if pretokens is None:
+                pretokens = cache[chunk] = tuple(self._pretoken.findall(chunk))  # untracked by the GC
+            for token in pretokens:
+                counts[token] = counts.get(token, 0) + times
+        return counts
+
+    # --- safe cuts -----------------------------------------------------------------------------
+
+    def straddled(self, text: str, p: int) -> bool:
+        """Whether a special-token occurrence starts before ``p`` and ends after it."""
+        if text[p - 1 : p + 1] not in self._inner_pairs:  # no token holds these two characters
+            return False
+        return any(
+            text.startswith(token, s)
+            for token in self.special_tokens
+            for s in range(max(0, p - len(token) + 1), p)
+        )
+
+    def first_cut(self, text: str, lo: int, hi: int) -> int | None:
+        """The first safe cut in ``[lo, hi)``, preferring the start of a special token (a document
+        boundary) to any other. ``text`` must run at least ``context`` characters on either side."""
+        lo = max(lo, 1)
+        special = self._first_special_start(text, lo, hi)
+        if special is not None or self._cuts is None:
+            return special
+        for match in self._cuts.finditer(text, lo - 1, hi):
+            if not self.straddled(text, match.end()):
+                return match.end()
         return None
-    return regex.compile("|".join(regex.escape(token) for token in tokens))
+
+    def last_cut(self, text: str, lo: int, hi: int) -> int | None:
+        """The last safe cut in ``[lo, hi)``, of either kind."""
+        lo = max(lo, 1)
+        cut = None
+        if self._cuts_backwards is not None:
+            for match in self._cuts_backwards.finditer(text, lo - 1, hi):
+                if not self.straddled(text, match.end()):
+                    cut = match.end()
+                    break
+        for token in self.special_tokens:
+            floor = lo if cut is None else cut + 1
+            cut = next(
+                (p for p in _occurrences_backwards(text, token, floor, hi) if not self.straddled(text, p)),
+                cut,
+            )
+        return cut
+
+    def _first_special_start(self, text: str, lo: int, hi: int) -> int | None:
+        starts = sorted(p for token in self.special_tokens for p in _occurrences(text, token, lo, hi))
+        return next((p for p in starts if not self.straddled(text, p)), None)
+
+    def first_cut_in_bytes(self, data: bytes, lo: int, hi: int) -> int | None:
+        """``first_cut`` for UTF-8 bytes that may begin and end mid-character: the byte offset.
+
+        Bytes that are not valid UTF-8 are judged as characters of the class "other", the class
+        of U+FFFD that ``--utf8-errors replace`` turns them into. No rule cuts between two of
+        them, so every cut is a place where a decoder starts afresh.
+        """
+        first = _character_start(data, 0)  # skip the tail of a character cut off by the window
+        lo, hi = _character_start(data, max(lo, first + 1)), _character_start(data, hi)
+        if lo >= hi:
+            return None
+        text = data[first:].decode("utf-8", "surrogateescape")
+        char_lo = len(data[first:lo].decode("utf-8", "surrogateescape"))
+        char_hi = char_lo + len(data[lo:hi].decode("utf-8", "surrogateescape"))
+        cut = self.first_cut(text, char_lo, char_hi)
+        # Keep invalid bytes with their neighbours, so each bad spot stays in one range and the
+        # job reports the first one whatever the partitioning.
+        while cut is not None and (_is_undecodable(text[cut - 1]) or _is_undecodable(text[cut])):
+            cut = self.first_cut(text, cut + 1, char_hi)
+        return None if cut is None else first + len(text[:cut].encode("utf-8", "surrogateescape"))
+
+    def recut(self, texts: Iterable[str], limit: int | None = None) -> Iterator[str]:
+        """The text of ``texts`` again, in pieces cut only at safe places, lazily.
+
+        Each piece ends at the last safe cut in the text seen so far, so pieces follow the input's
+        own sizes and text is held back only until a cut comes; each character is searched once.
+        With ``limit``, holding more than ``limit`` characters without a cut raises ``NoCutError``.
+        """
+        held: list[str] = []  # text seen and not yet given out
+        size = 0  # its length
+        judged = 1  # positions below this in the held text are known not to be cuts
+        for text in texts:
+            if not text:
+                continue
+            held.append(text)
+            size += len(text)
+            hi = size - self.context + 1  # a cut at p needs to see up to p + context
+            if hi <= judged:
+                continue
+            start = max(0, judged - self.context)
+            cut = self.last_cut(_tail(held, size - start), judged - start, hi - start)
+            if cut is None:
+                judged = hi
+                if limit is not None and size > limit:
+                    raise NoCutError(f"no safe cut in {size} characters")
+                continue
+            whole = "".join(held)
+            cut += start
+            yield whole[:cut]
+            held, size, judged = [whole[cut:]], size - cut, hi - cut
+        if size:
+            yield "".join(held)
 
 
-def count_pretokens(
-    text: str, specials: regex.Pattern | None, counts: dict[str, int] | None = None
-) -> dict[str, int]:
-    """How often each pre-token occurs in ``text``, added into ``counts`` when given."""
-    chunks: Counter[str] = Counter()
-    for piece in [text] if specials is None else specials.split(text):
-        chunks.update(_CHUNK.findall(piece))
-    if len(_pretokens_of) > CACHE_LIMIT:
-        _pretokens_of.clear()
-    if counts is None:
-        counts = {}  # a plain dict: a Counter's __missing__ is Python code, slow on this hot path
-    for chunk, times in chunks.items():
-        pretokens = _pretokens_of.get(chunk)
-        if pretokens is None:
-            pretokens = _pretokens_of[chunk] = tuple(_PRETOKEN.findall(chunk))  # untracked by the GC
-        for pretoken in pretokens:
-            counts[pretoken] = counts.get(pretoken, 0) + times
-    return counts
+def _occurrences(text: str, token: str, lo: int, hi: int) -> Iterator[int]:
+    position = text.find(token, lo)
+    while 0 <= position < hi:
+        yield position
+        position = text.find(token, position + 1)
+
+
+def _occurrences_backwards(text: str, token: str, lo: int, hi: int) -> Iterator[int]:
+    position = text.rfind(token, lo, hi + len(token) - 1)
+    while position >= lo:
+        yield position
+        position = text.rfind(token, lo, position + len(token) - 1)
+
+
+def _tail(pieces: list[str], length: int) -> str:
+    """The last ``length`` characters of the concatenation of ``pieces``, without joining them all."""
+    taken: list[str] = []
+    for piece in reversed(pieces):
+        if length <= 0:
+            break
+        taken.append(piece[-length:])
+        length -= len(piece)
+    return "".join(reversed(taken))
+
+
+def _is_undecodable(char: str) -> bool:
+    """Whether ``char`` stands for a byte that is not valid UTF-8 (``surrogateescape``'s stand-ins)."""
+    return "\udc80" <= char <= "\udcff"
+
+
+def _character_start(data: bytes, p: int) -> int:
+    """``p``, moved past UTF-8 continuation bytes (at most three) to where a character starts."""
+    end = min(len(data), p + 3)
+    while p < end and 0x80 <= data[p] < 0xC0:
+        p += 1
+    return p

@@ -11,32 +11,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import dask
-import pyarrow as pa
-import pyarrow.parquet as pq
 from dask.base import tokenize
 from dask.delayed import Delayed
 
-from .count import Shard
+from .counting import Shard
+from .counts_table import read_counts, sum_counts, write_counts
 from .errors import retrying
-from .formats import COUNTS_SCHEMA, write_parquet_atomically
-from .storage import filesystem
 
 # Each combine holds its inputs and their hash table: 16 shards of a million words is about
 # 1 GB. Fewer levels mean fewer Parquet round trips (one level costs 0.6 s on 65 MB of text).
 DEFAULT_FAN_IN = 16
-
-
-def sum_counts(tables: Sequence[pa.Table]) -> pa.Table:
-    """One table in which each token appears once, with the sum of its counts."""
-    table = pa.concat_tables(tables) if tables else COUNTS_SCHEMA.empty_table()
-    summed = table.group_by("token").aggregate([("count", "sum")])
-    return pa.table({"token": summed["token"], "count": summed["count_sum"]}, schema=COUNTS_SCHEMA)
-
-
-def read_table(url: str, storage_options: dict | None = None) -> pa.Table:
-    fs, path = filesystem(url, storage_options)
-    with fs.open(path, "rb") as f:
-        return pq.read_table(f)
 
 
 def combine(
@@ -48,10 +32,10 @@ def combine(
 
 def _combine(parts: Sequence[Shard | str], out: str, storage_options: dict | None, *, sort: bool) -> str:
     paths = [p.path if isinstance(p, Shard) else p for p in parts]
-    table = sum_counts([read_table(p, storage_options) for p in paths])
+    table = sum_counts([read_counts(p, storage_options) for p in paths])
     if sort:
         table = table.sort_by("token")
-    write_parquet_atomically(table, out, storage_options)
+    write_counts(table, out, storage_options)
     return out
 
 

@@ -1,10 +1,11 @@
 """The tokenizer: a trained vocabulary and merges in, text to token ids and back out.
 
 Takes ``vocab`` (id -> bytes), ``merges`` (in the order learned) and special tokens, as
-``train_bpe`` returns them or as ``vocab.json`` / ``merges.txt`` hold them; gives ``encode``,
-``encode_iterable`` and ``decode`` with GPT-2's semantics: special tokens are split out first
-(longest first where several match at one place), the rest is pre-tokenized with the GPT-2
-pattern, and each pre-token's bytes are merged by rank, lowest first. The interface is CS336's.
+``train_bpe`` returns them; gives ``encode``, ``encode_iterable`` and ``decode`` with GPT-2's
+semantics: special tokens are split out first (longest first where several match at one place),
+the rest is pre-tokenized with the split pattern, and each pre-token's bytes are merged by rank,
+lowest first. The interface is CS336's. ``save`` and ``load`` own the directory a training job
+writes: ``vocab.json``, ``merges.txt`` and ``tokenizer.json``, the writer beside the reader.
 """
 
 from __future__ import annotations
@@ -12,20 +13,17 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from itertools import pairwise
+from pathlib import PurePosixPath
 
-import regex
+from . import gpt2_files
+from .errors import BpeDaskError
+from .pretokenize import GPT2, Pretokenizer, SplitPattern, check_special_tokens
+from .publish import publish_directory
+from .storage import describe, filesystem
 
-from . import formats
-from .plan import straddled
-from .pretokenize import GPT2_PATTERN, special_token_pattern
-from .storage import filesystem
-
-_PRETOKEN = regex.compile(GPT2_PATTERN)
-# The last place in a buffer where text may be split without changing its encoding: before a
-# whitespace character that follows a non-whitespace one (see plan._is_safe_whitespace_cut).
-_LAST_SAFE_CUT = regex.compile(r"(?r)\S(?=\s)")
 CACHE_LIMIT = 1 << 20
 _UNMERGEABLE = (float("inf"), -1)  # (rank, merged id) of a pair no merge joins
+FILES = ("vocab.json", "merges.txt", "tokenizer.json")
 
 
 class Tokenizer:
@@ -36,23 +34,68 @@ class Tokenizer:
         vocab: dict[int, bytes],
         merges: list[tuple[bytes, bytes]],
         special_tokens: Iterable[str] | None = None,
+        pattern: str | SplitPattern = GPT2,
     ) -> None:
         self.vocab = dict(vocab)
-        self.special_tokens = sorted(set(special_tokens or ()), key=len, reverse=True)
-        ids = {token: i for i, token in self.vocab.items()}
+        self.merges = list(merges)
+        self.special_tokens = list(check_special_tokens(special_tokens or ()))
+        self.pretokenizer = Pretokenizer(self.special_tokens, pattern)
+        ids: dict[bytes, int] = {}
+        for i, token in sorted(self.vocab.items()):
+            ids.setdefault(token, i)  # where two ids hold the same bytes, the first is the token's
         for token in map(str.encode, self.special_tokens):
             if token not in ids:  # a special token the vocabulary lacks gets the next free id
                 ids[token] = max(self.vocab, default=-1) + 1
                 self.vocab[ids[token]] = token
         self._ids = ids
-        self._special_ids = {token: ids[token.encode("utf-8")] for token in self.special_tokens}
-        self._specials = special_token_pattern(self.special_tokens)
+        self.special_ids = {token: ids[token.encode("utf-8")] for token in self.special_tokens}
         self._byte_ids = [ids[bytes([b])] for b in range(256)]
         # (left id, right id) -> (rank, merged id): merging by ids, never by bytes
         self._merges = {
-            (ids[a], ids[b]): (rank, ids[a + b]) for rank, (a, b) in enumerate(merges) if a + b in ids
+            (ids[a], ids[b]): (rank, ids[a + b]) for rank, (a, b) in enumerate(self.merges) if a + b in ids
         }
         self._cache: dict[str, tuple[int, ...]] = {}
+
+    # --- the directory contract ----------------------------------------------------------------
+
+    def files(self) -> dict[str, str]:
+        """The files ``save`` writes, by name: what a directory `bpe-dask train` wrote holds."""
+        return {
+            "vocab.json": gpt2_files.vocab_json(self.vocab, self.special_ids),
+            "merges.txt": gpt2_files.merges_txt(self.merges),
+            "tokenizer.json": gpt2_files.tokenizer_json(self.vocab, self.merges, self.special_ids),
+        }
+
+    def save(self, directory: str | os.PathLike, storage_options: dict | None = None) -> None:
+        """Write the tokenizer's files into ``directory`` (a path or URL), published whole."""
+        publish_directory(os.fspath(directory), self.files(), storage_options)
+
+    @classmethod
+    def load(
+        cls,
+        directory: str | os.PathLike,
+        special_tokens: Iterable[str] | None = None,
+        storage_options: dict | None = None,
+    ) -> Tokenizer:
+        """The tokenizer ``save`` (or `bpe-dask train`) wrote into ``directory``, with the special
+        tokens its ``tokenizer.json`` registers unless ``special_tokens`` are given."""
+        folder = os.fspath(directory).rstrip("/")
+        try:
+            if special_tokens is None:
+                fs, path = filesystem(f"{folder}/tokenizer.json", storage_options)
+                special_tokens = (
+                    gpt2_files.special_tokens_in(fs.cat_file(path).decode()) if fs.exists(path) else []
+                )
+            return cls.from_files(
+                f"{folder}/vocab.json", f"{folder}/merges.txt", special_tokens, storage_options
+            )
+        except FileNotFoundError as error:
+            missing = PurePosixPath(error.filename or "").name or "vocab.json"
+            raise BpeDaskError(
+                f"tokenizer {folder}: no {missing} there (a directory `bpe-dask train` wrote)"
+            ) from None
+        except (OSError, ValueError, KeyError) as error:
+            raise BpeDaskError(f"tokenizer {folder}: cannot read it ({describe(error)})") from None
 
     @classmethod
     def from_files(
@@ -62,22 +105,25 @@ class Tokenizer:
         special_tokens: Iterable[str] | None = None,
         storage_options: dict | None = None,
     ) -> Tokenizer:
-        """A tokenizer from GPT-2-style ``vocab.json`` and ``merges.txt`` (what ``bpe-dask train``
-        writes), local paths or any URL fsspec reads."""
+        """A tokenizer from GPT-2-style ``vocab.json`` and ``merges.txt`` (CS336's interface),
+        local paths or any URL fsspec reads."""
         special_tokens = list(special_tokens or ())
-        vocab = formats.parse_vocab_json(_read_text(vocab_filepath, storage_options), special_tokens)
-        merges = formats.parse_merges_txt(_read_text(merges_filepath, storage_options))
+        vocab = gpt2_files.parse_vocab_json(_read_text(vocab_filepath, storage_options), special_tokens)
+        merges = gpt2_files.parse_merges_txt(_read_text(merges_filepath, storage_options))
         return cls(vocab, merges, special_tokens)
+
+    # --- encoding and decoding -----------------------------------------------------------------
 
     def encode(self, text: str) -> list[int]:
         """The token ids of ``text``."""
         ids: list[int] = []
         cache = self._cache
-        for piece, is_special in self._split_specials(text):
+        findall = self.pretokenizer.pattern.compiled.findall
+        for piece, is_special in self.pretokenizer.split(text):
             if is_special:
-                ids.append(self._special_ids[piece])
+                ids.append(self.special_ids[piece])
                 continue
-            for pretoken in _PRETOKEN.findall(piece):
+            for pretoken in findall(piece):
                 encoded = cache.get(pretoken)
                 if encoded is None:
                     encoded = self._encode_new(pretoken)
@@ -87,19 +133,11 @@ class Tokenizer:
     def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
         """The token ids of the concatenation of ``iterable`` (a file's lines, say), lazily.
 
-        Text is held back only up to the last place where splitting cannot change the encoding,
-        so memory stays bounded by the longest stretch without one.
+        Text is held back only until the next safe cut (``Pretokenizer.recut``), so memory stays
+        bounded by the longest stretch without one and the time is linear in the text.
         """
-        margin = max((len(t) for t in self.special_tokens), default=0)
-        pending = ""
-        for chunk in iterable:
-            pending += chunk
-            cut = self._last_safe_cut(pending, len(pending) - margin)
-            if cut:
-                yield from self.encode(pending[:cut])
-                pending = pending[cut:]
-        if pending:
-            yield from self.encode(pending)
+        for text in self.pretokenizer.recut(iterable):
+            yield from self.encode(text)
 
     def token_id(self, token: str | bytes) -> int:
         """The id of one whole token (a special token's text, or a token's bytes)."""
@@ -112,31 +150,6 @@ class Tokenizer:
     def decode(self, ids: Iterable[int]) -> str:
         """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD."""
         return b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="replace")
-
-    def _split_specials(self, text: str) -> Iterator[tuple[str, bool]]:
-        if self._specials is None:
-            yield text, False
-            return
-        start = 0
-        for match in self._specials.finditer(text):
-            if match.start() > start:
-                yield text[start : match.start()], False
-            yield match.group(), True
-            start = match.end()
-        if start < len(text):
-            yield text[start:], False
-
-    def _last_safe_cut(self, text: str, end: int) -> int | None:
-        """The last position before ``end`` where ``text`` splits without changing its encoding."""
-        while end > 0:
-            match = _LAST_SAFE_CUT.search(text, 0, end)
-            if match is None:
-                return None
-            cut = match.end()
-            if not straddled(text, cut, self.special_tokens):
-                return cut
-            end = match.start() + 1
-        return None
 
     def _encode_new(self, pretoken: str) -> tuple[int, ...]:
         """The ids of a pre-token not in the cache, which keeps them."""

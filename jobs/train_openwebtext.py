@@ -1,6 +1,6 @@
 """Train on the openwebtext job: `bpe-dask train --config configs/openwebtext.toml` plus any flags given.
 
-    python jobs/train_openwebtext.py [--workers N] [--scheduler tcp://host:8786] [INPUT ...]
+python jobs/train_openwebtext.py [--workers N] [--scheduler tcp://host:8786] [INPUT ...]
 """
 
 import sys

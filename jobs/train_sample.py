@@ -1,6 +1,6 @@
 """Train on the sample job: `bpe-dask train --config configs/sample.toml` plus any flags given.
 
-    python jobs/train_sample.py [--workers N] [--scheduler tcp://host:8786] [INPUT ...]
+python jobs/train_sample.py [--workers N] [--scheduler tcp://host:8786] [INPUT ...]
 """
 
 import sys

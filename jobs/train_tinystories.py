@@ -1,6 +1,6 @@
 """Train on the tinystories job: `bpe-dask train --config configs/tinystories.toml` plus any flags given.
 
-    python jobs/train_tinystories.py [--workers N] [--scheduler tcp://host:8786] [INPUT ...]
+python jobs/train_tinystories.py [--workers N] [--scheduler tcp://host:8786] [INPUT ...]
 """
 
 import sys

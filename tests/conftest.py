@@ -11,7 +11,7 @@ import pytest
 TESTS_DIR = Path(__file__).resolve().parent
 CS336_DIR = TESTS_DIR / "fixtures" / "cs336"
 
-# Let test modules `import oracle` / `import corpus` under any pytest import mode.
+# Let test modules `import corpus` / `import servers` under any pytest import mode.
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
 

@@ -6,9 +6,10 @@ import threading
 
 import corpus
 import pytest
+from conftest import read_reference_merges
 from distributed import Client, LocalCluster
 
-from bpe_dask import BpeDaskError, count_words, formats, train_bpe
+from bpe_dask import BpeDaskError, count_words, gpt2_files, reference, train_bpe
 
 EOT = "<|endoftext|>"
 
@@ -33,7 +34,7 @@ def test_in_process_cannot_also_take_a_cluster(text_file):
 def test_a_special_token_that_reads_as_a_learned_token_is_caught_before_writing():
     vocab = {i: bytes([i]) for i in range(256)} | {256: "Ġthe".encode(), 257: b" the"}
     with pytest.raises(BpeDaskError, match="rename the special token"):
-        formats.vocab_json(vocab, ["Ġthe"])
+        gpt2_files.vocab_json(vocab, {"Ġthe": 256})
 
 
 def test_concurrent_jobs_on_one_cluster_keep_their_own_shards(text_file, tmp_path):
@@ -72,3 +73,55 @@ def test_memory_urls_train_in_process_and_are_refused_by_worker_processes():
     assert len(merges) == 300 - 257
     with pytest.raises(BpeDaskError, match="cannot see the input memory://"):
         train_bpe("memory://bpe-dask-test/*.txt", 300, [EOT], workers=1)
+
+
+# --- every public entry point takes one path, a Path, or a list -------------------------------
+
+
+def test_every_job_takes_a_single_path_a_path_object_or_a_list(client, tmp_path):
+    import json
+    from pathlib import Path
+
+    import bpe_dask
+
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text(corpus.words_corpus(21, 3000), encoding="utf-8")
+    b.write_text(corpus.words_corpus(22, 3000), encoding="utf-8")
+    want_a = reference.train([a.read_text(encoding="utf-8")], 300, [EOT])[1]
+    want_ab = reference.train([a.read_text(encoding="utf-8"), b.read_text(encoding="utf-8")], 300, [EOT])[1]
+
+    assert bpe_dask.train_bpe(str(a), 300, [EOT])[1] == want_a
+    for inputs, want in ((str(a), want_a), (Path(a), want_a), ([str(a), b], want_ab)):
+        out = tmp_path / f"tok-{len(list(tmp_path.iterdir()))}"
+        report = bpe_dask.train(inputs, 300, str(out), [EOT], client=client)
+        assert report["inputs"] == [f"file://{p}" for p in (inputs if isinstance(inputs, list) else [inputs])]
+        assert read_reference_merges(out / "merges.txt") == want
+
+    counted = bpe_dask.count_words(str(a), [EOT], out=str(tmp_path / "counts.parquet"), client=client)
+    assert counted.input_files == [f"file://{a}"]
+    merged = bpe_dask.merge(str(tmp_path / "counts.parquet"), 300, str(tmp_path / "merged"), [EOT])
+    assert merged["num_merges"] == len(want_a)
+    assert read_reference_merges(tmp_path / "merged" / "merges.txt") == want_a
+
+    encoded = bpe_dask.encode(str(a), str(tmp_path / "merged"), str(tmp_path / "ids"), client=client)
+    index = json.loads((tmp_path / "ids" / "index.json").read_text())
+    assert encoded["tokens"] == sum(entry["tokens"] for entry in index["shards"]) > 0
+
+
+def test_an_unknown_option_is_named():
+    with pytest.raises(BpeDaskError, match="unknown option 'chunksize'"):
+        train_bpe("anything.txt", 300, [EOT], chunksize=4096)
+
+
+def test_inputs_that_are_neither_paths_nor_lists_are_refused():
+    with pytest.raises(BpeDaskError, match="inputs must be a path"):
+        count_words(42)
+
+
+def test_storage_options_stay_out_of_reprs(text_file):
+    from bpe_dask import JobOptions
+
+    secret = "wJalrXUtnFEMI-not-a-real-secret"
+    options = JobOptions.of(storage_options={"key": "AKIA-example", "secret": secret})
+    result = count_words(text_file, [EOT], storage_options={"secret": secret})
+    assert secret not in repr(options) and secret not in repr(result)

@@ -13,7 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import read_reference_merges, read_reference_vocab
-from oracle import oracle_train
+
+from bpe_dask.reference import train as reference_train
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent
@@ -53,7 +54,7 @@ def test_train_on_two_workers_gives_the_oracle_merges(big_corpus, tmp_path):
     vocab_size = 256 + 1 + 200
     done = run("train", str(path), "--vocab-size", str(vocab_size), "--special-token", EOT,
         "--out", "out", "--workers", "2", "--chunk-size", "65536", cwd=tmp_path)  # fmt: skip
-    want_vocab, want_merges = oracle_train([text], vocab_size, [EOT])
+    want_vocab, want_merges = reference_train([text], vocab_size, [EOT])
     assert read_reference_merges(tmp_path / "out" / "merges.txt") == want_merges
     vocab = read_reference_vocab(tmp_path / "out" / "vocab.json")
     assert vocab == want_vocab
@@ -79,7 +80,7 @@ def test_count_once_then_merge_at_several_sizes(big_corpus, tmp_path):
     assert table.schema.field("count").type == pa.int64()
     assert table.column("count").to_pylist() and min(table.column("count").to_pylist()) >= 1
     assert len(set(table.column("token").to_pylist())) == table.num_rows
-    _, want = oracle_train([text], 256 + 1 + 150, [EOT])
+    _, want = reference_train([text], 256 + 1 + 150, [EOT])
     for extra in (30, 150):
         out = tmp_path / f"v{extra}"
         run("merge", "counts.parquet", "--vocab-size", str(256 + 1 + extra), "--special-token", EOT,
@@ -197,7 +198,7 @@ def test_utf8_errors_replace_trains_on_the_text_with_u_fffd(tmp_path):
     run("train", "bad.txt", "--vocab-size", str(vocab_size), "--special-token", EOT, "--out", "out",
         "--workers", "1", "--chunk-size", "16KiB", "--utf8-errors", "replace", "-q",
         cwd=tmp_path)  # fmt: skip
-    _, want_merges = oracle_train([data.decode("utf-8", "replace")], vocab_size, [EOT])
+    _, want_merges = reference_train([data.decode("utf-8", "replace")], vocab_size, [EOT])
     assert read_reference_merges(tmp_path / "out" / "merges.txt") == want_merges
     assert json.loads((tmp_path / "out" / "report.json").read_text())["utf8_errors"] == "replace"
 
@@ -210,7 +211,7 @@ def test_a_giant_pre_token_stops_in_one_line_with_the_file_and_offset(tmp_path):
             f.write(b"x" * 2**20)
     done = run("count", "giant.txt", "--out", "counts.parquet", "--workers", "1", "-q",
                cwd=tmp_path, check=False)  # fmt: skip
-    assert_user_error(done, "giant.txt", "no place to split the text in the 64 MiB after byte offset")
+    assert_user_error(done, "giant.txt", "no place to split the text in the 64 Mi characters after byte")
     assert_nothing_written(tmp_path, {"giant.txt"})
 
 

@@ -10,9 +10,11 @@ import random
 import pytest
 from test_plan import ALPHABET, SPECIAL_SETS, whole_counts
 
-from bpe_dask.count import CountSettings, count_range, iter_texts
+from bpe_dask.blocks import iter_texts
+from bpe_dask.counting import CountSettings, count_range
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.plan import expand_inputs, plan_ranges
+from bpe_dask.pretokenize import Pretokenizer
 
 EOT = "<|endoftext|>"
 
@@ -20,7 +22,7 @@ EOT = "<|endoftext|>"
 def counts_of(path, specials, block_size, chunk_size=1 << 30):
     files = expand_inputs([str(path)])
     total = {}
-    for byte_range in plan_ranges(files, chunk_size, specials):
+    for byte_range in plan_ranges(files, chunk_size, Pretokenizer(specials)):
         for word, count in count_range(
             byte_range, CountSettings(tuple(specials)), block_size=block_size
         ).items():
@@ -58,7 +60,7 @@ def test_compressed_inputs_stream_in_blocks(tmp_path, suffix):
     path.write_bytes(COMPRESSORS[suffix](text.encode()))
     files = expand_inputs([str(path)])
     assert files[0].compression is not None
-    assert len(plan_ranges(files, 64, [EOT])) == 1  # a compressed file cannot be range-read
+    assert len(plan_ranges(files, 64, Pretokenizer([EOT]))) == 1  # a compressed file cannot be range-read
     want = dict(whole_counts(text, [EOT]))
     for block_size in (7, 256, 1 << 20):
         assert counts_of(path, [EOT], block_size, chunk_size=64) == want
@@ -67,7 +69,7 @@ def test_compressed_inputs_stream_in_blocks(tmp_path, suffix):
 def test_invalid_utf8_in_a_compressed_file_names_the_decompressed_offset(tmp_path):
     path = tmp_path / "bad.txt.gz"
     path.write_bytes(gzip.compress(b"good words " * 100 + b"\xff" + b" more"))
-    (byte_range,) = plan_ranges(expand_inputs([str(path)]), 1 << 20, [])
+    (byte_range,) = plan_ranges(expand_inputs([str(path)]), 1 << 20, Pretokenizer())
     with pytest.raises(
         BpeDaskError, match=r"bad.txt.gz: invalid UTF-8 at byte offset 1100 of the decompressed"
     ):
@@ -80,7 +82,7 @@ def test_invalid_utf8_offset_is_exact_in_any_block(tmp_path):
     path.write_bytes(data + b"\xe9t\xc3" + data)
     for chunk_size, block_size in ((1 << 20, 1 << 20), (100, 7), (1000, 64)):
         messages = set()
-        for byte_range in plan_ranges(expand_inputs([str(path)]), chunk_size, []):
+        for byte_range in plan_ranges(expand_inputs([str(path)]), chunk_size, Pretokenizer()):
             try:
                 count_range(byte_range, CountSettings(), block_size=block_size)
             except BpeDaskError as error:
@@ -92,18 +94,17 @@ def test_invalid_utf8_offset_is_exact_in_any_block(tmp_path):
 @pytest.mark.parametrize("seed", range(30))
 def test_counting_distinct_chunks_equals_pre_tokenizing_everything(seed):
     """The fast path (chunks first, each distinct chunk pre-tokenized once) against the plain loop."""
-    from bpe_dask.pretokenize import count_pretokens, special_token_pattern
-
     rng = random.Random(seed)
     text = "".join(rng.choices([*ALPHABET, EOT], k=rng.randint(0, 3000)))
     for specials in ([], [EOT]):
-        got = {w.encode(): c for w, c in count_pretokens(text, special_token_pattern(specials)).items()}
+        got = {w.encode(): c for w, c in Pretokenizer(specials).count(text).items()}
         assert got == dict(whole_counts(text, specials))
 
 
 def blocks_of(path, specials=(), block_size=1 << 16, max_uncut=1 << 20, **options):
-    (byte_range,) = plan_ranges(expand_inputs([str(path)]), 1 << 40, list(specials))
-    return list(iter_texts(byte_range, tuple(specials), None, block_size, max_uncut, **options))
+    (byte_range,) = plan_ranges(expand_inputs([str(path)]), 1 << 40, Pretokenizer(specials))
+    pretokenizer = Pretokenizer(specials)
+    return list(iter_texts(byte_range, pretokenizer, block_size=block_size, max_uncut=max_uncut, **options))
 
 
 def test_one_huge_document_streams_in_bounded_blocks(tmp_path):
@@ -137,7 +138,7 @@ def test_a_giant_pre_token_stops_with_the_file_and_offset(tmp_path, content, wha
     with pytest.raises(BpeDaskError) as error:
         blocks_of(path, [EOT], block_size=1 << 16, max_uncut=1 << 20)
     message = str(error.value)
-    assert message.startswith(f"{path}: no place to split the text in the 1 MiB after byte offset ")
+    assert message.startswith(f"{path}: no place to split the text in the 1 Mi characters after byte offset ")
     assert int(message.split("byte offset ")[1].split()[0]) < (1 << 16)
     assert "\n" not in message
 
@@ -161,7 +162,7 @@ def test_utf8_errors_replace_counts_like_decoding_the_whole_file_with_replacemen
     settings = CountSettings((EOT,), utf8_errors="replace")
     for chunk_size, block_size in ((1 << 20, 1 << 20), (50, 7), (7, 3), (300, 64)):
         got = {}
-        for byte_range in plan_ranges(expand_inputs([str(path)]), chunk_size, [EOT]):
+        for byte_range in plan_ranges(expand_inputs([str(path)]), chunk_size, Pretokenizer([EOT])):
             for word, count in count_range(byte_range, settings, block_size=block_size).items():
                 got[word.encode()] = got.get(word.encode(), 0) + count
         assert got == want, (chunk_size, block_size)

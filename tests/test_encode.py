@@ -13,19 +13,14 @@ import corpus
 import numpy as np
 import pytest
 
-from bpe_dask import Tokenizer, formats, train_bpe
-from bpe_dask.pipeline import encode
+from bpe_dask import Tokenizer, encode, train_bpe
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent
 
 
 def write_tokenizer(folder: Path, vocab, merges, special_tokens) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "vocab.json").write_text(formats.vocab_json(vocab, special_tokens), encoding="utf-8")
-    (folder / "merges.txt").write_text(formats.merges_txt(merges), encoding="utf-8")
-    tokenizer_json = formats.tokenizer_json(vocab, merges, special_tokens)
-    (folder / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
+    Tokenizer(vocab, merges, special_tokens).save(folder)
     return folder
 
 
@@ -56,7 +51,6 @@ def inputs(tmp_path_factory, texts) -> list[Path]:
         (folder / name).write_bytes(gzip.compress(data) if name.endswith(".gz") else data)
         paths.append(folder / name)
     return paths
-
 
 
 def load_shards(out: Path) -> tuple[np.ndarray, dict]:
@@ -144,7 +138,7 @@ def test_a_missing_tokenizer_is_one_line(tmp_path, inputs):
     done = run("encode", str(inputs[0]), "--tokenizer", "nowhere", "--out", "ids", "-q", cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
-        "bpe-dask: error: --tokenizer nowhere: no vocab.json there (a directory `bpe-dask train` wrote)"
+        "bpe-dask: error: tokenizer nowhere: no vocab.json there (a directory `bpe-dask train` wrote)"
     ]
     assert not (tmp_path / "ids").exists()
 

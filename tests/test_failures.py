@@ -22,9 +22,7 @@ import servers
 from conftest import read_reference_merges
 from fsspec.implementations.local import LocalFileSystem
 
-from bpe_dask import count_words, train_bpe
-from bpe_dask import formats as formats_module
-from bpe_dask import pipeline as pipeline_module
+from bpe_dask import BpeDaskError, count_words, gpt2_files, train_bpe, train_job
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent
@@ -43,7 +41,6 @@ def corpus_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def undisturbed(corpus_file) -> list[tuple[bytes, bytes]]:
     return train_bpe(corpus_file, VOCAB_SIZE, [EOT])[1]
-
 
 
 def train_args(corpus_file: Path, *extra: str) -> list[str]:
@@ -226,7 +223,7 @@ def test_invalid_utf8_is_not_retried_and_names_the_offset(client, tmp_path):
     good = corpus.words_corpus(4, 5_000).encode()
     path.write_bytes(good + b"\xff" + good)
     started = time.monotonic()
-    with pytest.raises(pipeline_module.BpeDaskError, match=f"invalid UTF-8 at byte offset {len(good)}"):
+    with pytest.raises(BpeDaskError, match=f"invalid UTF-8 at byte offset {len(good)}"):
         count_words([path], [EOT], client=client, chunk_size=1 << 20)
     assert time.monotonic() - started < 10
 
@@ -239,16 +236,16 @@ def test_a_crash_after_counting_leaves_the_previous_outputs_intact(client, tmp_p
     path = tmp_path / "in.txt"
     path.write_bytes(corpus.words_corpus(5, 20_000).encode())
     out = tmp_path / "out"
-    pipeline_module.train([path], 300, str(out), [EOT], client=client)
+    train_job.train([path], 300, str(out), [EOT], client=client)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
     def crash(*args, **kwargs):
         raise OSError("injected: disk full")
 
     if crash_in == "merge loop":
-        monkeypatch.setattr(pipeline_module, "train_merges", crash)
+        monkeypatch.setattr(train_job, "train_merges", crash)
     elif crash_in == "tokenizer.json":
-        monkeypatch.setattr(formats_module, "tokenizer_json", crash)
+        monkeypatch.setattr(gpt2_files, "tokenizer_json", crash)
     else:
         real_mv = LocalFileSystem.mv
 
@@ -259,6 +256,6 @@ def test_a_crash_after_counting_leaves_the_previous_outputs_intact(client, tmp_p
 
         monkeypatch.setattr(LocalFileSystem, "mv", mv)
     with pytest.raises(OSError, match="injected"):
-        pipeline_module.train([path], 400, str(out), [EOT], client=client, overwrite=True)
+        train_job.train([path], 400, str(out), [EOT], client=client, overwrite=True)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out"]  # no staging left behind

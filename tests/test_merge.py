@@ -1,4 +1,4 @@
-"""The merge loop against the oracle on random word tables built to provoke ties and repeats."""
+"""The merge loop against the reference trainer on random word tables built to provoke ties and repeats."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import random
 
 import corpus
 import pytest
-from oracle import oracle_train_on_words
 
-from bpe_dask.merge import train_merges
+from bpe_dask.merging import train_merges
+from bpe_dask.reference import train_on_counts
 
 try:
     import numba  # noqa: F401
@@ -43,7 +43,7 @@ def test_random_tables_merge_like_the_oracle(block, engine):
         specials = rng.choice([[], ["<s>"], ["ab", "abc"]])
         vocab_size = 256 + len(specials) + rng.randint(0, 30)
         got = train_merges(list(words.items()), vocab_size, specials, engine=engine)
-        assert got == oracle_train_on_words(words, vocab_size, specials), (seed, words)
+        assert got == train_on_counts(words, vocab_size, specials), (seed, words)
 
 
 @pytest.mark.skipif(not NUMBA, reason="numba not installed")

@@ -1,6 +1,6 @@
-"""Compare `bpe_dask.train_bpe` with the plain oracle trainer on generated nasty corpora.
+"""Compare `bpe_dask.train_bpe` with the plain reference trainer (`bpe_dask.reference`) on nasty corpora.
 
-The oracle itself is checked first against the CS336 handout example and the CS336
+The reference itself is checked first against the CS336 handout example and the CS336
 reference merges/vocab for corpus.en.
 """
 
@@ -13,7 +13,8 @@ from typing import Any
 
 import corpus
 import pytest
-from oracle import oracle_train, oracle_train_on_words, pretokenize
+
+from bpe_dask import reference
 
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
@@ -93,7 +94,7 @@ def case_data(name: str) -> tuple[list[str], list[str], int]:
 def expected(name: str) -> tuple[Vocab, Merges]:
     """The oracle's answer for one case (computed once per session)."""
     texts, specials, vocab_size = case_data(name)
-    return oracle_train(texts, vocab_size, specials)
+    return reference.train(texts, vocab_size, specials)
 
 
 def write_files(tmp_path: Path, texts: list[str]) -> list[Path]:
@@ -145,7 +146,7 @@ def run_package(
 def test_oracle_handout_example() -> None:
     """CS336 handout worked example (whitespace-split words, no regex, no specials)."""
     words = {b"low": 5, b"lower": 2, b"widest": 3, b"newest": 6}
-    vocab, merges = oracle_train_on_words(words, 256 + 12, [])
+    vocab, merges = reference.train_on_counts(words, 256 + 12, [])
     want = "s t, e st, o w, l ow, w est, n e, ne west, w i, wi d, wid est, low e, lowe r"
     assert merges == [tuple(p.encode() for p in m.split(" ")) for m in want.split(", ")]
     assert len(vocab) == 256 + 12
@@ -154,17 +155,17 @@ def test_oracle_handout_example() -> None:
 
 def test_oracle_tie_break_and_stop() -> None:
     """Ties go to the lexicographically greater pair; training stops when no pairs remain."""
-    vocab, merges = oracle_train_on_words({b"ab": 1, b"cd": 1, b"x": 9}, 1000, ["<s>"])
+    vocab, merges = reference.train_on_counts({b"ab": 1, b"cd": 1, b"x": 9}, 1000, ["<s>"])
     assert merges == [(b"c", b"d"), (b"a", b"b")]
     assert vocab[256] == b"<s>" and vocab[257] == b"cd" and len(vocab) == 259
     # Ties compare (bytes, bytes) tuples, not concatenations: (b"ab", b"a") > (b"a", b"z").
-    _, merges = oracle_train_on_words({b"ab": 10, b"aba": 1, b"az": 1}, 256 + 3, [])
+    _, merges = reference.train_on_counts({b"ab": 10, b"aba": 1, b"az": 1}, 256 + 3, [])
     assert merges == [(b"a", b"b"), (b"ab", b"a"), (b"a", b"z")]
 
 
 def test_oracle_pretokenize_boundaries() -> None:
     """Pre-tokens never cross files or special tokens; the longest special wins."""
-    counts = pretokenize(["abc", "def<|a|><|a|><|a|>ghi 's'S"], ["<|a|>", "<|a|><|a|>"])
+    counts = reference.pretokenize(["abc", "def<|a|><|a|><|a|>ghi 's'S"], ["<|a|>", "<|a|><|a|>"])
     assert counts == {b"abc": 1, b"def": 1, b"ghi": 1, b" '": 1, b"s": 1, b"'": 1, b"S": 1}
 
 
@@ -173,7 +174,7 @@ def test_oracle_cs336_reference(
 ) -> None:
     """The oracle reproduces the CS336 reference merges and vocab for corpus.en."""
     text = cs336_corpus_path.read_bytes().decode("utf-8")
-    vocab, merges = oracle_train([text], 500, ["<|endoftext|>"])
+    vocab, merges = reference.train([text], 500, ["<|endoftext|>"])
     assert merges == cs336_reference_merges
     assert set(vocab.values()) == set(cs336_reference_vocab.values())
     assert len(vocab) == 500
@@ -218,7 +219,7 @@ def test_package_path_objects_and_bom(tmp_path: Path) -> None:
 
     paths = write_files(tmp_path, texts)
     vocab, merges = train_bpe(paths, 256 + 1 + 20, [corpus.EOT], chunk_size=16)
-    assert_same((dict(vocab), [tuple(m) for m in merges]), oracle_train(texts, 256 + 1 + 20, [corpus.EOT]))
+    assert_same((dict(vocab), [tuple(m) for m in merges]), reference.train(texts, 256 + 1 + 20, [corpus.EOT]))
 
 
 RANDOM_CHUNK_SIZES = [1, 2, 5, 13, 16, 64]
@@ -233,4 +234,4 @@ def test_package_matches_oracle_random(tmp_path: Path, seed: int) -> None:
     vocab_size = 256 + len(specials) + 5 + seed
     chunk_size = RANDOM_CHUNK_SIZES[seed % len(RANDOM_CHUNK_SIZES)]
     got = run_package(tmp_path, [text], specials, vocab_size, chunk_size=chunk_size)
-    assert_same(got, oracle_train([text], vocab_size, specials))
+    assert_same(got, reference.train([text], vocab_size, specials))

@@ -169,19 +169,17 @@ def assert_one_line_error(done: subprocess.CompletedProcess, *fragments: str) ->
     return lines[0]
 
 
-def test_encode_s3_inputs_to_s3_shards_on_a_subprocess_cluster(s3, bucket, endpoint, scheduler, texts, tmp_path):  # noqa: E501
+def test_encode_s3_inputs_to_s3_shards_on_a_subprocess_cluster(
+    s3, bucket, endpoint, scheduler, texts, tmp_path
+):
     import io
 
     import numpy as np
 
-    from bpe_dask import Tokenizer, formats
+    from bpe_dask import Tokenizer
 
     vocab, merges = train_bpe([tmp_path_file(tmp_path, texts["a.txt"])], VOCAB_SIZE, [EOT])
-    files = {
-        "vocab.json": formats.vocab_json(vocab, [EOT]),
-        "merges.txt": formats.merges_txt(merges),
-        "tokenizer.json": formats.tokenizer_json(vocab, merges, [EOT]),
-    }
+    files = Tokenizer(vocab, merges, [EOT]).files()
     for name, text in files.items():
         s3.pipe_file(f"corpus/tok/{name}", text.encode())
     done = run_cli(

@@ -10,7 +10,7 @@ import corpus
 import pytest
 from conftest import CS336_DIR
 
-from bpe_dask import Tokenizer, formats, train_bpe
+from bpe_dask import Tokenizer, gpt2_files, train_bpe
 
 EOT = "<|endoftext|>"
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -26,7 +26,7 @@ def gpt2() -> Tokenizer:
 def tiktoken_gpt2():
     """tiktoken's GPT-2 encoding built from the fixture files: tiktoken would download its own."""
     tiktoken = pytest.importorskip("tiktoken")
-    decoder = {c: b for b, c in formats.bytes_to_unicode().items()}
+    decoder = {c: b for b, c in gpt2_files.bytes_to_unicode().items()}
     vocab = json.loads((CS336_DIR / "gpt2_vocab.json").read_text(encoding="utf-8"))
     # GPT-2's ids are its BPE ranks: bytes first, then one per merge in order (tiktoken checks this).
     ranks = {bytes(decoder[c] for c in token): i for token, i in vocab.items() if token != EOT}
@@ -106,9 +106,8 @@ def test_a_trained_vocabulary_encodes_like_hugging_face_loading_our_tokenizer_js
     training = tmp_path / "train.txt"
     training.write_bytes(corpus.mixed_corpus(100 + seed, 40).encode())
     vocab, merges = train_bpe(training, 256 + 1 + 300, [EOT])
-    (tmp_path / "tokenizer.json").write_text(formats.tokenizer_json(vocab, merges, [EOT]), encoding="utf-8")
-    (tmp_path / "vocab.json").write_text(formats.vocab_json(vocab, [EOT]), encoding="utf-8")
-    (tmp_path / "merges.txt").write_text(formats.merges_txt(merges), encoding="utf-8")
+    Tokenizer(vocab, merges, [EOT]).save(tmp_path / "tok")
+    tmp_path = tmp_path / "tok"
     theirs = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
     ours = Tokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", [EOT])
     assert ours.vocab == Tokenizer(vocab, merges, [EOT]).vocab
@@ -122,8 +121,8 @@ def test_a_non_ascii_special_token_keeps_its_trained_id_through_the_files(tmp_pa
     training = tmp_path / "train.txt"
     training.write_bytes(corpus.multi_special_corpus(7, 20, [special]).encode())
     vocab, merges = train_bpe(training, 256 + 1 + 50, [special])
-    (tmp_path / "vocab.json").write_text(formats.vocab_json(vocab, [special]), encoding="utf-8")
-    (tmp_path / "merges.txt").write_text(formats.merges_txt(merges), encoding="utf-8")
+    Tokenizer(vocab, merges, [special]).save(tmp_path / "tok")
+    tmp_path = tmp_path / "tok"
     loaded = Tokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", [special])
     assert loaded.vocab == vocab
     assert loaded.encode(f"a{special}b")[1] == 256

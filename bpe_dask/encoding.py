@@ -1,10 +1,11 @@
-"""Encoding (a map stage of its own): one byte range and a tokenizer in, one ``.npy`` shard of token ids out.
+"""Encoding (the map stage of ``bpe-dask encode``): one byte range and a tokenizer in, one ``.npy``
+shard of token ids out.
 
-Takes a ``ByteRange``, a ``Tokenizer`` and the output directory; streams the range in blocks
-cut at safe boundaries (the same cuts as counting, which leave the encoding unchanged too),
-encodes each block, and writes the ids as a NumPy ``.npy`` array: ``uint16`` while every id
-fits, ``uint32`` beyond. Shard names are the range's position in the plan, zero-padded, so
-sorted names follow the input order.
+Takes a ``ByteRange``, a ``Tokenizer`` and the output directory; reads the range as text blocks
+cut at safe places (``blocks``: the cuts that leave the pre-tokens unchanged leave the encoding
+unchanged too), encodes each block, and writes the ids as a NumPy ``.npy`` array: ``uint16``
+while every id fits, ``uint32`` beyond. Shard names are the range's position in the plan,
+zero-padded, so sorted names follow the input order.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import formats
-from .count import iter_texts
+from .blocks import iter_texts
 from .errors import retrying
 from .plan import ByteRange
+from .publish import write_bytes_atomically
 from .tokenizer import Tokenizer
 
 
@@ -45,6 +46,13 @@ def shard_name(position: int, total: int) -> str:
     return f"{position:0{max(6, len(str(total - 1)))}d}.npy"
 
 
+def is_encoded_file(name: str) -> bool:
+    """The files ``bpe-dask encode`` writes: numbered ``.npy`` shards, ``index.json``, ``report.json``."""
+    return name in ("index.json", "report.json") or (
+        name.endswith(".npy") and name.removesuffix(".npy").isdigit()
+    )
+
+
 def encode_range_to_shard(
     byte_range: ByteRange,
     tokenizer: Tokenizer,
@@ -68,11 +76,10 @@ def _encode_range_to_shard(
     utf8_errors: str,
 ) -> EncodedShard:
     ids = array("I")
-    texts = iter_texts(byte_range, tuple(tokenizer.special_tokens), storage_options, utf8_errors=utf8_errors)
-    for text in texts:
+    for text in iter_texts(byte_range, tokenizer.pretokenizer, storage_options, utf8_errors=utf8_errors):
         ids.extend(tokenizer.encode(text))
     tokens = np.frombuffer(ids, dtype=np.uint32).astype(dtype_for(tokenizer))
     buffer = io.BytesIO()
     np.save(buffer, tokens, allow_pickle=False)
-    formats.write_bytes_atomically(buffer.getvalue(), f"{out_dir.rstrip('/')}/{name}", storage_options)
+    write_bytes_atomically(buffer.getvalue(), f"{out_dir.rstrip('/')}/{name}", storage_options)
     return EncodedShard(name, byte_range.file.url, byte_range.start, byte_range.end, len(tokens))

@@ -48,14 +48,15 @@ def train_merges(
     """Learn merges until the vocabulary holds ``vocab_size`` tokens or no pair is left.
 
     ``progress`` is called with the number of merges done after each merge. ``engine`` is
-    ``"python"``, ``"numba"`` (the compiled loop of ``merge_numba``, identical results), or
-    ``"auto"``: numba for large tables when it is installed, where its start-up pays off.
+    ``"python"`` (the loop below), ``"numba"`` (the same loop compiled, in ``merge_numba``), or
+    ``"auto"``: numba for large tables when it is installed, where its start-up pays off. The
+    tests check every engine against the plain reference trainer (``bpe_dask.reference``).
     """
     word_counts = list(word_counts)
     if _use_numba(engine, len(word_counts)):
         from . import merge_numba
 
-        return merge_numba.train_merges(word_counts, vocab_size, special_tokens, progress)
+        return merge_numba.train_merges(word_counts, initial_vocab(special_tokens), vocab_size, progress)
     vocab = initial_vocab(special_tokens)
     merges: list[tuple[bytes, bytes]] = []
     state = _MergeState(word_counts, vocab)

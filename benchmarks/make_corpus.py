@@ -1,9 +1,9 @@
 """Deterministic synthetic benchmark inputs for bpe-dask: training text and word-count tables.
 
-    python jobs/make_corpus.py text --kind openwebtext --size 65MB --seed 0 --out owt-65mb.txt
-    python jobs/make_corpus.py text --kind tinystories --size 1GiB --out ts-1g.txt --jobs 8
-    python jobs/make_corpus.py counts --unique 4000000 --seed 0 --out counts.parquet
-    python jobs/make_corpus.py stats owt-65mb.txt   # unique GPT-2 pre-tokens (needs bpe_dask)
+    python benchmarks/make_corpus.py text --kind openwebtext --size 65MB --seed 0 --out owt-65mb.txt
+    python benchmarks/make_corpus.py text --kind tinystories --size 1GiB --out ts-1g.txt --jobs 8
+    python benchmarks/make_corpus.py counts --unique 4000000 --seed 0 --out counts.parquet
+    python benchmarks/make_corpus.py stats owt-65mb.txt   # unique GPT-2 pre-tokens (needs bpe_dask)
 
 ``text`` writes UTF-8 text of about ``--size`` bytes, documents separated by ``<|endoftext|>``:
 
@@ -1175,9 +1175,9 @@ def write_counts(unique: int, seed: int, out: str | Path) -> dict[str, float]:
 
 def pretoken_stats(path: str | Path, special: str = EOT) -> dict[str, int]:
     """Pre-tokens and unique pre-tokens of a text file, GPT-2 pattern, special token split out."""
-    from bpe_dask.pretokenize import count_pretokens, special_token_pattern
+    from bpe_dask.pretokenize import Pretokenizer
 
-    specials = special_token_pattern([special])
+    pretokenizer = Pretokenizer([special])
     counts: dict[str, int] = {}
     tail = ""
     documents = 0
@@ -1190,10 +1190,8 @@ def pretoken_stats(path: str | Path, special: str = EOT) -> dict[str, int]:
                 continue
             block, tail = block[:cut], block[cut + len(special) :]
             documents += block.count(special) + 1
-            for token, n in count_pretokens(block, specials).items():
-                counts[token] = counts.get(token, 0) + n
-    for token, n in count_pretokens(tail, specials).items():
-        counts[token] = counts.get(token, 0) + n
+            pretokenizer.count(block, counts)
+    pretokenizer.count(tail, counts)
     return {
         "bytes": os.path.getsize(path),
         "pretokens": sum(counts.values()),

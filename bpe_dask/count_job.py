@@ -1,0 +1,139 @@
+"""The count job: inputs in, the word counts out (plan, map, reduce).
+
+``count_words`` plans byte ranges, counts each in a Dask task that writes a shard (``counting``),
+and sums the shards in a tree of tasks (``reduce``) into one counts table: in memory, or the
+Parquet file ``out``. Small inputs with no cluster asked for are counted in this process.
+``count_on_cluster`` is the map and reduce that ``train`` runs too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import dask
+import pyarrow as pa
+from dask.base import tokenize
+from distributed import Client
+
+from .counting import CountSettings, Shard, count_range, count_range_to_shard
+from .counts_table import counts_table, read_counts
+from .errors import BpeDaskError
+from .job import Job, run_tasks
+from .options import JobOptions, PathLike, input_list
+from .plan import ByteRange
+from .publish import check_output_file, remove_files
+from .reduce import reduce_tree
+
+log = logging.getLogger(__name__)
+
+# Below this much input the Python API counts in-process: starting a cluster costs seconds.
+IN_PROCESS_LIMIT = 16 * 2**20
+
+
+@dataclass
+class CountResult:
+    """The word counts (in memory, or in the Parquet file ``path``) and how they were made."""
+
+    input_files: list[str]
+    input_bytes: int
+    partitions: int
+    partitions_reused: int = 0
+    seconds: float = 0.0
+    path: str | None = None
+    storage_options: dict | None = field(default=None, repr=False)  # may hold credentials
+    _table: pa.Table | None = field(default=None, repr=False)
+
+    def table(self) -> pa.Table:
+        if self._table is None:
+            self._table = read_counts(self.path, self.storage_options)
+        return self._table
+
+    def report(self) -> dict:
+        return {
+            "inputs": self.input_files,
+            "input_bytes": self.input_bytes,
+            "partitions": self.partitions,
+            "partitions_reused": self.partitions_reused,
+            "partitions_computed": self.partitions - self.partitions_reused,
+        }
+
+
+def count_words(
+    inputs: PathLike | Sequence[PathLike],
+    special_tokens: Sequence[str] = (),
+    *,
+    out: str | None = None,
+    **options,
+) -> CountResult:
+    """The word counts of ``inputs`` (a path, URL or glob, or a list of them).
+
+    ``out`` names a Parquet file (or URL) for the counts, and then the job runs on a cluster.
+    ``options`` are ``JobOptions`` fields: ``chunk_size``, ``client``, ``scheduler``, ``workers``,
+    ``work_dir``, ``storage_options``, ``utf8_errors``, ``in_process``, ``overwrite``, ...
+    """
+    return count_with(input_list(inputs), JobOptions.of(special_tokens=special_tokens, **options), out)
+
+
+def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> CountResult:
+    """``count_words`` with its options already checked."""
+    started = time.perf_counter()
+    if opts.in_process and out:
+        raise BpeDaskError("in_process=True counts here: it cannot write out")
+    job = Job.start(opts, [*inputs, out, opts.work_dir])
+    if out:
+        check_output_file(out, opts.overwrite, job.storage_options)
+    settings = opts.count_settings()
+    job.plan(inputs, settings.pretokenizer(), exclude=[out, opts.work_dir])
+    result = CountResult(
+        job.input_urls, job.input_bytes, len(job.ranges), storage_options=job.storage_options
+    )
+    in_process = opts.in_process
+    if in_process is None:
+        in_process = not (opts.wants_cluster or out) and job.input_bytes <= IN_PROCESS_LIMIT
+    if in_process:
+        result._table = count_in_process(job.ranges, settings, job.storage_options)
+    else:
+        with job.work_directory() as work, job.cluster() as client:
+            job.preflight(client, work, [out])
+            result.path, result.partitions_reused = count_on_cluster(client, job, settings, work, out)
+            if not out:  # the work directory may be temporary: load the counts while it exists
+                result.table()
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def count_in_process(
+    ranges: Sequence[ByteRange], settings: CountSettings, storage_options: dict | None
+) -> pa.Table:
+    counts: dict[str, int] = {}
+    for byte_range in ranges:
+        count_range(byte_range, settings, storage_options, counts=counts)
+    return counts_table(counts)
+
+
+def count_on_cluster(
+    client: Client, job: Job, settings: CountSettings, work_dir: str, out: str | None = None
+) -> tuple[str, int]:
+    """Map and reduce on the cluster: the URL of the summed counts and how many shards were reused."""
+    shard_dir = f"{work_dir.rstrip('/')}/shards"
+    storage_options = job.storage_options
+    shards = [
+        dask.delayed(count_range_to_shard, pure=True)(
+            r, settings, shard_dir, storage_options,
+            dask_key_name=f"count-{tokenize(r.key(), settings.key(), shard_dir, storage_options)}",
+        )
+        for r in job.ranges
+    ]  # fmt: skip
+    target = out or f"{work_dir.rstrip('/')}/counts/{tokenize(shards)}.parquet"
+    final, partial_sums = reduce_tree(shards, target, work_dir, storage_options)
+    reused = [dask.delayed(_was_reused, pure=True)(s) for s in shards]
+    path, *flags = run_tasks(client, [final, *reused], job.options.show_progress)
+    remove_files(partial_sums, storage_options)
+    return path, sum(flags)
+
+
+def _was_reused(shard: Shard) -> bool:
+    return shard.reused

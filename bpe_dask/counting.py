@@ -1,0 +1,121 @@
+"""Counting (the map stage): one byte range in, one word-count Parquet shard out.
+
+Takes a ``ByteRange`` and the ``CountSettings`` of the job; reads the range as text blocks cut at
+safe places (``blocks``), counts their pre-tokens (``pretokenize``) and writes ``token: binary,
+count: int64`` to a shard. The shard's name is derived from the range's identity and the settings,
+so a re-run reuses finished shards and never confuses them with other work.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pyarrow.parquet as pq
+
+from .blocks import BLOCK_SIZE, check_utf8_errors, iter_texts
+from .counts_table import counts_table, write_counts
+from .errors import retrying
+from .plan import ByteRange
+from .pretokenize import Pretokenizer, split_pattern
+from .storage import filesystem
+
+
+@dataclass(frozen=True)
+class CountSettings:
+    """Everything besides the input bytes that decides the counts."""
+
+    special_tokens: tuple[str, ...] = ()
+    utf8_errors: str = "strict"  # or "replace": invalid UTF-8 becomes U+FFFD
+    pattern: str = "gpt2"
+
+    def __post_init__(self) -> None:
+        check_utf8_errors(self.utf8_errors)
+
+    def pretokenizer(self) -> Pretokenizer:
+        return _pretokenizer(self.special_tokens, self.pattern)
+
+    def key(self) -> str:
+        text = "\0".join([split_pattern(self.pattern).regex, *sorted(set(self.special_tokens))])
+        if self.utf8_errors != "strict":
+            text += f"\0errors={self.utf8_errors}"
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=8)
+def _pretokenizer(special_tokens: tuple[str, ...], pattern: str) -> Pretokenizer:
+    """One per process and settings, so its cache of chunk pre-tokens lives from task to task."""
+    return Pretokenizer(special_tokens, pattern)
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A finished map task: where its counts are and how many distinct words they hold."""
+
+    path: str
+    unique_words: int
+    reused: bool
+
+
+def shard_path(shard_dir: str, byte_range: ByteRange, settings: CountSettings) -> str:
+    return f"{shard_dir.rstrip('/')}/{byte_range.key()}-{settings.key()}.parquet"
+
+
+def count_range(
+    byte_range: ByteRange,
+    settings: CountSettings,
+    storage_options: dict | None = None,
+    block_size: int = BLOCK_SIZE,
+    counts: dict[str, int] | None = None,
+) -> dict[str, int]:
+    """The pre-token counts of one range, added into ``counts`` when given."""
+    pretokenizer = settings.pretokenizer()
+    counts = {} if counts is None else counts
+    with _without_cycle_collection():
+        texts = iter_texts(
+            byte_range, pretokenizer, storage_options, utf8_errors=settings.utf8_errors, block_size=block_size
+        )
+        for text in texts:
+            pretokenizer.count(text, counts)
+    return counts
+
+
+@contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """Counting makes millions of short-lived lists and no reference cycles; without this, the
+    cycle collector runs again and again over everything a Dask worker holds. Reference counting
+    still frees everything as it goes."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def count_range_to_shard(
+    byte_range: ByteRange, settings: CountSettings, shard_dir: str, storage_options: dict | None = None
+) -> Shard:
+    """Count one range and write its shard, or reuse the shard a previous run finished.
+
+    A failure that may be transient (a dropped connection, say) is retried in place.
+    """
+    return retrying(_count_range_to_shard, byte_range, settings, shard_dir, storage_options)
+
+
+def _count_range_to_shard(
+    byte_range: ByteRange, settings: CountSettings, shard_dir: str, storage_options: dict | None
+) -> Shard:
+    path = shard_path(shard_dir, byte_range, settings)
+    fs, fs_path = filesystem(path, storage_options)
+    if fs.exists(fs_path):
+        with fs.open(fs_path, "rb") as f:
+            return Shard(path, pq.ParquetFile(f).metadata.num_rows, reused=True)
+    table = counts_table(count_range(byte_range, settings, storage_options))
+    write_counts(table, path, storage_options)
+    return Shard(path, table.num_rows, reused=False)

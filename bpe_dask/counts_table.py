@@ -1,0 +1,74 @@
+"""The word-count table: pre-token counts in, a Parquet file out, and back, checked.
+
+Takes a ``{pre-token: count}`` dict or a table; gives Parquet with the schema ``token: binary``
+(UTF-8 bytes of a pre-token), ``count: int64``. The same schema serves the map tasks' shards, the
+reduce's partial sums, and the counts file ``bpe-dask count`` writes; ``read_counts`` is the one
+reader for all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .errors import BpeDaskError
+from .publish import atomic_file
+from .storage import filesystem
+
+COUNTS_SCHEMA = pa.schema([("token", pa.binary()), ("count", pa.int64())])
+
+
+def counts_table(counts: Mapping[str, int]) -> pa.Table:
+    """Word counts in the table schema."""
+    return pa.table(
+        {
+            "token": pa.array([word.encode("utf-8") for word in counts], pa.binary()),
+            "count": pa.array(list(counts.values()), pa.int64()),
+        },
+        schema=COUNTS_SCHEMA,
+    )
+
+
+def sum_counts(tables: list[pa.Table]) -> pa.Table:
+    """One table in which each token appears once, with the sum of its counts."""
+    table = pa.concat_tables(tables) if tables else COUNTS_SCHEMA.empty_table()
+    summed = table.group_by("token").aggregate([("count", "sum")])
+    return pa.table({"token": summed["token"], "count": summed["count_sum"]}, schema=COUNTS_SCHEMA)
+
+
+def write_counts(table: pa.Table, url: str, storage_options: dict | None = None) -> None:
+    """Write the table under a temporary name and move it into place when complete."""
+    with atomic_file(url, storage_options) as (fs, partial), fs.open(partial, "wb") as f:
+        pq.write_table(table, f)
+
+
+def count_rows(url: str, storage_options: dict | None = None) -> int:
+    fs, path = filesystem(url, storage_options)
+    with fs.open(path, "rb") as f:
+        return pq.ParquetFile(f).metadata.num_rows
+
+
+def read_counts(url: str, storage_options: dict | None = None) -> pa.Table:
+    """A word-count table (a Parquet file or a directory of them), checked against the schema."""
+    fs, path = filesystem(url, storage_options)
+    if not fs.exists(path):
+        raise BpeDaskError(f"counts not found: {url}")
+    try:
+        table = pq.read_table(path, filesystem=fs)
+    except (pa.ArrowException, OSError) as error:
+        raise BpeDaskError(f"{url}: not a readable Parquet counts table ({error})") from None
+    try:
+        table = table.select(COUNTS_SCHEMA.names).cast(COUNTS_SCHEMA)
+    except (KeyError, pa.ArrowException):
+        raise BpeDaskError(
+            f"{url}: counts need columns token (binary) and count (int64); found "
+            + ", ".join(f"{field.name} ({field.type})" for field in table.schema)
+        ) from None
+    if table.column("token").null_count or table.column("count").null_count:
+        raise BpeDaskError(f"{url}: counts hold empty (null) values")
+    if table.num_rows and pc.min(table.column("count")).as_py() < 1:
+        raise BpeDaskError(f"{url}: counts must be positive")
+    return table

@@ -1,0 +1,140 @@
+"""The tokenizer's files: a vocabulary and merges in, GPT-2 style text files out, and back.
+
+Takes ``vocab`` (id -> bytes), ``merges`` and the special tokens with their ids; gives the
+text of ``vocab.json`` and ``merges.txt`` (bytes mapped to printable characters as GPT-2 and the
+CS336 fixtures do, special tokens as their own text) and of a Hugging Face ``tokenizer.json``;
+``parse_vocab_json`` and ``parse_merges_txt`` read the first two back. ``Tokenizer.save`` and
+``Tokenizer.load`` put these together into the directory contract.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Mapping, Sequence
+
+from .errors import BpeDaskError
+
+Vocab = dict[int, bytes]
+Merges = list[tuple[bytes, bytes]]
+
+
+@functools.cache
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from bytes to printable characters (space becomes ``Ġ``)."""
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
+    mapping = {b: chr(b) for b in printable}
+    shifted = (b for b in range(256) if b not in mapping)
+    mapping.update({b: chr(256 + n) for n, b in enumerate(shifted)})
+    return dict(sorted(mapping.items()))
+
+
+@functools.cache
+def _unicode_to_bytes() -> dict[str, int]:
+    return {char: byte for byte, char in bytes_to_unicode().items()}
+
+
+def token_to_str(token: bytes) -> str:
+    table = bytes_to_unicode()
+    return "".join(table[b] for b in token)
+
+
+def str_to_token(text: str) -> bytes:
+    """The bytes a ``vocab.json`` / ``merges.txt`` string stands for (``token_to_str`` undone)."""
+    table = _unicode_to_bytes()
+    if all(char in table for char in text):
+        return bytes(table[char] for char in text)
+    return text.encode("utf-8")
+
+
+def check_special_token_names(special_tokens: Iterable[str]) -> None:
+    """Refuse a special token that ``vocab.json`` would confuse with a single byte."""
+    single_bytes = set(bytes_to_unicode().values())
+    for token in special_tokens:
+        if token in single_bytes:
+            raise BpeDaskError(f"special token {token!r} is the name of a single byte in vocab.json")
+
+
+def vocab_json(vocab: Mapping[int, bytes], special_ids: Mapping[str, int]) -> str:
+    """``{token: id}`` in id order; special tokens are written as their own text, as GPT-2 does."""
+    special_at = {i: token for token, i in special_ids.items()}
+    entries: dict[str, int] = {}
+    for token_id, token in sorted(vocab.items()):
+        key = special_at.get(token_id) or token_to_str(token)
+        if key in entries:
+            raise BpeDaskError(
+                f"special token {key!r} reads the same as a learned token in vocab.json's GPT-2 form; "
+                "rename the special token"
+            )
+        entries[key] = token_id
+    return json.dumps(entries, indent=4, ensure_ascii=False)
+
+
+def merges_txt(merges: Sequence[tuple[bytes, bytes]]) -> str:
+    return "".join(f"{token_to_str(a)} {token_to_str(b)}\n" for a, b in merges)
+
+
+def parse_vocab_json(text: str, special_tokens: Iterable[str] = ()) -> Vocab:
+    """The vocabulary of a GPT-2-style ``vocab.json``: id -> token bytes. Special tokens are
+    written as their own text, so a key that is one stands for its UTF-8 ("<|fin|é>" would
+    otherwise read as byte-mapped characters)."""
+    specials = set(special_tokens)
+    return {
+        int(i): token.encode("utf-8") if token in specials else str_to_token(token)
+        for token, i in json.loads(text).items()
+    }
+
+
+def parse_merges_txt(text: str) -> Merges:
+    """The merges of a GPT-2-style ``merges.txt``, in order (a ``#version`` line is skipped)."""
+    merges = []
+    for line in text.splitlines():
+        if line and not line.startswith("#version"):
+            left, right = line.split(" ")
+            merges.append((str_to_token(left), str_to_token(right)))
+    return merges
+
+
+def tokenizer_json(
+    vocab: Mapping[int, bytes], merges: Sequence[tuple[bytes, bytes]], special_ids: Mapping[str, int]
+) -> str:
+    """A Hugging Face ``tokenizers`` file that encodes with exactly these merges."""
+    added = [
+        {"id": i, "content": token, "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True}
+        for token, i in sorted(special_ids.items(), key=lambda item: item[1])
+    ]  # fmt: skip
+    byte_level = {"add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    document = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {"type": "ByteLevel", **byte_level},
+        "post_processor": {"type": "ByteLevel", **byte_level},
+        "decoder": {"type": "ByteLevel", **byte_level},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": json.loads(vocab_json(vocab, special_ids)),
+            "merges": [f"{token_to_str(a)} {token_to_str(b)}" for a, b in merges],
+        },
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False)
+
+
+def special_tokens_in(tokenizer_json_text: str) -> list[str]:
+    """The special tokens a Hugging Face ``tokenizer.json`` registers, in id order."""
+    added = json.loads(tokenizer_json_text).get("added_tokens", [])
+    return [t["content"] for t in sorted(added, key=lambda t: t["id"]) if t.get("special")]
