@@ -223,7 +223,26 @@ def bpe_dask_encode(path: str, workers: int, chunk_size: int) -> dict:
     return {"seconds": seconds, "tokens": report["tokens"]}
 
 
+def bpe_dask_count_worker_peak(path: str, chunk_size: int) -> dict:
+    """Count on a 1-worker LocalCluster; the worker process's peak resident memory."""
+    import resource
+
+    from bpe_dask import count_words
+    from bpe_dask.cluster import dask_client
+
+    def peak() -> int:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    with dask_client(workers=1) as client:
+        started = time.perf_counter()
+        result = count_words(path, [], client=client, chunk_size=chunk_size)
+        seconds = time.perf_counter() - started
+        (worker_peak,) = client.run(peak).values()
+    return {"seconds": seconds, "unique_words": result.table().num_rows, "worker_peak_bytes": worker_peak}
+
+
 CONTENDERS = {
+    "bpe_dask_count_worker_peak": bpe_dask_count_worker_peak,
     "bpe_dask_encode_in_process": bpe_dask_encode_in_process,
     "tiktoken_encode": tiktoken_encode,
     "bpe_dask_encode": bpe_dask_encode,
@@ -263,6 +282,30 @@ def corpus_file(kind: str, size: str, seed: int = 0) -> str:
         command = [sys.executable, str(HERE / "make_corpus.py"), "text", "--kind", kind, "--size", size,
                    "--seed", str(seed), "--out", str(path)]  # fmt: skip
         subprocess.run(command, check=True)
+    return str(path)
+
+
+def minified_json_file(size: str, seed: int = 0) -> str:
+    """One line of JSON records with no whitespace at all, about ``size`` (e.g. 256MiB) long."""
+    import random
+
+    from dask.utils import parse_bytes
+
+    path = DATA / f"json-{size}-seed{seed}.json"
+    if not path.exists():
+        DATA.mkdir(exist_ok=True)
+        rng, target, written = random.Random(seed), parse_bytes(size), 0
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("[")
+            while written < target:
+                records = [
+                    f'{{"id":{rng.randrange(10**9)},"user":"u{rng.randrange(10**6)}","score":{rng.random():.4f},'
+                    f'"tags":["t{rng.randrange(500)}","t{rng.randrange(500)}"],'
+                    f'"blob":"{rng.getrandbits(96):024x}"}},'
+                    for _ in range(10_000)
+                ]
+                written += f.write("".join(records))
+            f.write("{}]")
     return str(path)
 
 
@@ -378,6 +421,16 @@ def suite_encode(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     ]  # fmt: skip
 
 
+def suite_json(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    path = minified_json_file(args.size)
+    result = run("bpe_dask_count_worker_peak", path, 64 * 2**20)
+    size = os.path.getsize(path)
+    return [
+        (f"count {size / 2**20:.0f} MiB of minified JSON (one line), 1 worker, 64 MiB partitions",
+         f"{result['seconds']:.1f} s", f"worker peak RSS {result['worker_peak_bytes'] / 2**20:.0f} MiB"),
+    ]  # fmt: skip
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "run":  # one contender, in this fresh process
         print(json.dumps(CONTENDERS[sys.argv[2]](*json.loads(sys.argv[3]))))
@@ -401,12 +454,14 @@ def main() -> None:
     encoding.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     encoding.add_argument("--size", default="16MB")
     commands.add_parser("cs336", help="CS336's speed test")
+    json_suite = commands.add_parser("json", help="a worker's peak memory counting minified JSON")
+    json_suite.add_argument("--size", default="256MiB")
     parser.add_argument("--repeat", type=int, default=1, help="runs per contender; the fastest counts")
     args = parser.parse_args()
     global REPEAT
     REPEAT = args.repeat
     suites = {"all": suite_all, "map": suite_map, "merge": suite_merge, "encode": suite_encode,
-              "cs336": suite_cs336}  # fmt: skip
+              "cs336": suite_cs336, "json": suite_json}  # fmt: skip
     rows = suites[args.suite](args)
     print("\n| what | time / size | ratio |\n| --- | --- | --- |")
     for row in rows:

@@ -50,13 +50,20 @@ def iter_texts(
 
     Memory stays within a few times ``block_size + max_uncut``: more than ``max_uncut``
     characters without a safe cut is an error naming the file and offset.
+
+    With ``utf8_errors="replace"`` the bytes are first decoded with ``surrogateescape`` (one
+    stand-in character per invalid byte, of the class "other" as U+FFFD is), cut there, and each
+    block then turned into what decoding with ``replace`` gives. No cut falls between two
+    stand-ins, so the blocks put together are the range decoded with ``replace``, and the byte
+    offsets stay exact.
     """
     decoded = _decoded(byte_range, storage_options, utf8_errors, block_size)
     offset = byte_range.start  # where the text not yet given out starts, in the file's bytes
     try:
         for text in pretokenizer.recut(decoded, limit=max_uncut):
-            yield text
-            offset += len(text.encode("utf-8"))  # exact unless --utf8-errors replace made U+FFFD
+            data = text.encode("utf-8", "surrogateescape")
+            yield data.decode("utf-8", "replace") if utf8_errors == "replace" else text
+            offset += len(data)
     except NoCutError:
         raise _uncut_error(byte_range, offset, max_uncut) from None
 
@@ -65,7 +72,9 @@ def _decoded(
     byte_range: ByteRange, storage_options: dict | None, utf8_errors: str, block_size: int
 ) -> Iterator[str]:
     """The range's bytes decoded as UTF-8, a block at a time (a character may span two blocks)."""
-    decoder = codecs.getincrementaldecoder("utf-8")(utf8_errors)
+    decoder = codecs.getincrementaldecoder("utf-8")(
+        "strict" if utf8_errors == "strict" else "surrogateescape"
+    )
     with _open_range(byte_range, storage_options) as (stream, remaining):
         offset = byte_range.start  # of the next byte read
         while True:
@@ -123,10 +132,14 @@ def _read_error(byte_range: ByteRange, error: Exception) -> BpeDaskError:
 
 def _uncut_error(byte_range: ByteRange, offset: int, max_uncut: int) -> InputError:
     return InputError(
-        f"{byte_range.file.name}: no place to split the text in the {max_uncut // 2**20} Mi characters "
+        f"{byte_range.file.name}: no place to split the text in the {_characters(max_uncut)} "
         f"after byte offset {offset}{_of_decompressed(byte_range)} (no whitespace, special token, or "
         "change between letters, digits and punctuation): a single pre-token that long cannot be counted"
     )
+
+
+def _characters(count: int) -> str:
+    return f"{count // 2**20} Mi characters" if count % 2**20 == 0 else f"{count:,} characters"
 
 
 def _decode_error(byte_range: ByteRange, offset: int) -> InputError:

@@ -19,6 +19,7 @@ from dataclasses import fields
 from typing import Any, NoReturn
 
 from .blocks import UTF8_ERRORS
+from .cluster import quiet_dask_errors
 from .config import resolve
 from .count_job import count_words
 from .counts_table import count_rows
@@ -36,122 +37,147 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="bpe-dask", description="Exact byte-level BPE training on Dask.")
-    parser.add_argument("--version", action="version", version=f"bpe-dask {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+INPUT_HELP = "files, directories or globs, local paths or URLs fsspec reads (s3://, gs://, ...)"
+SPECIAL_TOKEN_HELP = (
+    "a special token, e.g. '<|endoftext|>': split out before counting, never merged (repeatable)"
+)
 
-    train = commands.add_parser("train", help="count words and learn merges: the whole job")
-    train.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS)
-    _vocab_options(train, "directory for vocab.json, merges.txt, tokenizer.json, report.json")
-    _special_token_option(train)
-    train.add_argument(
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="bpe-dask",
+        description="Exact byte-level BPE tokenizers (GPT-2 / CS336 rules) trained and applied as Dask jobs.",
+        epilog="Run `bpe-dask COMMAND --help` for a command's options.",
+    )
+    parser.add_argument("--version", action="version", version=f"bpe-dask {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    train = _command(
+        commands, "train", "count words and learn merges: the whole job, a tokenizer directory out"
+    )
+    required = _required(train)
+    required.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS, help=INPUT_HELP)
+    _vocab_size_option(required)
+    _out_option(required, "DIR", "directory for vocab.json, merges.txt, tokenizer.json and report.json")
+    _special_token_option(train, SPECIAL_TOKEN_HELP)
+    _option(
+        train,
         "--merge-on",
         choices=("auto", "client", "worker"),
-        default=argparse.SUPPRESS,
-        help="where the merge loop runs (auto: on a worker unless the cluster is the embedded one)",
+        help="where the merge loop runs (auto: on a worker, unless the cluster is the embedded one)",
     )
-    _count_options(train)
+    _cluster_options(train, work_dir=True)
 
-    count = commands.add_parser("count", help="count words only, into a Parquet table")
-    count.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS)
-    count.add_argument(
-        "--out", metavar="COUNTS", default=argparse.SUPPRESS, help="Parquet file for the counts"
-    )
-    _special_token_option(count)
-    _count_options(count)
+    count = _command(commands, "count", "count words only, into a Parquet table to merge later")
+    required = _required(count)
+    required.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS, help=INPUT_HELP)
+    _out_option(required, "COUNTS", "Parquet file for the counts (token: binary, count: int64)")
+    _special_token_option(count, SPECIAL_TOKEN_HELP)
+    _cluster_options(count, work_dir=True)
 
-    encode = commands.add_parser("encode", help="encode text into .npy shards of token ids")
-    encode.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS)
-    encode.add_argument(
-        "--tokenizer", metavar="DIR", default=argparse.SUPPRESS, help="a directory `bpe-dask train` wrote"
-    )
-    encode.add_argument(
-        "--out", metavar="DIR", default=argparse.SUPPRESS, help="directory for the shards and index.json"
-    )
-    encode.add_argument(
-        "--special-token", dest="special_tokens", action="append", metavar="TOK", default=argparse.SUPPRESS,
-        help="special tokens (default: those the tokenizer's tokenizer.json registers)",
-    )  # fmt: skip
-    _count_options(encode)
-
-    merge = commands.add_parser("merge", help="learn merges from a counts table")
-    merge.add_argument("counts", metavar="COUNTS", help="a Parquet table written by `bpe-dask count`")
-    _vocab_options(merge, "output directory")
-    _special_token_option(merge)
+    merge = _command(commands, "merge", "learn merges from a counts table that `bpe-dask count` wrote")
+    required = _required(merge)
+    required.add_argument("counts", metavar="COUNTS", help="a Parquet counts table (a file or URL)")
+    _vocab_size_option(required)
+    _out_option(required, "DIR", "directory for vocab.json, merges.txt, tokenizer.json and report.json")
+    _special_token_option(merge, "a special token (default: those the counts were made with)")
     _common_options(merge)
+
+    encode = _command(
+        commands, "encode", "encode text into .npy shards of token ids with a trained tokenizer"
+    )
+    required = _required(encode)
+    required.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS, help=INPUT_HELP)
+    _option(required, "--tokenizer", metavar="DIR", help="a tokenizer directory `bpe-dask train` wrote")
+    _out_option(required, "DIR", "directory for the .npy shards, index.json and report.json")
+    _special_token_option(encode, "a special token (default: those the tokenizer's tokenizer.json registers)")
+    _cluster_options(encode, work_dir=False)
     return parser
 
 
-def _vocab_options(parser: argparse.ArgumentParser, out_help: str) -> None:
-    parser.add_argument("--vocab-size", type=int, metavar="N", default=argparse.SUPPRESS)
-    parser.add_argument("--out", metavar="DIR", default=argparse.SUPPRESS, help=out_help)
+def _command(commands: argparse._SubParsersAction, name: str, help: str) -> argparse.ArgumentParser:
+    return commands.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
 
 
-def _special_token_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--special-token", dest="special_tokens", action="append", metavar="TOK", default=argparse.SUPPRESS
-    )
+def _required(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    group = parser.add_argument_group("required (on the command line or in --config)")
+    parser._action_groups.insert(0, parser._action_groups.pop())  # shown first
+    return group
 
 
-def _count_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--workers",
-        type=int,
+def _option(parser: argparse._ActionsContainer, *flags: str, **kwargs: Any) -> None:
+    parser.add_argument(*flags, default=argparse.SUPPRESS, **kwargs)
+
+
+def _vocab_size_option(parser: argparse._ActionsContainer) -> None:
+    _option(
+        parser,
+        "--vocab-size",
         metavar="N",
-        default=argparse.SUPPRESS,
-        help="LocalCluster worker processes (default: one per core)",
+        help="tokens in the vocabulary: 256 bytes + special tokens + merges",
     )
-    parser.add_argument(
-        "--scheduler",
-        metavar="ADDR",
-        default=argparse.SUPPRESS,
-        help="address of a running Dask scheduler, e.g. tcp://host:8786",
+
+
+def _out_option(parser: argparse._ActionsContainer, metavar: str, help: str) -> None:
+    _option(parser, "--out", metavar=metavar, help=help)
+
+
+def _special_token_option(parser: argparse._ActionsContainer, help: str) -> None:
+    _option(parser, "--special-token", dest="special_tokens", action="append", metavar="TOKEN", help=help)
+
+
+def _cluster_options(parser: argparse._ActionsContainer, work_dir: bool) -> None:
+    _option(
+        parser,
+        "--workers",
+        metavar="N",
+        help="start a LocalCluster of N worker processes (default: one per core)",
     )
-    parser.add_argument(
+    _option(parser, "--scheduler", metavar="ADDR", help="run on a Dask scheduler, e.g. tcp://host:8786")
+    _option(
+        parser,
         "--chunk-size",
         metavar="SIZE",
-        default=argparse.SUPPRESS,
-        help="bytes per map task, e.g. 65536 or 64MiB (default 64MiB)",
+        help="bytes per map task, e.g. 16MiB (default: from the input size and the cluster's threads)",
     )
-    parser.add_argument(
-        "--ship-package",
-        action="store_true",
-        default=argparse.SUPPRESS,
-        help="upload this bpe_dask to workers that lack it",
-    )
-    parser.add_argument(
+    _option(
+        parser,
         "--utf8-errors",
         choices=UTF8_ERRORS,
-        default=argparse.SUPPRESS,
-        help="invalid UTF-8 in the input: stop with its offset (strict, the default) or count it as U+FFFD",
+        help="invalid UTF-8 in the input: stop at it (strict, the default) or read it as U+FFFD (replace)",
     )
-    parser.add_argument(
-        "--work-dir",
-        metavar="DIR",
-        default=argparse.SUPPRESS,
-        help="where shards go; kept, so a re-run reuses them (default: a temporary directory)",
+    if work_dir:
+        _option(
+            parser,
+            "--work-dir",
+            metavar="DIR",
+            help="where shards go; kept, so a re-run reuses them (default: a temporary directory)",
+        )
+    _option(
+        parser, "--ship-package", action="store_true", help="upload this bpe_dask to workers that lack it"
     )
     _common_options(parser)
 
 
-def _common_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+def _common_options(parser: argparse._ActionsContainer) -> None:
+    _option(
+        parser,
         "--storage-options",
         metavar="JSON",
-        default=argparse.SUPPRESS,
-        help='fsspec options for remote URLs, e.g. \'{"endpoint_url": "http://127.0.0.1:9000"}\'',
+        help='fsspec options for URLs, e.g. \'{"endpoint_url": "http://127.0.0.1:9000"}\'',
     )
-    parser.add_argument("--config", metavar="FILE", help="TOML file of options; flags override it")
-    parser.add_argument(
-        "--overwrite", action="store_true", default=argparse.SUPPRESS, help="replace results already in --out"
-    )
-    parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="warnings only")
+    parser.add_argument("--config", metavar="FILE", help="a TOML file of options; flags override it")
+    _option(parser, "--overwrite", action="store_true", help="replace results already in --out")
+    _option(parser, "-q", "--quiet", action="store_true", help="warnings and errors only")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, Dask's included")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = vars(build_parser().parse_args(argv))
+    parser = build_parser()
+    args = vars(parser.parse_args(argv))
+    if not args.get("command"):
+        parser.print_help(sys.stderr)
+        return 2
     command, config_path, verbose = args.pop("command"), args.pop("config"), args.pop("verbose")
     counts = args.pop("counts", None)
     try:
@@ -223,7 +249,7 @@ def _train(options: dict[str, Any]) -> dict:
         options["inputs"],
         options["vocab_size"],
         options["out"],
-        options["special_tokens"],
+        options.get("special_tokens", []),
         **_job_options(options),
     )
 
@@ -231,7 +257,8 @@ def _train(options: dict[str, Any]) -> dict:
 def _count(options: dict[str, Any]) -> dict:
     _require(options, "inputs", "out")
     job_options = {**_job_options(options), "in_process": False}
-    counted = count_words(options["inputs"], options["special_tokens"], out=options["out"], **job_options)
+    special_tokens = options.get("special_tokens", [])
+    counted = count_words(options["inputs"], special_tokens, out=options["out"], **job_options)
     return {
         **counted.report(),
         "unique_words": count_rows(options["out"], counted.storage_options),
@@ -241,7 +268,7 @@ def _count(options: dict[str, Any]) -> dict:
 
 def _encode(options: dict[str, Any]) -> dict:
     _require(options, "inputs", "tokenizer", "out")
-    special_tokens = options["special_tokens"] or None  # none given: the tokenizer's own
+    special_tokens = options.get("special_tokens")  # none given: the tokenizer's own
     return encode(
         options["inputs"], options["tokenizer"], options["out"], special_tokens, **_job_options(options)
     )
@@ -249,14 +276,16 @@ def _encode(options: dict[str, Any]) -> dict:
 
 def _merge(counts: str, options: dict[str, Any]) -> dict:
     _require(options, "vocab_size", "out")
-    return merge(
-        counts, options["vocab_size"], options["out"], options["special_tokens"], **_job_options(options)
-    )
+    special_tokens = options.get("special_tokens")  # none given: those the counts were made with
+    return merge(counts, options["vocab_size"], options["out"], special_tokens, **_job_options(options))
 
 
 def _summary(report: dict) -> dict:
     keys = ("input_bytes", "partitions", "unique_words", "num_merges", "tokens", "shards", "timings")
-    return {k: report[k] for k in keys if k in report}
+    summary = {k: report[k] for k in keys if k in report}
+    if "timings" in summary:
+        summary["timings"] = {k: round(v, 2) for k, v in summary["timings"].items()}
+    return summary
 
 
 def _configure_logging(quiet: bool, verbose: bool) -> None:
@@ -264,12 +293,7 @@ def _configure_logging(quiet: bool, verbose: bool) -> None:
     logging.basicConfig(format="bpe-dask: %(message)s", level=level, stream=sys.stderr)
     log.setLevel(level)
     if not verbose:
-        # Failures reach the user as one line each; Dask's own error logs (tracebacks of a lost
-        # connection, say) repeat them at length: -v shows them.
-        noisy = ("distributed", "dask", "tornado", "asyncio")
-        names = [n for n in logging.root.manager.loggerDict if n.split(".")[0] in noisy]
-        for name in {*noisy, *names}:  # Dask's config gives some child loggers levels of their own
-            logging.getLogger(name).setLevel(logging.CRITICAL)
+        quiet_dask_errors()
 
 
 if __name__ == "__main__":

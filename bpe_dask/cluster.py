@@ -3,18 +3,22 @@
 Takes a scheduler address, a worker count or an existing client; gives a client for the
 duration of a ``with`` block. With no scheduler it starts a LocalCluster sized to the
 machine: one single-threaded worker process per core, since pre-tokenizing is pure
-Python and holds the GIL.
+Python and holds the GIL. Also: the cluster failing under a job as one line
+(``failures_explained``), and Dask's logging kept to warnings (``quiet_dask_errors``).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import dask
 from distributed import Client, KilledWorker, LocalCluster
+from distributed.comm import parse_address, parse_host_port
 from distributed.comm.core import CommClosedError
 from distributed.utils import CancelledError
 
@@ -46,12 +50,39 @@ def dask_client(
 
 def _remote_client(address: str) -> Iterator[Client]:
     try:
+        _refused_at_once(address)
         client = Client(address, timeout="10s")
     except (OSError, TimeoutError, ValueError) as error:
         raise BpeDaskError(f"cannot reach the Dask scheduler at {address}: {describe(error)}") from None
     with client:
-        log.info("connected to %s (dashboard: %s)", address, client.dashboard_link)
+        log.info("connected to %s%s", address, _dashboard_note(client))
         yield client
+
+
+def _refused_at_once(address: str) -> None:
+    """Raise at once if nothing listens at a ``tcp://`` address: Dask would retry for its timeout."""
+    protocol, location = parse_address(address)
+    if protocol == "tcp":
+        host, port = parse_host_port(location)
+        socket.create_connection((host, port), timeout=5).close()
+
+
+def has_bokeh() -> bool:
+    """Dask's dashboard needs bokeh; without it, its link leads to a page asking for bokeh."""
+    return importlib.util.find_spec("bokeh") is not None
+
+
+def _dashboard_note(client: Client) -> str:
+    return f" (dashboard: {client.dashboard_link})" if dashboard_works(client) else ""
+
+
+def dashboard_works(client: Client) -> bool:
+    if not client.scheduler_info().get("services", {}).get("dashboard"):
+        return False
+    try:
+        return bool(client.run_on_scheduler(has_bokeh))
+    except Exception:
+        return False
 
 
 def _local_client(workers: int) -> Iterator[Client]:
@@ -59,18 +90,23 @@ def _local_client(workers: int) -> Iterator[Client]:
         raise BpeDaskError(f"--workers must be at least 1, got {workers}")
     # Distributed's statistical profiler samples the worker's stack every 10 ms; on pure-Python
     # tasks that costs several percent, for a dashboard view the embedded cluster rarely needs.
+    verbose = logging.getLogger("distributed").getEffectiveLevel() <= logging.DEBUG
     with (
         dask.config.set({"distributed.worker.profile.enabled": False}),
         LocalCluster(
             n_workers=workers,
             threads_per_worker=1,
             processes=True,
+            # Its HTTP server on a free port (8787 may be another cluster's); the dashboard on it
+            # only with bokeh, without which it would be a page asking for bokeh.
             dashboard_address="127.0.0.1:0",
-            silence_logs=logging.ERROR,
+            scheduler_kwargs={"dashboard": has_bokeh()},
+            silence_logs=logging.DEBUG if verbose else logging.WARNING,  # the workers' own level
         ) as cluster,
         Client(cluster) as client,
     ):
-        log.info("started a LocalCluster with %d workers (dashboard: %s)", workers, client.dashboard_link)
+        link = f" (dashboard: {client.dashboard_link})" if has_bokeh() else ""
+        log.info("started a LocalCluster of %d worker processes%s", workers, link)
         yield client
 
 
@@ -107,5 +143,36 @@ def _task_name(key: object) -> str:
 
 
 def _dashboard(client: Client) -> str:
-    link = client.dashboard_link if client.scheduler_info().get("services", {}).get("dashboard") else None
-    return f" and the dashboard at {link}" if link else " (this scheduler runs no dashboard)"
+    if dashboard_works(client):
+        return f" and the dashboard at {client.dashboard_link}"
+    return " (this scheduler runs no dashboard: pip install bokeh where it runs for one)"
+
+
+# Dask's warnings that matter to a user: memory pressure, the usual sign before a lost worker.
+MEMORY_WARNINGS = ("distributed.worker.memory", "distributed.nanny.memory", "distributed.spill")
+
+
+def quiet_dask_errors() -> None:
+    """Let Dask's memory warnings through, but not its other messages or its errors: a failure
+    reaches the user as the job's one line, which Dask's tracebacks of a lost connection, say,
+    would repeat at length, and shutdown notices are noise. ``-v`` shows everything."""
+    names = [n for n in logging.root.manager.loggerDict if _is_dask(n)]
+    for name in {"distributed", "dask", *names}:  # Dask's config gives some child loggers levels of their own
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.WARNING)
+        for handler in logger.handlers:
+            handler.addFilter(_shown)
+    for name in ("tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    for handler in logging.root.handlers:
+        handler.addFilter(_shown)
+
+
+def _shown(record: logging.LogRecord) -> bool:
+    if not _is_dask(record.name):
+        return True
+    return record.levelno == logging.WARNING and record.name in MEMORY_WARNINGS
+
+
+def _is_dask(name: str) -> bool:
+    return name.split(".")[0] in ("distributed", "dask")

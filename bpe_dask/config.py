@@ -17,7 +17,7 @@ from typing import Any
 
 from .blocks import check_utf8_errors
 from .errors import BpeDaskError
-from .options import DEFAULT_CHUNK_SIZE, MERGE_PLACES, parse_size, positive_int
+from .options import MERGE_PLACES, parse_size, positive_int
 
 
 def _string(value: Any) -> str:
@@ -77,8 +77,6 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
 PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer"}
 DEFAULTS: dict[str, Any] = {
     "inputs": [],
-    "special_tokens": [],
-    "chunk_size": DEFAULT_CHUNK_SIZE,
     "overwrite": False,
     "quiet": False,
     "merge_on": "auto",
@@ -104,7 +102,7 @@ def load_config(path: str) -> dict[str, Any]:
         name = {"input": "inputs", "special_token": "special_tokens"}.get(name, name)
         if name not in OPTIONS:
             raise BpeDaskError(f"{path}: unknown option {key!r}")
-        options[name] = _checked(name, value, source=path)
+        options[name] = _checked(name, value, source=f"{path}: {key}")
     base = os.path.dirname(os.path.abspath(path))
     for name in PATH_OPTIONS & options.keys():
         value = options[name]
@@ -124,12 +122,17 @@ def resolve(flags: Mapping[str, Any], config_path: str | None = None) -> dict[st
         options["scheduler"] = os.environ["DASK_SCHEDULER_ADDRESS"]
     if config_path:
         options.update(load_config(config_path))
-    options.update({k: _checked(k, v, source="--" + k.replace("_", "-")) for k, v in flags.items()})
+    options.update({k: _checked(k, v, source=_flag(k)) for k, v in flags.items()})
     return options
 
 
+def _flag(name: str) -> str:
+    return {"inputs": "INPUT", "special_tokens": "--special-token"}.get(name, "--" + name.replace("_", "-"))
+
+
 def _checked(name: str, value: Any, source: str) -> Any:
+    """``value`` in the type the jobs take; a mistake names where it came from (a flag, or a file and key)."""
     try:
         return OPTIONS[name](value)
     except BpeDaskError as error:
-        raise BpeDaskError(f"{source}: {name.replace('_', '-')}: {error}") from None
+        raise BpeDaskError(f"{source}: {error}") from None

@@ -18,12 +18,13 @@ import pyarrow as pa
 from dask.base import tokenize
 from distributed import Client
 
-from .counting import CountSettings, Shard, count_range, count_range_to_shard
+from .counting import CountSettings, count_range, count_range_to_shard
 from .counts_table import counts_table, read_counts
 from .errors import BpeDaskError
-from .job import Job, run_tasks
+from .job import Job, cluster_threads, run_tasks
 from .options import JobOptions, PathLike, input_list
 from .plan import ByteRange
+from .progress import TaskProgress
 from .publish import check_output_file, remove_files
 from .reduce import reduce_tree
 
@@ -85,24 +86,30 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
     job = Job.start(opts, [*inputs, out, opts.work_dir])
     if out:
         check_output_file(out, opts.overwrite, job.storage_options)
+    job.find_inputs(inputs, exclude=[out, opts.work_dir])
     settings = opts.count_settings()
-    job.plan(inputs, settings.pretokenizer(), exclude=[out, opts.work_dir])
-    result = CountResult(
-        job.input_urls, job.input_bytes, len(job.ranges), storage_options=job.storage_options
-    )
+    pretokenizer = settings.pretokenizer()
     in_process = opts.in_process
     if in_process is None:
         in_process = not (opts.wants_cluster or out) and job.input_bytes <= IN_PROCESS_LIMIT
     if in_process:
+        job.plan(pretokenizer)
+        result = _result(job)
         result._table = count_in_process(job.ranges, settings, job.storage_options)
     else:
         with job.work_directory() as work, job.cluster() as client:
             job.preflight(client, work, [out])
+            job.plan(pretokenizer, cluster_threads(client))
+            result = _result(job)
             result.path, result.partitions_reused = count_on_cluster(client, job, settings, work, out)
             if not out:  # the work directory may be temporary: load the counts while it exists
                 result.table()
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _result(job: Job) -> CountResult:
+    return CountResult(job.input_urls, job.input_bytes, len(job.ranges), storage_options=job.storage_options)
 
 
 def count_in_process(
@@ -128,12 +135,8 @@ def count_on_cluster(
         for r in job.ranges
     ]  # fmt: skip
     target = out or f"{work_dir.rstrip('/')}/counts/{tokenize(shards)}.parquet"
-    final, partial_sums = reduce_tree(shards, target, work_dir, storage_options)
-    reused = [dask.delayed(_was_reused, pure=True)(s) for s in shards]
-    path, *flags = run_tasks(client, [final, *reused], job.options.show_progress)
+    final, partial_sums = reduce_tree(shards, target, work_dir, settings.recorded(), storage_options)
+    progress = TaskProgress("count", len(shards), job.input_bytes) if job.options.show_progress else None
+    *finished, path = run_tasks(client, [*shards, final], progress, [r.size for r in job.ranges])
     remove_files(partial_sums, storage_options)
-    return path, sum(flags)
-
-
-def _was_reused(shard: Shard) -> bool:
-    return shard.reused
+    return path, sum(shard.reused for shard in finished)

@@ -24,6 +24,10 @@ from .plan import ByteRange
 from .pretokenize import Pretokenizer, split_pattern
 from .storage import filesystem
 
+# Part of every shard's name: raise it whenever a change to the code changes what a range counts
+# to, so that shards an older version left in a work directory are counted again, not reused.
+COUNTING_VERSION = 2
+
 
 @dataclass(frozen=True)
 class CountSettings:
@@ -40,10 +44,17 @@ class CountSettings:
         return _pretokenizer(self.special_tokens, self.pattern)
 
     def key(self) -> str:
+        """A digest of everything that decides the counts besides the input bytes."""
         text = "\0".join([split_pattern(self.pattern).regex, *sorted(set(self.special_tokens))])
         if self.utf8_errors != "strict":
             text += f"\0errors={self.utf8_errors}"
+        text += f"\0counting={COUNTING_VERSION}"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def recorded(self) -> dict:
+        """The settings as the counts file records them (``counts_table.recorded_settings``)."""
+        return {"special_tokens": list(self.special_tokens), "utf8_errors": self.utf8_errors,
+                "pattern": self.pattern, "counting_version": COUNTING_VERSION}  # fmt: skip
 
 
 @functools.lru_cache(maxsize=8)

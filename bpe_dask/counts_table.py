@@ -8,6 +8,7 @@ reader for all of them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 import pyarrow as pa
@@ -19,6 +20,7 @@ from .publish import atomic_file
 from .storage import filesystem
 
 COUNTS_SCHEMA = pa.schema([("token", pa.binary()), ("count", pa.int64())])
+SETTINGS_KEY = b"bpe_dask.counting"  # Parquet metadata: the settings the counts were made with
 
 
 def counts_table(counts: Mapping[str, int]) -> pa.Table:
@@ -39,10 +41,26 @@ def sum_counts(tables: list[pa.Table]) -> pa.Table:
     return pa.table({"token": summed["token"], "count": summed["count_sum"]}, schema=COUNTS_SCHEMA)
 
 
-def write_counts(table: pa.Table, url: str, storage_options: dict | None = None) -> None:
-    """Write the table under a temporary name and move it into place when complete."""
+def write_counts(
+    table: pa.Table, url: str, storage_options: dict | None = None, settings: dict | None = None
+) -> None:
+    """Write the table under a temporary name and move it into place when complete; ``settings``
+    (what the counts were made with) go into the file's metadata."""
+    if settings is not None:
+        table = table.replace_schema_metadata({SETTINGS_KEY: json.dumps(settings)})
     with atomic_file(url, storage_options) as (fs, partial), fs.open(partial, "wb") as f:
         pq.write_table(table, f)
+
+
+def recorded_settings(url: str, storage_options: dict | None = None) -> dict | None:
+    """The counting settings a counts file records, or None for a table bpe-dask did not write."""
+    fs, path = filesystem(url, storage_options)
+    try:
+        with fs.open(path, "rb") as f:
+            metadata = pq.ParquetFile(f).schema_arrow.metadata or {}
+        return json.loads(metadata[SETTINGS_KEY]) if SETTINGS_KEY in metadata else None
+    except (OSError, ValueError, pa.ArrowException):
+        return None  # a directory of files, or not Parquet: read_counts says what is wrong
 
 
 def count_rows(url: str, storage_options: dict | None = None) -> int:

@@ -17,8 +17,9 @@ from dask.base import tokenize
 
 from .encoding import EncodedShard, dtype_for, encode_range_to_shard, is_encoded_file, shard_name
 from .errors import BpeDaskError
-from .job import Job, run_tasks
-from .options import JobOptions, PathLike, input_list
+from .job import Job, cluster_threads, run_tasks
+from .options import JobOptions, PathLike, check_replacement_character, input_list
+from .progress import TaskProgress
 from .publish import check_output_dir, staged_directory
 from .storage import filesystem
 from .tokenizer import Tokenizer
@@ -50,10 +51,12 @@ def encode(
         tokenizer = Tokenizer(
             tokenizer.vocab, tokenizer.merges, special_tokens, tokenizer.pretokenizer.pattern
         )
+    check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
     check_output_dir(out, opts.overwrite, is_encoded_file, job.storage_options)
-    job.plan(inputs, tokenizer.pretokenizer, exclude=[out])
+    job.find_inputs(inputs, exclude=[out])
     with job.cluster() as client, staged_directory(out, job.storage_options) as staging:
         job.preflight(client, staging, [out])
+        job.plan(tokenizer.pretokenizer, cluster_threads(client))
         shared = client.scatter(tokenizer, broadcast=True, hash=False)
         names = [shard_name(i, len(job.ranges)) for i in range(len(job.ranges))]
         tasks = [
@@ -63,7 +66,10 @@ def encode(
             )
             for r, name in zip(job.ranges, names, strict=True)
         ]  # fmt: skip
-        shards = run_tasks(client, tasks, opts.show_progress)
+        progress = (
+            TaskProgress("encode", len(tasks), job.input_bytes, "tokens") if opts.show_progress else None
+        )
+        shards = run_tasks(client, tasks, progress, [r.size for r in job.ranges], lambda shard: shard.tokens)
         report = _report(job, shards, tokenizer, source, opts.utf8_errors, started)
         fs, path = filesystem(staging, job.storage_options)
         index = {"dtype": report["dtype"], "shards": [s.index_entry() for s in shards]}

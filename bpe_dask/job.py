@@ -14,23 +14,33 @@ import resource
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from dask.delayed import Delayed
-from distributed import Client, LocalCluster
+from distributed import Client, LocalCluster, as_completed
 
-from . import progress
 from .cluster import dask_client, failures_explained
 from .errors import BpeDaskError
 from .options import JobOptions
 from .plan import ByteRange, InputFile, expand_inputs, plan_ranges
 from .preflight import check_workers
 from .pretokenize import Pretokenizer
+from .progress import TaskProgress
 from .storage import describe, filesystem, job_storage_options, required_packages
+from .wording import format_bytes, plural
 
 log = logging.getLogger(__name__)
+
+# Partitions are sized from the input and the cluster unless --chunk-size is given. Each costs a
+# dict of its own words, a shard and a share of the reduce, hence the floor; the ceiling bounds
+# a task's memory and the work lost with a worker.
+PARTITIONS_PER_THREAD = 2
+MIN_PARTITION = 2**20
+MAX_PARTITION = 64 * 2**20
+TINY_CHUNK = 4096  # an explicit chunk size below this is likely a unit left out ("64" for 64MiB)
 
 
 @dataclass
@@ -47,15 +57,27 @@ class Job:
         """A job that reads and writes ``urls``: an ``s3://`` job takes the AWS environment along."""
         return cls(options, job_storage_options(options.storage_options, [u for u in urls if u]))
 
-    def plan(
-        self, inputs: Sequence[str], pretokenizer: Pretokenizer, exclude: Sequence[str | None] = ()
-    ) -> None:
-        """Inputs to byte ranges; the job's own outputs (``exclude``) are never read back as inputs."""
+    def find_inputs(self, inputs: Sequence[str], exclude: Sequence[str | None] = ()) -> None:
+        """The files the inputs name; the job's own outputs (``exclude``) are never read back as inputs."""
         self.files = expand_inputs(inputs, self.storage_options, exclude=[e for e in exclude if e])
-        self.ranges = plan_ranges(self.files, self.options.chunk_size, pretokenizer, self.storage_options)
+
+    def plan(self, pretokenizer: Pretokenizer, threads: int | None = None) -> None:
+        """The files cut into byte ranges: ``--chunk-size`` bytes each, or sized for ``threads`` worker
+        threads (``None``: as large as a task may be, for counting in this process)."""
+        chunk_size = self.options.chunk_size or partition_size(self.input_bytes, threads)
+        self.ranges = plan_ranges(self.files, chunk_size, pretokenizer, self.storage_options)
         log.info(
-            "%d input files, %d bytes, %d partitions", len(self.files), self.input_bytes, len(self.ranges)
+            "%s, %s, %s of about %s",
+            plural(len(self.files), "input file"),
+            format_bytes(self.input_bytes),
+            plural(len(self.ranges), "partition"),
+            format_bytes(chunk_size),
         )
+        if self.options.chunk_size and chunk_size < TINY_CHUNK and len(self.ranges) > 1:
+            log.warning(
+                "--chunk-size %d is %d bytes, so %s, each a Dask task; sizes take units (e.g. %dMiB)",
+                chunk_size, chunk_size, plural(len(self.ranges), "partition"), chunk_size,
+            )  # fmt: skip
 
     @property
     def input_bytes(self) -> int:
@@ -78,6 +100,7 @@ class Job:
             client,
             packages,
             work_dir=None if is_embedded(client) else work_dir,  # LocalCluster workers share our disk
+            embedded=not (self.options.client or self.options.scheduler),  # the LocalCluster we started
             inputs=self.input_urls[:1],
             storage_options=self.storage_options,
             ship_package=self.options.ship_package,
@@ -102,13 +125,35 @@ class Job:
             shutil.rmtree(temporary, ignore_errors=True)
 
 
-def run_tasks(client: Client, tasks: list[Delayed], show_progress: bool) -> list:
-    """Compute ``tasks`` and gather their results; a failure cancels them all and is one line."""
+def partition_size(input_bytes: int, threads: int | None) -> int:
+    """Bytes per map task when none is given: about ``PARTITIONS_PER_THREAD`` tasks per worker
+    thread, so that every thread has work and one that finishes early takes another."""
+    if threads is None:
+        return MAX_PARTITION
+    wanted = -(-input_bytes // max(1, PARTITIONS_PER_THREAD * threads))
+    return max(MIN_PARTITION, min(MAX_PARTITION, wanted))
+
+
+def cluster_threads(client: Client) -> int:
+    return sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()) or 1
+
+
+def run_tasks(client: Client, tasks: list[Delayed], progress: TaskProgress | None = None,
+              sizes: Sequence[int] = (), extra: Callable[[Any], int] | None = None) -> list:  # fmt: skip
+    """Compute ``tasks`` and gather their results; a failure cancels them all and is one line.
+
+    The first ``len(sizes)`` tasks are map tasks over that many input bytes each: ``progress``
+    hears of each as it finishes (with ``extra`` of its result, such as its tokens).
+    """
     futures = client.compute(tasks)
     try:
-        if show_progress:
-            progress.show_task_progress(futures)
         with failures_explained(client):
+            if progress is not None:
+                size_of = {future.key: size for future, size in zip(futures, sizes, strict=False)}
+                for future in as_completed(futures[: len(sizes)]):
+                    if future.status != "finished":
+                        break  # gathering raises its error
+                    progress.task_done(size_of[future.key], extra(future.result()) if extra else 0)
             return client.gather(futures)
     except BaseException:
         client.cancel(futures)  # a failed job stops at once, before its work directory goes

@@ -22,7 +22,6 @@ from .counting import CountSettings
 from .errors import BpeDaskError
 from .pretokenize import check_special_tokens, split_pattern
 
-DEFAULT_CHUNK_SIZE = 64 * 2**20
 MERGE_PLACES = ("auto", "client", "worker")
 
 PathLike = str | os.PathLike
@@ -33,7 +32,7 @@ class JobOptions:
     """How a job runs. Every field has a default; ``JobOptions.of(**kwargs)`` checks them all."""
 
     special_tokens: tuple[str, ...] = ()
-    chunk_size: int = DEFAULT_CHUNK_SIZE  # bytes per map task
+    chunk_size: int | None = None  # bytes per map task; None: sized from the input and the cluster
     work_dir: str | None = None  # kept shards, so a re-run resumes; None: a temporary directory
     storage_options: dict = field(default_factory=dict, repr=False)  # for fsspec; may hold secrets
     utf8_errors: str = "strict"  # or "replace": invalid UTF-8 is read as U+FFFD
@@ -58,22 +57,33 @@ class JobOptions:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise in place once, here
-        set_(self, "special_tokens", check_special_tokens(self.special_tokens))
-        set_(self, "chunk_size", parse_size(self.chunk_size, "chunk size"))
+        set_(self, "special_tokens", check_special_tokens(self.special_tokens or ()))
+        if self.chunk_size is not None:
+            set_(self, "chunk_size", parse_size(self.chunk_size, "chunk size"))
+        if self.workers is not None:
+            set_(self, "workers", positive_int(self.workers, "workers"))
+        if not isinstance(self.storage_options or {}, dict):
+            raise BpeDaskError(f"storage options must be a dict, got {self.storage_options!r}")
         set_(self, "storage_options", dict(self.storage_options or {}))
+        for name in ("work_dir", "scheduler", "pattern", "utf8_errors", "merge_on"):
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
+                raise BpeDaskError(f"{name} must be a string, got {getattr(self, name)!r}")
+        for name in ("ship_package", "overwrite", "show_progress") + (
+            ("in_process",) if self.in_process is not None else ()
+        ):
+            if not isinstance(getattr(self, name), bool):
+                raise BpeDaskError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        if self.client is not None and not isinstance(self.client, Client):
+            raise BpeDaskError(f"client must be a distributed.Client, got {self.client!r}")
         check_utf8_errors(self.utf8_errors)
         split_pattern(self.pattern)
-        if self.workers is not None:
-            positive_int(self.workers, "workers")
         if self.merge_on not in MERGE_PLACES:
             raise BpeDaskError(f"merge_on must be auto, client or worker, got {self.merge_on!r}")
         if sum(map(bool, (self.client, self.scheduler, self.workers))) > 1:
             raise BpeDaskError("give one place to run: a client, a scheduler, or a number of workers")
         if self.in_process and self.wants_cluster:
             raise BpeDaskError("in_process=True counts here: it cannot take client, scheduler or workers")
-        if self.utf8_errors == "replace" and any("\ufffd" in token for token in self.special_tokens):
-            raise BpeDaskError("a special token holding U+FFFD cannot be told apart from invalid UTF-8 read "
-                               "as U+FFFD (--utf8-errors replace)")  # fmt: skip
+        check_replacement_character(self.special_tokens, self.utf8_errors)
 
     @property
     def wants_cluster(self) -> bool:
@@ -83,11 +93,20 @@ class JobOptions:
         return CountSettings(self.special_tokens, self.utf8_errors, self.pattern)
 
 
+def check_replacement_character(special_tokens: Sequence[str], utf8_errors: str) -> None:
+    """With invalid UTF-8 read as U+FFFD, a special token holding U+FFFD would match text that is
+    not there, and differently depending on where a range starts: refuse it."""
+    if utf8_errors == "replace" and any("\ufffd" in token for token in special_tokens):
+        raise BpeDaskError("a special token holding U+FFFD cannot be told apart from invalid UTF-8 read as "
+                           "U+FFFD (--utf8-errors replace)")  # fmt: skip
+
+
 def input_list(inputs: PathLike | Sequence[PathLike]) -> list[str]:
     """Inputs given as one path or URL, or as a list of them, as a list of strings."""
     if isinstance(inputs, (str, os.PathLike)):
         return [os.fspath(inputs)]
-    if not isinstance(inputs, Sequence) or not all(isinstance(i, (str, os.PathLike)) for i in inputs):
+    paths = isinstance(inputs, Sequence) and all(isinstance(i, (str, os.PathLike)) for i in inputs)
+    if not paths or not inputs:
         raise BpeDaskError(f"inputs must be a path or URL, or a list of them; got {inputs!r}")
     return [os.fspath(i) for i in inputs]
 
@@ -103,12 +122,12 @@ def parse_size(value: int | str, what: str = "size") -> int:
     return size
 
 
-def positive_int(value: Any, what: str = "number") -> int:
+def positive_int(value: Any, what: str = "") -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         try:
             value = int(str(value))
         except ValueError:
             raise BpeDaskError(f"not a whole number: {value!r}") from None
     if value < 1:
-        raise BpeDaskError(f"{what} must be a positive number, got {value}")
+        raise BpeDaskError(f"{what} must be a positive number, got {value}".strip())
     return value

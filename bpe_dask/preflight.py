@@ -73,6 +73,21 @@ class QuietUserErrors(WorkerPlugin):
         )
 
 
+class QuietDaskErrors(WorkerPlugin):
+    """On the workers of the embedded LocalCluster, whose stderr is the job's: Dask's warnings
+    pass, its errors do not (they reach the user as the job's one line), unless ``-v``."""
+
+    name = "bpe-dask-quiet-dask-errors"
+
+    def setup(self, worker) -> None:
+        import logging
+
+        from bpe_dask.cluster import quiet_dask_errors
+
+        if logging.getLogger("distributed").getEffectiveLevel() > logging.DEBUG:
+            quiet_dask_errors()
+
+
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
@@ -84,6 +99,7 @@ def check_workers(
     inputs: Iterable[str] = (),
     storage_options: dict | None = None,
     ship_package: bool = False,
+    embedded: bool = False,
     wait_seconds: float = 60,
 ) -> None:
     """Fail at once, in one line, if any worker lacks a package or cannot see ``work_dir``.
@@ -111,6 +127,8 @@ def check_workers(
     if work_dir:
         _check_shared(client, work_dir, storage_options)
     client.register_plugin(QuietUserErrors())
+    if embedded:
+        client.register_plugin(QuietDaskErrors())
 
 
 def _wait_for_a_worker(client: Client, seconds: float) -> None:

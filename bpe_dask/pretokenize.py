@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -121,9 +121,11 @@ class NoCutError(Exception):
     """``Pretokenizer.recut`` held more text than its limit without finding a safe cut."""
 
 
-# Text without special tokens or cuts is counted by chunks; a process keeps each chunk's
-# pre-tokens, since most chunks recur from one block to the next.
-CACHE_LIMIT = 1 << 20
+# Counting keeps each chunk's pre-tokens, since most chunks (" the", "\nHello,") recur from one
+# block to the next. The cache is bounded by the characters it holds, and long chunks (a line of
+# minified JSON, base64), which rarely recur, are not kept: a worker's memory stays bounded.
+CACHE_CHARS = 1 << 23
+CACHED_CHUNK_MAX = 64
 
 
 class Pretokenizer:
@@ -141,6 +143,7 @@ class Pretokenizer:
         self._cuts_backwards = regex.compile(rule, flags=regex.REVERSE) if rule else None
         self._chunk = re.compile(self.pattern.chunk) if self.pattern.chunk else None
         self._pretokens_of: dict[str, tuple[str, ...]] = {}
+        self._cached_chars = 0
         self._inner_pairs = {token[i : i + 2] for token in self.special_tokens for i in range(len(token) - 1)}
         longest = max((len(t) for t in self.special_tokens), default=0)
         # Characters a cut at p must see before and after it: the one on each side, and enough
@@ -192,12 +195,16 @@ class Pretokenizer:
         for piece in self.pieces(text):
             chunks.update(self._chunk.findall(piece))
         cache = self._pretokens_of
-        if len(cache) > CACHE_LIMIT:
-            cache.clear()
         for chunk, times in chunks.items():
             pretokens = cache.get(chunk)
             if pretokens is None:
-                pretokens = cache[chunk] = tuple(self._pretoken.findall(chunk))  # untracked by the GC
+                pretokens = tuple(self._pretoken.findall(chunk))  # a tuple of str: untracked by the GC
+                if len(chunk) <= CACHED_CHUNK_MAX:
+                    if self._cached_chars > CACHE_CHARS:
+                        cache.clear()
+                        self._cached_chars = 0
+                    cache[chunk] = pretokens
+                    self._cached_chars += len(chunk)
             for token in pretokens:
                 counts[token] = counts.get(token, 0) + times
         return counts
@@ -214,16 +221,20 @@ class Pretokenizer:
             for s in range(max(0, p - len(token) + 1), p)
         )
 
-    def first_cut(self, text: str, lo: int, hi: int) -> int | None:
-        """The first safe cut in ``[lo, hi)``, preferring the start of a special token (a document
-        boundary) to any other. ``text`` must run at least ``context`` characters on either side."""
+    def first_cut(
+        self, text: str, lo: int, hi: int, allowed: Callable[[int], bool] | None = None
+    ) -> int | None:
+        """The first safe cut in ``[lo, hi)`` (and ``allowed``), preferring the start of a special
+        token (a document boundary) to any other. ``text`` must run ``context`` characters on
+        either side."""
         lo = max(lo, 1)
-        special = self._first_special_start(text, lo, hi)
+        special = self._first_special_start(text, lo, hi, allowed)
         if special is not None or self._cuts is None:
             return special
         for match in self._cuts.finditer(text, lo - 1, hi):
-            if not self.straddled(text, match.end()):
-                return match.end()
+            p = match.end()
+            if not self.straddled(text, p) and (allowed is None or allowed(p)):
+                return p
         return None
 
     def last_cut(self, text: str, lo: int, hi: int) -> int | None:
@@ -243,9 +254,13 @@ class Pretokenizer:
             )
         return cut
 
-    def _first_special_start(self, text: str, lo: int, hi: int) -> int | None:
+    def _first_special_start(
+        self, text: str, lo: int, hi: int, allowed: Callable[[int], bool] | None
+    ) -> int | None:
         starts = sorted(p for token in self.special_tokens for p in _occurrences(text, token, lo, hi))
-        return next((p for p in starts if not self.straddled(text, p)), None)
+        return next(
+            (p for p in starts if not self.straddled(text, p) and (allowed is None or allowed(p))), None
+        )
 
     def first_cut_in_bytes(self, data: bytes, lo: int, hi: int) -> int | None:
         """``first_cut`` for UTF-8 bytes that may begin and end mid-character: the byte offset.
@@ -261,11 +276,11 @@ class Pretokenizer:
         text = data[first:].decode("utf-8", "surrogateescape")
         char_lo = len(data[first:lo].decode("utf-8", "surrogateescape"))
         char_hi = char_lo + len(data[lo:hi].decode("utf-8", "surrogateescape"))
-        cut = self.first_cut(text, char_lo, char_hi)
         # Keep invalid bytes with their neighbours, so each bad spot stays in one range and the
         # job reports the first one whatever the partitioning.
-        while cut is not None and (_is_undecodable(text[cut - 1]) or _is_undecodable(text[cut])):
-            cut = self.first_cut(text, cut + 1, char_hi)
+        cut = self.first_cut(
+            text, char_lo, char_hi, lambda p: not (_is_undecodable(text[p - 1]) or _is_undecodable(text[p]))
+        )
         return None if cut is None else first + len(text[:cut].encode("utf-8", "surrogateescape"))
 
     def recut(self, texts: Iterable[str], limit: int | None = None) -> Iterator[str]:

@@ -119,6 +119,7 @@ def check_output_dir(
         )
     if names and not overwrite:
         raise BpeDaskError(f"output directory {url} already holds results; pass --overwrite to replace them")
+    check_writable(url, storage_options)
 
 
 def check_output_file(url: str, overwrite: bool, storage_options: dict | None = None) -> None:
@@ -131,6 +132,41 @@ def check_output_file(url: str, overwrite: bool, storage_options: dict | None = 
         raise BpeDaskError(f"output {url} is a directory; name a file for the counts")
     if exists and not overwrite:
         raise BpeDaskError(f"output {url} already exists; pass --overwrite to replace it")
+    check_writable(url, storage_options, beside=True)
+
+
+def check_writable(url: str, storage_options: dict | None = None, beside: bool = False) -> None:
+    """Write and delete a small file where ``url`` will be written (in it, or ``beside`` it), so a
+    job learns before its work, not after, that it cannot publish. Folders made for the probe
+    are removed again: a job that stops leaves nothing behind."""
+    fs, path = filesystem(url, storage_options)
+    path = path.rstrip("/")
+    # Locally a directory is published by renaming a sibling into place, so its parent must be
+    # writable; an object store writes under the URL itself.
+    folder = path.rpartition("/")[0] or "/" if beside or is_local(url) else path
+    made = []
+    try:
+        for ancestor in _missing_folders(fs, folder) if is_local(url) else []:
+            fs.mkdir(ancestor)
+            made.append(ancestor)
+        probe = f"{folder}/.bpe-dask-probe-{uuid.uuid4().hex}"
+        fs.pipe_file(probe, b"")
+        fs.rm_file(probe)
+    except Exception as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else describe(error)
+        raise BpeDaskError(f"cannot write the output {url}: {reason}") from None
+    finally:
+        for folder_made in reversed(made):
+            fs.rmdir(folder_made)
+
+
+def _missing_folders(fs: fsspec.AbstractFileSystem, folder: str) -> list[str]:
+    """``folder`` and its ancestors that do not exist yet, outermost first."""
+    missing = []
+    while folder not in ("", "/") and not fs.exists(folder):
+        missing.append(folder)
+        folder = folder.rpartition("/")[0]
+    return missing[::-1]
 
 
 def remove_files(urls: list[str], storage_options: dict | None = None) -> None:

@@ -24,18 +24,27 @@ DEFAULT_FAN_IN = 16
 
 
 def combine(
-    parts: Sequence[Shard | str], out: str, storage_options: dict | None = None, *, sort: bool = False
+    parts: Sequence[Shard | str],
+    out: str,
+    storage_options: dict | None = None,
+    *,
+    settings: dict | None = None,
 ) -> str:
-    """Sum the counts of ``parts`` (shards or earlier combined tables) into the Parquet file ``out``."""
-    return retrying(_combine, parts, out, storage_options, sort=sort)
+    """Sum the counts of ``parts`` (shards or earlier combined tables) into the Parquet file ``out``.
+
+    The last combine sorts by token and records the counting ``settings`` in the file.
+    """
+    return retrying(_combine, parts, out, storage_options, settings)
 
 
-def _combine(parts: Sequence[Shard | str], out: str, storage_options: dict | None, *, sort: bool) -> str:
+def _combine(
+    parts: Sequence[Shard | str], out: str, storage_options: dict | None, settings: dict | None
+) -> str:
     paths = [p.path if isinstance(p, Shard) else p for p in parts]
     table = sum_counts([read_counts(p, storage_options) for p in paths])
-    if sort:
+    if settings is not None:
         table = table.sort_by("token")
-    write_counts(table, out, storage_options)
+    write_counts(table, out, storage_options, settings)
     return out
 
 
@@ -43,10 +52,12 @@ def reduce_tree(
     shards: Sequence[Delayed],
     out: str,
     work_dir: str,
+    settings: dict,
     storage_options: dict | None = None,
     fan_in: int = DEFAULT_FAN_IN,
 ) -> tuple[Delayed, list[str]]:
-    """A Dask graph that sums ``shards`` level by level into ``out`` (sorted by token).
+    """A Dask graph that sums ``shards`` level by level into ``out`` (sorted by token, ``settings``
+    recorded).
 
     Also gives the paths of the partial sums it writes on the way, to delete afterwards.
     """
@@ -60,7 +71,7 @@ def reduce_tree(
             dask.delayed(combine, pure=True)(group, path, storage_options)
             for group, path in zip(groups, paths, strict=True)
         ]
-    return dask.delayed(combine, pure=True)(level, out, storage_options, sort=True), partial_sums
+    return dask.delayed(combine, pure=True)(level, out, storage_options, settings=settings), partial_sums
 
 
 def _partial_path(work_dir: str, group: Sequence[Delayed]) -> str:

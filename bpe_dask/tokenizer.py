@@ -18,7 +18,7 @@ from pathlib import PurePosixPath
 from . import gpt2_files
 from .errors import BpeDaskError
 from .pretokenize import GPT2, Pretokenizer, SplitPattern, check_special_tokens
-from .publish import publish_directory
+from .publish import check_output_dir, publish_directory
 from .storage import describe, filesystem
 
 CACHE_LIMIT = 1 << 20
@@ -43,18 +43,26 @@ class Tokenizer:
         ids: dict[bytes, int] = {}
         for i, token in sorted(self.vocab.items()):
             ids.setdefault(token, i)  # where two ids hold the same bytes, the first is the token's
-        for token in map(str.encode, self.special_tokens):
-            if token not in ids:  # a special token the vocabulary lacks gets the next free id
-                ids[token] = max(self.vocab, default=-1) + 1
-                self.vocab[ids[token]] = token
         self._ids = ids
-        self.special_ids = {token: ids[token.encode("utf-8")] for token in self.special_tokens}
+        self.special_ids = {token: self._special_id(token) for token in self.special_tokens}
         self._byte_ids = [ids[bytes([b])] for b in range(256)]
         # (left id, right id) -> (rank, merged id): merging by ids, never by bytes
         self._merges = {
             (ids[a], ids[b]): (rank, ids[a + b]) for rank, (a, b) in enumerate(self.merges) if a + b in ids
         }
         self._cache: dict[str, tuple[int, ...]] = {}
+
+    def _special_id(self, token: str) -> int:
+        """The first id past the 256 bytes that holds the token (a special token "\n" is not byte 10),
+        or, for a token the vocabulary lacks, the next free id."""
+        data = token.encode("utf-8")
+        found = [i for i, t in self.vocab.items() if t == data and i >= 256]
+        if found:
+            return min(found)
+        new_id = max(self.vocab, default=-1) + 1
+        self.vocab[new_id] = data
+        self._ids.setdefault(data, new_id)
+        return new_id
 
     # --- the directory contract ----------------------------------------------------------------
 
@@ -67,8 +75,11 @@ class Tokenizer:
         }
 
     def save(self, directory: str | os.PathLike, storage_options: dict | None = None) -> None:
-        """Write the tokenizer's files into ``directory`` (a path or URL), published whole."""
-        publish_directory(os.fspath(directory), self.files(), storage_options)
+        """Make ``directory`` (a path or URL) hold the tokenizer's files, published whole: a
+        tokenizer saved there before is replaced; a directory holding other files is refused."""
+        directory = os.fspath(directory)
+        check_output_dir(directory, True, lambda name: name in (*FILES, "report.json"), storage_options)
+        publish_directory(directory, self.files(), storage_options)
 
     @classmethod
     def load(
@@ -107,7 +118,7 @@ class Tokenizer:
     ) -> Tokenizer:
         """A tokenizer from GPT-2-style ``vocab.json`` and ``merges.txt`` (CS336's interface),
         local paths or any URL fsspec reads."""
-        special_tokens = list(special_tokens or ())
+        special_tokens = check_special_tokens(special_tokens or ())
         vocab = gpt2_files.parse_vocab_json(_read_text(vocab_filepath, storage_options), special_tokens)
         merges = gpt2_files.parse_merges_txt(_read_text(merges_filepath, storage_options))
         return cls(vocab, merges, special_tokens)
@@ -141,6 +152,8 @@ class Tokenizer:
 
     def token_id(self, token: str | bytes) -> int:
         """The id of one whole token (a special token's text, or a token's bytes)."""
+        if isinstance(token, str) and token in self.special_ids:
+            return self.special_ids[token]
         token = token.encode("utf-8") if isinstance(token, str) else token
         try:
             return self._ids[token]

@@ -21,10 +21,10 @@ from distributed import Client
 from . import progress
 from .cluster import failures_explained
 from .count_job import count_on_cluster, count_with
-from .counts_table import read_counts
+from .counts_table import read_counts, recorded_settings
 from .errors import BpeDaskError
 from .gpt2_files import check_special_token_names
-from .job import Job, is_embedded, peak_rss_bytes
+from .job import Job, cluster_threads, is_embedded, peak_rss_bytes
 from .merging import train_merges
 from .options import JobOptions, PathLike, input_list
 from .publish import check_output_dir, publish_directory
@@ -67,10 +67,11 @@ def train(
     inputs = input_list(inputs)
     job = Job.start(opts, [*inputs, out, opts.work_dir])
     check_output_dir(out, opts.overwrite, _is_output_file, job.storage_options)
+    job.find_inputs(inputs, exclude=[out, opts.work_dir])
     settings = opts.count_settings()
-    job.plan(inputs, settings.pretokenizer(), exclude=[out, opts.work_dir])
     with job.work_directory() as work, job.cluster() as client:
         job.preflight(client, work, [out])
+        job.plan(settings.pretokenizer(), cluster_threads(client))
         counts_url, reused = count_on_cluster(client, job, settings, work)
         count_seconds = time.perf_counter() - started
         on_worker = opts.merge_on == "worker" or (opts.merge_on == "auto" and not is_embedded(client))
@@ -91,17 +92,41 @@ def train(
     return report
 
 
-def merge(counts: str, vocab_size: int, out: str, special_tokens: Sequence[str] = (), **options) -> dict:
-    """The merge loop over a counts table written by ``count_words``, then publish ``out``."""
+def merge(
+    counts: str, vocab_size: int, out: str, special_tokens: Sequence[str] | None = None, **options
+) -> dict:
+    """The merge loop over a counts table written by ``count_words``, then publish ``out``.
+
+    ``special_tokens`` default to those the counts were made with (the counts file records them);
+    other special tokens than those are refused: the counts were split on the recorded ones.
+    """
     started = time.perf_counter()
+    recorded = recorded_settings(counts, JobOptions.of(**options).storage_options)
+    special_tokens = _special_tokens_for(counts, special_tokens, recorded)
     opts = _training_options(vocab_size, special_tokens, options)
     job = Job.start(opts, [counts, out])
     check_output_dir(out, opts.overwrite, _is_output_file, job.storage_options)
     merged = _merge_here(read_counts(counts, job.storage_options), vocab_size, opts)
-    report = _report({"counts": counts}, merged, opts.special_tokens, vocab_size, {})
+    report = _report(
+        {"counts": counts, "counted_with": recorded}, merged, opts.special_tokens, vocab_size, {}
+    )
     report["timings"]["total"] = time.perf_counter() - started
     _publish(out, merged, opts.special_tokens, report, job.storage_options)
     return report
+
+
+def _special_tokens_for(counts: str, given: Sequence[str] | None, recorded: dict | None) -> Sequence[str]:
+    if recorded is None:
+        return given or ()
+    counted_with = recorded.get("special_tokens", [])
+    if given is None:
+        return counted_with
+    if set(given) != set(counted_with):
+        raise BpeDaskError(
+            f"{counts} was counted with special tokens {counted_with!r}, not {list(given)!r}: leave "
+            "--special-token out to use the recorded ones, or count again with the ones you want"
+        )
+    return given
 
 
 def train_bpe(
@@ -109,21 +134,24 @@ def train_bpe(
 ) -> tuple[Vocab, Merges]:
     """Train a byte-level BPE tokenizer: a drop-in for CS336's ``run_train_bpe``.
 
-    ``options`` are those of ``count_words``: ``chunk_size``, ``client``, ``scheduler``,
-    ``workers``, ``work_dir``, ``storage_options``, ``in_process``, ...
+    ``options`` are ``JobOptions`` fields: ``chunk_size``, ``client``, ``scheduler``, ``workers``,
+    ``work_dir``, ``storage_options``, ``in_process``, ... Nothing is written but the work directory.
     """
     opts = _training_options(vocab_size, special_tokens, options)
     counted = count_with(input_list(input_path), opts)
     _warn_if_empty(counted.table().num_rows, counted.input_bytes)
     merged = merge_table(counted.table(), vocab_size, opts.special_tokens)
+    _warn_if_short(merged, vocab_size)
     return merged.vocab, merged.merges
 
 
 def _training_options(vocab_size: int, special_tokens: Sequence[str], options: dict) -> JobOptions:
     opts = JobOptions.of(special_tokens=special_tokens, **options)
     check_special_token_names(opts.special_tokens)
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise BpeDaskError(f"vocab size must be a whole number, got {vocab_size!r}")
     smallest = 256 + len(opts.special_tokens)
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int) or vocab_size < smallest:
+    if vocab_size < smallest:
         tokens = len(opts.special_tokens)
         raise BpeDaskError(
             f"vocab size {vocab_size} is below {smallest} (256 bytes + {tokens} special tokens)"
@@ -185,6 +213,7 @@ def _merge_here(counts: pa.Table, vocab_size: int, opts: JobOptions) -> Merged:
 def _publish(
     out: str, merged: Merged, special_tokens: Sequence[str], report: dict, storage_options: dict
 ) -> None:
+    _warn_if_short(merged, report["requested_vocab_size"])
     files = Tokenizer(merged.vocab, merged.merges, special_tokens).files()
     publish_directory(out, {**files, "report.json": json.dumps(report, indent=2) + "\n"}, storage_options)
 
@@ -203,6 +232,14 @@ def _report(
         "peak_rss_bytes": merged.peak_rss_bytes,
         "timings": {**timings, "merge": merged.seconds},
     }
+
+
+def _warn_if_short(merged: Merged, vocab_size: int) -> None:
+    if merged.unique_words and len(merged.vocab) < vocab_size:
+        log.warning(
+            "the counts hold pairs for only %s merges: the vocabulary has %s tokens, not the %s asked for",
+            f"{len(merged.merges):,}", f"{len(merged.vocab):,}", f"{vocab_size:,}",
+        )  # fmt: skip
 
 
 def _warn_if_empty(unique_words: int, input_bytes: int) -> None:

@@ -45,7 +45,7 @@ def test_concurrent_jobs_on_one_cluster_keep_their_own_shards(text_file, tmp_pat
         results[name] = count_words(text_file, [EOT], client=client, chunk_size=4096, work_dir=str(work))
 
     with (
-        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,
+        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0") as cluster,
         Client(cluster) as c,
     ):
         threads = [threading.Thread(target=job, args=(name, c)) for name in ("a", "b")]
@@ -125,3 +125,41 @@ def test_storage_options_stay_out_of_reprs(text_file):
     options = JobOptions.of(storage_options={"key": "AKIA-example", "secret": secret})
     result = count_words(text_file, [EOT], storage_options={"secret": secret})
     assert secret not in repr(options) and secret not in repr(result)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"storage_options": "x"}, "storage options must be a dict"),
+        ({"storage_options": [1]}, "storage options must be a dict"),
+        ({"pattern": ["gpt2"]}, "pattern must be a string"),
+        ({"pattern": "gpt5"}, "unknown split pattern 'gpt5'"),
+        ({"workers": "two"}, "not a whole number"),
+        ({"workers": 0}, "workers must be a positive number"),
+        ({"in_process": "no"}, "in_process must be True or False"),
+        ({"overwrite": 1}, "overwrite must be True or False"),
+        ({"chunk_size": "lots"}, "not a size"),
+        ({"client": "tcp://x:1"}, "client must be a distributed.Client"),
+        ({"scheduler": "tcp://x:1", "workers": 2}, "one place to run"),
+    ],
+)
+def test_bad_job_options_are_one_line_errors(text_file, options, message):
+    with pytest.raises(BpeDaskError, match=message):
+        train_bpe(text_file, 300, [EOT], **options)
+
+
+def test_job_options_convert_what_they_can():
+    from bpe_dask import JobOptions
+
+    options = JobOptions.of(workers="2", chunk_size="1MiB", special_tokens=None)
+    assert (options.workers, options.chunk_size, options.special_tokens) == (2, 2**20, ())
+
+
+def test_a_vocabulary_size_must_be_a_whole_number(text_file):
+    with pytest.raises(BpeDaskError, match=r"vocab size must be a whole number, got 300\.0"):
+        train_bpe(text_file, 300.0, [EOT])
+
+
+def test_an_empty_list_of_inputs_is_refused():
+    with pytest.raises(BpeDaskError, match="inputs must be a path or URL"):
+        count_words([])

@@ -46,7 +46,7 @@ def test_flags_beat_the_config_which_beats_the_environment(tmp_path, monkeypatch
         ("special_tokens = 3\n", "not a list of strings"),
         ("storage_options = 'x'\n", "not JSON"),
         ("merge_on = 'moon'\n", "auto, client or worker"),
-        ("utf8_errors = 'ignore'\n", "utf8-errors: invalid UTF-8 handling must be strict or replace"),
+        ("utf8_errors = 'ignore'\n", "utf8_errors: invalid UTF-8 handling must be strict or replace"),
         ("this is not toml\n", "not valid TOML"),
     ],
 )

@@ -46,7 +46,7 @@ def test_special_tokens_stay_whole_and_never_merge(tmp_path):
 @pytest.mark.parametrize("chunk_size", [4096, 997])
 def test_reference_on_a_local_cluster(cs336_corpus_path, cs336_reference_merges, chunk_size):
     with (
-        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,
+        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0") as cluster,
         Client(cluster) as c,
     ):
         _, merges = train_bpe(cs336_corpus_path, 500, [EOT], client=c, chunk_size=chunk_size)

@@ -173,3 +173,11 @@ def test_utf8_error_handling_is_part_of_the_shard_identity():
     assert strict.key() != replace.key()
     with pytest.raises(BpeDaskError, match="strict or replace"):
         CountSettings((), utf8_errors="ignore")
+
+
+def test_the_offset_of_text_without_a_cut_is_exact_after_replaced_bytes(tmp_path):
+    path = tmp_path / "bad.txt"
+    data = b"ab\xff\xff\xff\xff cd " + b"x" * 100
+    path.write_bytes(data)
+    with pytest.raises(BpeDaskError, match=f"after byte offset {data.index(b' ' + b'x' * 100)} "):
+        blocks_of(path, block_size=4, max_uncut=20, utf8_errors="replace")

@@ -141,11 +141,3 @@ def test_a_missing_tokenizer_is_one_line(tmp_path, inputs):
         "bpe-dask: error: tokenizer nowhere: no vocab.json there (a directory `bpe-dask train` wrote)"
     ]
     assert not (tmp_path / "ids").exists()
-
-
-def test_encode_refuses_a_work_dir_it_would_not_use(tmp_path, inputs):
-    (tmp_path / "tok").mkdir()
-    done = run("encode", str(inputs[0]), "--tokenizer", "tok", "--out", "ids", "--work-dir", "w", "-q",
-               cwd=tmp_path)  # fmt: skip
-    assert done.returncode == 1 and len(done.stderr.splitlines()) == 1 and "--work-dir" in done.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["tok"]

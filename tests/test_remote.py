@@ -265,3 +265,31 @@ def test_a_worker_without_bpe_dask_is_named_and_ship_package_fixes_it(tmp_path):
     _, want = train_bpe(tmp_path / "in.txt", 300)
     lines = (tmp_path / "out" / "merges.txt").read_text(encoding="utf-8").splitlines()
     assert [tuple(gpt2_decode(t) for t in line.split(" ")) for line in lines] == want
+
+
+def test_an_unwritable_s3_out_is_one_line_before_any_work(endpoint, bucket, tmp_path):
+    (tmp_path / "in.txt").write_text(corpus.words_corpus(8, 2000))
+    for command in (["train", "in.txt", "--vocab-size", "300"], ["count", "in.txt"]):
+        done = run_cli(
+            *command, "--out", "s3://no-such-bucket/result", "--workers", "1",
+            env=client_env(endpoint), cwd=tmp_path,
+        )  # fmt: skip
+        assert_one_line_error(done, "cannot write the output s3://no-such-bucket/result")
+        assert "LocalCluster" not in done.stderr  # found before any work
+
+
+def test_credentials_from_the_environment_stay_out_of_reprs_and_reports(s3, bucket, endpoint, monkeypatch):
+    from bpe_dask import count_words
+
+    secret = "not-a-secret-but-treated-as-one"
+    for name, value in {**servers.S3_ENV, "AWS_SECRET_ACCESS_KEY": secret}.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(
+        Exception
+    ) as refused:  # moto takes any key id but checks nothing: use a wrong endpoint
+        count_words(f"s3://{bucket}/in/a.txt", storage_options={"endpoint_url": "http://127.0.0.1:9"})
+    assert secret not in str(refused.value)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    result = count_words(f"s3://{bucket}/in/a.txt", storage_options={"endpoint_url": endpoint})
+    assert result.storage_options["secret"] == "testing"  # the job did use the environment's secret
+    assert "testing" not in repr(result).replace("pytest", "")

@@ -126,3 +126,41 @@ def test_a_non_ascii_special_token_keeps_its_trained_id_through_the_files(tmp_pa
     loaded = Tokenizer.from_files(tmp_path / "vocab.json", tmp_path / "merges.txt", [special])
     assert loaded.vocab == vocab
     assert loaded.encode(f"a{special}b")[1] == 256
+
+
+def test_a_special_token_that_is_also_a_byte_keeps_its_own_id(tmp_path):
+    text = "one\ntwo<|eot|>three\nfour<|eot|>" * 50
+    (tmp_path / "in.txt").write_text(text, encoding="utf-8")
+    vocab, merges = train_bpe(tmp_path / "in.txt", 256 + 2 + 20, ["\n", "<|eot|>"])
+    tokenizer = Tokenizer(vocab, merges, ["\n", "<|eot|>"])
+    assert tokenizer.encode("a\nb<|eot|>") == [97, 256, 98, 257]
+    assert tokenizer.token_id(b"\n") == 10 and tokenizer.token_id("\n") == 256
+    tokenizer.save(tmp_path / "tok")
+    written = json.loads((tmp_path / "tok" / "vocab.json").read_text(encoding="utf-8"))
+    assert written["\n"] == 256 and written["Ċ"] == 10  # the byte keeps its GPT-2 name
+    assert Tokenizer.load(tmp_path / "tok").encode("a\nb<|eot|>") == [97, 256, 98, 257]
+
+
+def test_special_tokens_given_as_one_string_are_refused_everywhere(tmp_path):
+    from bpe_dask import BpeDaskError
+
+    vocab = {i: bytes([i]) for i in range(256)}
+    Tokenizer(vocab, [], []).save(tmp_path / "tok")
+    with pytest.raises(BpeDaskError, match="list of strings, not one string"):
+        Tokenizer.from_files(tmp_path / "tok" / "vocab.json", tmp_path / "tok" / "merges.txt", "<eot>")
+    with pytest.raises(BpeDaskError, match="list of strings, not one string"):
+        Tokenizer.load(tmp_path / "tok", "<eot>")
+
+
+def test_save_replaces_a_saved_tokenizer_but_not_other_files(tmp_path):
+    from bpe_dask import BpeDaskError
+
+    vocab = {i: bytes([i]) for i in range(256)}
+    Tokenizer(vocab, [], ["<a>"]).save(tmp_path / "tok")
+    Tokenizer(vocab, [], ["<b>"]).save(tmp_path / "tok")  # a tokenizer saved there before is replaced
+    assert Tokenizer.load(tmp_path / "tok").special_tokens == ["<b>"]
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "notes.txt").write_text("keep me")
+    with pytest.raises(BpeDaskError, match="holds other files"):
+        Tokenizer(vocab, [], []).save(tmp_path / "notes")
+    assert (tmp_path / "notes" / "notes.txt").read_text() == "keep me"
