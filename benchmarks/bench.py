@@ -241,7 +241,97 @@ def bpe_dask_count_worker_peak(path: str, chunk_size: int) -> dict:
     return {"seconds": seconds, "unique_words": result.table().num_rows, "worker_peak_bytes": worker_peak}
 
 
+# --- training peers: each fed the documents of the file split on the special token --------------
+
+
+def _documents(path: str) -> list[str]:
+    with open(path, encoding="utf-8", newline="") as f:
+        return f.read().split(EOT)
+
+
+def _peak_rss() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def rustbpe_train(path: str, vocab_size: int) -> dict:
+    """rustbpe (Rust + rayon, nanochat's trainer), GPT-2 pattern; no special tokens, so one id fewer."""
+    import rustbpe
+
+    from bpe_dask.pretokenize import GPT2
+
+    started = time.perf_counter()
+    tokenizer = rustbpe.Tokenizer()
+    tokenizer.train_from_iterator(iter(_documents(path)), vocab_size - 1, pattern=GPT2.regex)
+    seconds = time.perf_counter() - started
+    ranks = sorted(tokenizer.get_mergeable_ranks(), key=lambda item: item[1])
+    return {"seconds": seconds, "peak_rss_bytes": _peak_rss(), "tokens": [t.hex() for t, rank in ranks[256:]]}
+
+
+def huggingface_train_tokens(path: str, vocab_size: int) -> dict:
+    """Hugging Face `tokenizers` BpeTrainer, ByteLevel (GPT-2 pattern), the special token registered."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from bpe_dask.gpt2_files import str_to_token
+
+    started = time.perf_counter()
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOT], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
+    tokenizer.train_from_iterator(_documents(path), trainer)
+    seconds = time.perf_counter() - started
+    merges = json.loads(tokenizer.to_str())["model"]["merges"]
+    pairs = [m.split(" ") if isinstance(m, str) else m for m in merges]
+    tokens = [(str_to_token(a) + str_to_token(b)).hex() for a, b in pairs]
+    return {"seconds": seconds, "peak_rss_bytes": _peak_rss(), "tokens": tokens}
+
+
+def bpeasy_train(path: str, vocab_size: int) -> dict:
+    """bpeasy (Rust), GPT-2 pattern; no special tokens, so one id fewer."""
+    import bpeasy
+
+    from bpe_dask.pretokenize import GPT2
+
+    started = time.perf_counter()
+    ranks = bpeasy.train_bpe(iter(_documents(path)), GPT2.regex, 128, vocab_size - 1)
+    seconds = time.perf_counter() - started
+    tokens = [t.hex() for t, rank in sorted(ranks.items(), key=lambda item: item[1]) if rank >= 256]
+    return {"seconds": seconds, "peak_rss_bytes": _peak_rss(), "tokens": tokens}
+
+
+def bpe_dask_train_tokens(path: str, workers: int, vocab_size: int) -> dict:
+    """`bpe-dask train --workers N` with default options, as a user runs it: cluster start-up included."""
+    from bpe_dask.gpt2_files import parse_merges_txt
+
+    with tempfile.TemporaryDirectory() as tmp:
+        seconds, report = timed_cli("train", path, "--vocab-size", str(vocab_size), "--special-token", EOT,
+                                    "--workers", str(workers), out=f"{tmp}/tok")  # fmt: skip
+        merges = parse_merges_txt(Path(tmp, "tok", "merges.txt").read_text(encoding="utf-8"))
+    return {
+        "seconds": seconds, "timings": report["timings"], "partitions": report["partitions"],
+        "peak_rss_bytes": report["peak_rss_bytes"],
+        "workers_peak_rss_bytes": sum(report.get("workers_peak_rss_bytes", {}).values()),
+        "tokens": [(a + b).hex() for a, b in merges],
+    }  # fmt: skip
+
+
+def compare_tokens(ours: list[str], theirs: list[str]) -> str:
+    """Where a peer's learned tokens first differ from bpe-dask's (exact) ones, and how many differ."""
+    first = next((i for i, (a, b) in enumerate(zip(ours, theirs, strict=False)) if a != b), None)
+    if first is None and len(ours) == len(theirs):
+        return "identical"
+    differing = len(set(ours) - set(theirs))
+    where = f"merge {first + 1:,}" if first is not None else f"length {len(theirs):,}"
+    return f"no: first differs at {where}; {differing:,} of {len(ours):,} tokens differ"
+
+
 CONTENDERS = {
+    "rustbpe_train": rustbpe_train,
+    "huggingface_train_tokens": huggingface_train_tokens,
+    "bpeasy_train": bpeasy_train,
+    "bpe_dask_train_tokens": bpe_dask_train_tokens,
     "bpe_dask_count_worker_peak": bpe_dask_count_worker_peak,
     "bpe_dask_encode_in_process": bpe_dask_encode_in_process,
     "tiktoken_encode": tiktoken_encode,
@@ -421,6 +511,39 @@ def suite_encode(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     ]  # fmt: skip
 
 
+def suite_peers(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    """Whole training runs, bpe-dask against rustbpe, HF tokenizers and bpeasy, in one session."""
+    path = corpus_file(args.kind, args.size)
+    ours = run("bpe_dask_train_tokens", path, args.workers, args.vocab_size)
+    rows = []
+    peers = [
+        ("rustbpe", "rustbpe_train"),
+        ("HF tokenizers", "huggingface_train_tokens"),
+        ("bpeasy", "bpeasy_train"),
+    ]
+    results = {label: run(name, path, args.vocab_size) for label, name in peers}
+    base = results["rustbpe"]["seconds"]
+    mib = lambda n: f"{n / 2**20:,.0f} MiB"  # noqa: E731
+    for label, result in results.items():
+        exact = compare_tokens(ours["tokens"], result["tokens"])
+        rows.append(
+            (
+                f"{label}, whole run",
+                f"{result['seconds']:.1f} s",
+                f"{result['seconds'] / base:.2f} of rustbpe; peak {mib(result['peak_rss_bytes'])}; "
+                f"exact? {exact}",
+            )
+        )
+    t = ours["timings"]
+    rows.append((
+        f"bpe-dask train --workers {args.workers}, default options ({ours['partitions']} partitions)",
+        f"{ours['seconds']:.1f} s",
+        f"{ours['seconds'] / base:.2f} of rustbpe (count {t['count']:.1f} s, merge {t['merge']:.1f} s); peak "
+        f"{mib(ours['peak_rss_bytes'])} client + {mib(ours['workers_peak_rss_bytes'])} workers; exact: yes",
+    ))  # fmt: skip
+    return rows
+
+
 def suite_json(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     path = minified_json_file(args.size)
     result = run("bpe_dask_count_worker_peak", path, 64 * 2**20)
@@ -454,6 +577,11 @@ def main() -> None:
     encoding.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     encoding.add_argument("--size", default="16MB")
     commands.add_parser("cs336", help="CS336's speed test")
+    peers = commands.add_parser("peers", help="whole training runs against rustbpe, HF tokenizers, bpeasy")
+    peers.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
+    peers.add_argument("--size", default="65MB")
+    peers.add_argument("--vocab-size", type=int, default=32000)
+    peers.add_argument("--workers", type=int, default=2)
     json_suite = commands.add_parser("json", help="a worker's peak memory counting minified JSON")
     json_suite.add_argument("--size", default="256MiB")
     parser.add_argument("--repeat", type=int, default=1, help="runs per contender; the fastest counts")
@@ -461,7 +589,7 @@ def main() -> None:
     global REPEAT
     REPEAT = args.repeat
     suites = {"all": suite_all, "map": suite_map, "merge": suite_merge, "encode": suite_encode,
-              "cs336": suite_cs336, "json": suite_json}  # fmt: skip
+              "cs336": suite_cs336, "json": suite_json, "peers": suite_peers}  # fmt: skip
     rows = suites[args.suite](args)
     print("\n| what | time / size | ratio |\n| --- | --- | --- |")
     for row in rows:

@@ -18,8 +18,8 @@ import pyarrow as pa
 from dask.base import tokenize
 from distributed import Client
 
-from .counting import CountSettings, count_range, count_range_to_shard
-from .counts_table import counts_table, read_counts
+from .counting import CountSettings, count_range, count_range_to_shard, new_counter
+from .counts_table import read_counts
 from .errors import BpeDaskError
 from .job import Job, cluster_threads, run_tasks
 from .options import JobOptions, PathLike, input_list
@@ -115,10 +115,10 @@ def _result(job: Job) -> CountResult:
 def count_in_process(
     ranges: Sequence[ByteRange], settings: CountSettings, storage_options: dict | None
 ) -> pa.Table:
-    counts: dict[str, int] = {}
+    counter = new_counter(settings)
     for byte_range in ranges:
-        count_range(byte_range, settings, storage_options, counts=counts)
-    return counts_table(counts)
+        count_range(byte_range, settings, storage_options, counter=counter)
+    return counter.table()
 
 
 def count_on_cluster(

@@ -11,15 +11,17 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
+import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .blocks import BLOCK_SIZE, check_utf8_errors, iter_texts
 from .counts_table import counts_table, write_counts
-from .errors import retrying
+from .errors import BpeDaskError, retrying
 from .plan import ByteRange
 from .pretokenize import Pretokenizer, split_pattern
 from .storage import filesystem
@@ -36,6 +38,7 @@ class CountSettings:
     special_tokens: tuple[str, ...] = ()
     utf8_errors: str = "strict"  # or "replace": invalid UTF-8 becomes U+FFFD
     pattern: str = "gpt2"
+    engine: str = field(default="auto", compare=False)  # how, not what: never part of the key
 
     def __post_init__(self) -> None:
         check_utf8_errors(self.utf8_errors)
@@ -76,23 +79,87 @@ def shard_path(shard_dir: str, byte_range: ByteRange, settings: CountSettings) -
     return f"{shard_dir.rstrip('/')}/{byte_range.key()}-{settings.key()}.parquet"
 
 
+ENGINES = ("auto", "python", "numba")
+
+
+def new_counter(settings: CountSettings) -> RegexCounter | CompiledCounter:
+    """A counter for the settings' pattern: the compiled scanner where one exists and numba is
+    installed (``engine="auto"``), else the ``regex`` module, which stays the reference."""
+    if settings.engine not in ENGINES:
+        raise BpeDaskError(f"engine must be auto, python or numba, got {settings.engine!r}")
+    pretokenizer = settings.pretokenizer()
+    if settings.engine == "python" or not has_compiled_scanner(pretokenizer.pattern.name):
+        if settings.engine == "numba":
+            raise BpeDaskError(f"no compiled scanner for the {pretokenizer.pattern.name} pattern")
+        return RegexCounter(pretokenizer)
+    if not numba_installed():
+        if settings.engine == "numba":
+            raise BpeDaskError("the numba engine needs numba: pip install numba")
+        return RegexCounter(pretokenizer)
+    return CompiledCounter(pretokenizer)
+
+
+def counting_engine(settings: CountSettings) -> str:
+    """Which engine ``new_counter`` picks, in words, for the job's log."""
+    counter = new_counter(settings)
+    return "the compiled scanner (numba)" if isinstance(counter, CompiledCounter) else "the regex module"
+
+
+def has_compiled_scanner(pattern: str) -> bool:
+    return pattern == "gpt2"
+
+
+@functools.cache
+def numba_installed() -> bool:
+    return importlib.util.find_spec("numba") is not None
+
+
+class RegexCounter:
+    """Pre-token counts in a dict, from ``Pretokenizer.count``: the readable reference path."""
+
+    def __init__(self, pretokenizer: Pretokenizer) -> None:
+        self.pretokenizer, self.counts = pretokenizer, {}
+
+    def add(self, text: str) -> None:
+        self.pretokenizer.count(text, self.counts)
+
+    def table(self) -> pa.Table:
+        return counts_table(self.counts)
+
+
+class CompiledCounter:
+    """Pre-token counts from the compiled scanner, kept in flat arrays (``pretokenize_numba``)."""
+
+    def __init__(self, pretokenizer: Pretokenizer) -> None:
+        from .pretokenize_numba import CompiledCounts
+
+        self.pretokenizer, self.counts = pretokenizer, CompiledCounts()
+
+    def add(self, text: str) -> None:
+        data = text.encode("utf-8")
+        self.counts.add(data, self.pretokenizer.piece_bounds(data))
+
+    def table(self) -> pa.Table:
+        return self.counts.table()
+
+
 def count_range(
     byte_range: ByteRange,
     settings: CountSettings,
     storage_options: dict | None = None,
     block_size: int = BLOCK_SIZE,
-    counts: dict[str, int] | None = None,
-) -> dict[str, int]:
-    """The pre-token counts of one range, added into ``counts`` when given."""
+    counter: RegexCounter | CompiledCounter | None = None,
+) -> RegexCounter | CompiledCounter:
+    """The pre-token counts of one range, added into ``counter`` when given (``counter.table()``)."""
     pretokenizer = settings.pretokenizer()
-    counts = {} if counts is None else counts
+    counter = new_counter(settings) if counter is None else counter
     with _without_cycle_collection():
         texts = iter_texts(
             byte_range, pretokenizer, storage_options, utf8_errors=settings.utf8_errors, block_size=block_size
         )
         for text in texts:
-            pretokenizer.count(text, counts)
-    return counts
+            counter.add(text)
+    return counter
 
 
 @contextmanager
@@ -127,6 +194,6 @@ def _count_range_to_shard(
     if fs.exists(fs_path):
         with fs.open(fs_path, "rb") as f:
             return Shard(path, pq.ParquetFile(f).metadata.num_rows, reused=True)
-    table = counts_table(count_range(byte_range, settings, storage_options))
+    table = count_range(byte_range, settings, storage_options).table()
     write_counts(table, path, storage_options)
     return Shard(path, table.num_rows, reused=False)

@@ -18,7 +18,7 @@ from dask.utils import parse_bytes
 from distributed import Client
 
 from .blocks import check_utf8_errors
-from .counting import CountSettings
+from .counting import ENGINES, CountSettings
 from .errors import BpeDaskError
 from .pretokenize import check_special_tokens, split_pattern
 
@@ -37,6 +37,7 @@ class JobOptions:
     storage_options: dict = field(default_factory=dict, repr=False)  # for fsspec; may hold secrets
     utf8_errors: str = "strict"  # or "replace": invalid UTF-8 is read as U+FFFD
     pattern: str = "gpt2"
+    engine: str = "auto"  # counting and merging: compiled (numba) where it can, or "python", or "numba"
     client: Client | None = field(default=None, repr=False)  # run on this client's cluster
     scheduler: str | None = None  # or connect to this scheduler
     workers: int | None = None  # or start a LocalCluster of this many workers (default: one per core)
@@ -65,7 +66,7 @@ class JobOptions:
         if not isinstance(self.storage_options or {}, dict):
             raise BpeDaskError(f"storage options must be a dict, got {self.storage_options!r}")
         set_(self, "storage_options", dict(self.storage_options or {}))
-        for name in ("work_dir", "scheduler", "pattern", "utf8_errors", "merge_on"):
+        for name in ("work_dir", "scheduler", "pattern", "utf8_errors", "merge_on", "engine"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
                 raise BpeDaskError(f"{name} must be a string, got {getattr(self, name)!r}")
         for name in ("ship_package", "overwrite", "show_progress") + (
@@ -77,6 +78,8 @@ class JobOptions:
             raise BpeDaskError(f"client must be a distributed.Client, got {self.client!r}")
         check_utf8_errors(self.utf8_errors)
         split_pattern(self.pattern)
+        if self.engine not in ENGINES:
+            raise BpeDaskError(f"engine must be auto, python or numba, got {self.engine!r}")
         if self.merge_on not in MERGE_PLACES:
             raise BpeDaskError(f"merge_on must be auto, client or worker, got {self.merge_on!r}")
         if sum(map(bool, (self.client, self.scheduler, self.workers))) > 1:
@@ -90,7 +93,7 @@ class JobOptions:
         return bool(self.client or self.scheduler or self.workers)
 
     def count_settings(self) -> CountSettings:
-        return CountSettings(self.special_tokens, self.utf8_errors, self.pattern)
+        return CountSettings(self.special_tokens, self.utf8_errors, self.pattern, self.engine)
 
 
 def check_replacement_character(special_tokens: Sequence[str], utf8_errors: str) -> None:

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
 import regex
 
 from .errors import BpeDaskError
@@ -137,6 +138,10 @@ class Pretokenizer:
         self.special_tokens = tuple(sorted(set(check_special_tokens(special_tokens)), key=len, reverse=True))
         alternation = "|".join(regex.escape(token) for token in self.special_tokens)
         self._specials = regex.compile(alternation) if self.special_tokens else None
+        # The same alternation over UTF-8: a token starts with a byte that starts a character, so it
+        # matches bytes exactly where it matches the text.
+        escaped = b"|".join(regex.escape(token.encode("utf-8")) for token in self.special_tokens)
+        self._special_bytes = regex.compile(escaped) if self.special_tokens else None
         self._pretoken = self.pattern.compiled
         rule = self.pattern.cut_rule
         self._cuts = regex.compile(rule) if rule else None
@@ -173,6 +178,15 @@ class Pretokenizer:
     def pieces(self, text: str) -> list[str]:
         """The text between special tokens: pre-tokens never cross a special token."""
         return [text] if self._specials is None else self._specials.split(text)
+
+    def piece_bounds(self, data: bytes) -> np.ndarray:
+        """``pieces`` for UTF-8 ``data``: where each piece starts and ends, ``[start, end, start, ...]``."""
+        bounds = [0]
+        if self._special_bytes is not None:
+            for match in self._special_bytes.finditer(data):
+                bounds += [match.start(), match.end()]
+        bounds.append(len(data))
+        return np.array(bounds, np.int64)
 
     def pretokens(self, text: str) -> list[str]:
         """Every pre-token of ``text`` in order, special tokens dropped."""

@@ -79,6 +79,7 @@ def train(
             merged = _merge_on_cluster(client, counts_url, vocab_size, opts.special_tokens, job)
         else:
             merged = _merge_here(read_counts(counts_url, job.storage_options), vocab_size, opts)
+        workers_peak = client.run(peak_rss_bytes)
     _warn_if_empty(merged.unique_words, job.input_bytes)
     report = _report(
         {"inputs": job.input_urls, "input_bytes": job.input_bytes, "partitions": len(job.ranges),
@@ -87,6 +88,7 @@ def train(
         merged, opts.special_tokens, vocab_size, {"count": count_seconds},
     )  # fmt: skip
     report["merge_ran_on"] = "worker" if on_worker else "client"
+    report["workers_peak_rss_bytes"] = workers_peak
     report["timings"]["total"] = time.perf_counter() - started
     _publish(out, merged, opts.special_tokens, report, job.storage_options)
     return report
@@ -140,7 +142,7 @@ def train_bpe(
     opts = _training_options(vocab_size, special_tokens, options)
     counted = count_with(input_list(input_path), opts)
     _warn_if_empty(counted.table().num_rows, counted.input_bytes)
-    merged = merge_table(counted.table(), vocab_size, opts.special_tokens)
+    merged = merge_table(counted.table(), vocab_size, opts.special_tokens, engine=opts.engine)
     _warn_if_short(merged, vocab_size)
     return merged.vocab, merged.merges
 
@@ -168,22 +170,28 @@ def merge_table(
     vocab_size: int,
     special_tokens: Sequence[str] = (),
     report_progress: Callable[[int], None] | None = None,
+    engine: str = "auto",
 ) -> Merged:
     """The merge loop over a word-count table, in this process."""
     started = time.perf_counter()
     words = table.column("token").to_pylist()
     counts = table.column("count").to_pylist()
-    vocab, merges = train_merges(zip(words, counts, strict=True), vocab_size, special_tokens, report_progress)
+    pairs = zip(words, counts, strict=True)
+    vocab, merges = train_merges(pairs, vocab_size, special_tokens, report_progress, engine=engine)
     return Merged(vocab, merges, table.num_rows, peak_rss_bytes(), time.perf_counter() - started)
 
 
 def merge_on_worker(
-    counts_url: str, vocab_size: int, special_tokens: Sequence[str], storage_options: dict
+    counts_url: str,
+    vocab_size: int,
+    special_tokens: Sequence[str],
+    storage_options: dict,
+    engine: str = "auto",
 ) -> Merged:
     """The merge loop as a Dask task: reads the counts where it runs, reports progress to the client."""
     total = vocab_size - 256 - len(special_tokens)
     report = progress.every(0.5, total, progress.publish_from_worker)
-    return merge_table(read_counts(counts_url, storage_options), vocab_size, special_tokens, report)
+    return merge_table(read_counts(counts_url, storage_options), vocab_size, special_tokens, report, engine)
 
 
 def _merge_on_cluster(
@@ -196,7 +204,7 @@ def _merge_on_cluster(
         progress.subscribe(client, progress.MergeProgress(vocab_size - 256 - len(special_tokens)))
     log.info("running the merge loop on %s", roomiest)
     future = client.submit(
-        merge_on_worker, counts_url, vocab_size, special_tokens, job.storage_options,
+        merge_on_worker, counts_url, vocab_size, special_tokens, job.storage_options, job.options.engine,
         key=f"merge-{tokenize(counts_url, vocab_size, special_tokens)}",
         workers=[roomiest], allow_other_workers=True, pure=False, priority=100,
     )  # fmt: skip
@@ -207,7 +215,7 @@ def _merge_on_cluster(
 def _merge_here(counts: pa.Table, vocab_size: int, opts: JobOptions) -> Merged:
     total = vocab_size - 256 - len(opts.special_tokens)
     report = progress.every(0.2, total, progress.MergeProgress(total)) if opts.show_progress else None
-    return merge_table(counts, vocab_size, opts.special_tokens, report)
+    return merge_table(counts, vocab_size, opts.special_tokens, report, opts.engine)
 
 
 def _publish(

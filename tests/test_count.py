@@ -8,7 +8,7 @@ import lzma
 import random
 
 import pytest
-from test_plan import ALPHABET, SPECIAL_SETS, whole_counts
+from test_plan import ALPHABET, ENGINES, SPECIAL_SETS, counts_of, whole_counts
 
 from bpe_dask.blocks import iter_texts
 from bpe_dask.counting import CountSettings, count_range
@@ -19,28 +19,28 @@ from bpe_dask.pretokenize import Pretokenizer
 EOT = "<|endoftext|>"
 
 
-def counts_of(path, specials, block_size, chunk_size=1 << 30):
+def counts_of_file(path, specials, block_size, chunk_size=1 << 30, engine="auto"):
     files = expand_inputs([str(path)])
     total = {}
     for byte_range in plan_ranges(files, chunk_size, Pretokenizer(specials)):
-        for word, count in count_range(
-            byte_range, CountSettings(tuple(specials)), block_size=block_size
-        ).items():
-            total[word.encode()] = total.get(word.encode(), 0) + count
+        settings = CountSettings(tuple(specials), engine=engine)
+        for word, count in counts_of(count_range(byte_range, settings, block_size=block_size)).items():
+            total[word] = total.get(word, 0) + count
     return total
 
 
+@pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("specials", SPECIAL_SETS, ids=lambda s: "+".join(s) or "none")
 @pytest.mark.parametrize("seed", range(4))
-def test_blocks_inside_a_range_count_like_the_whole(tmp_path, specials, seed):
+def test_blocks_inside_a_range_count_like_the_whole(tmp_path, specials, seed, engine):
     rng = random.Random(seed)
     text = "".join(rng.choices(ALPHABET + specials * 3, k=rng.randint(100, 800)))
     path = tmp_path / "in.txt"
     path.write_bytes(text.encode())
     want = dict(whole_counts(text, specials))
     for block_size in (1, 2, 5, 17, 64, 1000):
-        assert counts_of(path, specials, block_size) == want, block_size
-        assert counts_of(path, specials, block_size, chunk_size=97) == want, block_size
+        assert counts_of_file(path, specials, block_size, engine=engine) == want, block_size
+        assert counts_of_file(path, specials, block_size, chunk_size=97, engine=engine) == want, block_size
 
 
 COMPRESSORS = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}
@@ -63,7 +63,7 @@ def test_compressed_inputs_stream_in_blocks(tmp_path, suffix):
     assert len(plan_ranges(files, 64, Pretokenizer([EOT]))) == 1  # a compressed file cannot be range-read
     want = dict(whole_counts(text, [EOT]))
     for block_size in (7, 256, 1 << 20):
-        assert counts_of(path, [EOT], block_size, chunk_size=64) == want
+        assert counts_of_file(path, [EOT], block_size, chunk_size=64) == want
 
 
 def test_invalid_utf8_in_a_compressed_file_names_the_decompressed_offset(tmp_path):
@@ -115,7 +115,7 @@ def test_one_huge_document_streams_in_bounded_blocks(tmp_path):
     blocks = blocks_of(path, [EOT], block_size=1 << 16)
     assert "".join(blocks) == text
     assert len(blocks) > 20 and max(len(b.encode()) for b in blocks) < 2 * (1 << 16)
-    assert counts_of(path, [EOT], 1 << 16) == dict(whole_counts(text, [EOT]))
+    assert counts_of_file(path, [EOT], 1 << 16) == dict(whole_counts(text, [EOT]))
 
 
 def test_a_long_line_without_whitespace_streams_in_bounded_blocks(tmp_path):
@@ -125,7 +125,7 @@ def test_a_long_line_without_whitespace_streams_in_bounded_blocks(tmp_path):
     blocks = blocks_of(path, block_size=1 << 16, max_uncut=1 << 17)
     assert "".join(blocks) == text
     assert max(len(b) for b in blocks) < 2 * (1 << 16)
-    assert counts_of(path, [], 1 << 16) == dict(whole_counts(text, []))
+    assert counts_of_file(path, [], 1 << 16) == dict(whole_counts(text, []))
 
 
 @pytest.mark.parametrize(
@@ -146,7 +146,7 @@ def test_a_giant_pre_token_stops_with_the_file_and_offset(tmp_path, content, wha
 def test_whitespace_only_file_below_the_limit_is_one_pre_token(tmp_path):
     path = tmp_path / "blank.txt"
     path.write_bytes(b" \n\t " * 1000)
-    assert counts_of(path, [EOT], 64) == {b" \n\t " * 1000: 1}
+    assert counts_of_file(path, [EOT], 64) == {b" \n\t " * 1000: 1}
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -163,8 +163,8 @@ def test_utf8_errors_replace_counts_like_decoding_the_whole_file_with_replacemen
     for chunk_size, block_size in ((1 << 20, 1 << 20), (50, 7), (7, 3), (300, 64)):
         got = {}
         for byte_range in plan_ranges(expand_inputs([str(path)]), chunk_size, Pretokenizer([EOT])):
-            for word, count in count_range(byte_range, settings, block_size=block_size).items():
-                got[word.encode()] = got.get(word.encode(), 0) + count
+            for word, count in counts_of(count_range(byte_range, settings, block_size=block_size)).items():
+                got[word] = got.get(word, 0) + count
         assert got == want, (chunk_size, block_size)
 
 

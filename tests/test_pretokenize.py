@@ -6,6 +6,7 @@ under test; ``test_the_pattern_is_gpt2s`` ties the two together.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 import sys
@@ -186,3 +187,116 @@ def test_encoding_a_stream_takes_linear_time():
 
     small, large = seconds(whitespace_free_text(500_000)), seconds(whitespace_free_text(1_000_000))
     assert large < 2.5 * small, (small, large)
+
+
+# --- the compiled scanner (pretokenize_numba) against the regex module ----------------------------
+
+numba = pytest.importorskip("numba")
+
+
+def scanned(text: str) -> list[str]:
+    import numpy as np
+
+    from bpe_dask.pretokenize_numba import class_table, pretoken_ends
+
+    data = text.encode("utf-8")
+    ends = pretoken_ends(np.frombuffer(data, np.uint8), 0, len(data), class_table()).tolist()
+    return [data[a:b].decode("utf-8") for a, b in zip([0, *ends[:-1]], ends, strict=False)]
+
+
+def test_the_class_table_agrees_with_regex_on_every_code_point():
+    """One character at a time, on every code point where the class changes, its neighbours, and
+    a sample of the rest (the table is built from runs, so a mistake would show at their edges)."""
+    import numpy as np
+
+    from bpe_dask.pretokenize_numba import LETTER, NUMBER, OTHER, SPACE, class_table
+
+    table = class_table()
+    edges = np.flatnonzero(np.diff(table)) + 1
+    sample = {
+        *edges.tolist(),
+        *(edges - 1).tolist(),
+        *random.Random(0).sample(range(sys.maxunicode + 1), 100_000),
+    }
+    assert len(edges) > 1000
+    for code in sorted(sample):
+        char = chr(code)
+        want = (
+            LETTER if regex.match(r"\p{L}", char) else NUMBER if regex.match(r"\p{N}", char)
+            else SPACE if regex.match(r"\s", char) else OTHER
+        )  # fmt: skip
+        assert table[code] == want, hex(code)
+
+
+@functools.cache
+def one_of_each_class() -> list[str]:
+    """A few code points of every Unicode general category, and every whitespace character."""
+    import unicodedata
+
+    by_category: dict[str, list[str]] = {}
+    for code in range(sys.maxunicode + 1):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        by_category.setdefault(unicodedata.category(chr(code)), []).append(chr(code))
+    rng = random.Random(1)
+    picked = [c for chars in by_category.values() for c in rng.sample(chars, min(4, len(chars)))]
+    spaces = [
+        chr(c) for c in range(sys.maxunicode + 1) if regex.match(r"\s", chr(c)) and not 0xD800 <= c <= 0xDFFF
+    ]
+    return [*picked, *spaces, "'", "s", "d", "m", "t", "l", "v", "e", "r", " "]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_scanner_splits_like_the_regex_module(seed):
+    rng = random.Random(seed)
+    alphabet = [
+        *one_of_each_class(),
+        "'s",
+        "'ll",
+        "'ve",
+        "'re",
+        "'d",
+        "'m",
+        "'t",
+        "  ",
+        "\r\n",
+        " 's",
+        "日本語",
+    ]
+    for _ in range(3000):
+        text = "".join(rng.choices(alphabet, k=rng.randint(0, 40)))
+        assert scanned(text) == regex.findall(PATTERN, text), repr(text)
+
+
+def test_the_scanner_on_every_pair_of_characters():
+    """Every pair of the characters the cut tests use, between assorted neighbours."""
+    contexts = ["", " ", "'", "a", "7", ".", "  ", "\n", "ll", "'r", "\u3000"]
+    for x, y in product([*CHARACTERS, "s", "'s"], repeat=2):
+        for before in contexts:
+            for after in contexts:
+                text = before + x + y + after
+                assert scanned(text) == regex.findall(PATTERN, text), repr(text)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_compiled_counts_equal_regex_counts_across_blocks_and_growth(seed):
+    from collections import Counter
+
+    from bpe_dask.pretokenize_numba import CompiledCounts
+
+    rng = random.Random(seed)
+    words = [
+        *one_of_each_class(),
+        *("".join(rng.choices("abcdefghij", k=rng.randint(1, 12))) for _ in range(3000)),
+    ]
+    rules = Pretokenizer([EOT])
+    counts = CompiledCounts(capacity=16)  # tiny, so the arena and the table grow many times
+    want: Counter[bytes] = Counter()
+    for _ in range(20):
+        text = "".join(rng.choices([*words, " ", EOT, "\n"], k=2000))
+        data = text.encode()
+        counts.add(data, rules.piece_bounds(data))
+        want.update(t.encode() for t in pretokens(text, [EOT]))
+    table = counts.table()
+    got = dict(zip(table.column("token").to_pylist(), table.column("count").to_pylist(), strict=True))
+    assert got == dict(want)
