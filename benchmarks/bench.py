@@ -358,7 +358,8 @@ def run(name: str, *args) -> dict:
         command = [sys.executable, __file__, "run", name, json.dumps(args)]
         done = subprocess.run(command, check=True, capture_output=True, text=True)
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        print(f"  {name}{tuple(args)}: {json.dumps(results[-1])}", file=sys.stderr)
+        shown = {k: v for k, v in results[-1].items() if k != "tokens"}
+        print(f"  {name}{tuple(args)}: {json.dumps(shown)}", file=sys.stderr)
     return min(results, key=lambda r: r["seconds"])
 
 

@@ -18,7 +18,7 @@ import pyarrow as pa
 from dask.base import tokenize
 from distributed import Client
 
-from .counting import CountSettings, count_range, count_range_to_shard, new_counter
+from .counting import CountSettings, count_range, count_range_to_shard, counting_engine, new_counter
 from .counts_table import read_counts
 from .errors import BpeDaskError
 from .job import Job, cluster_threads, run_tasks
@@ -94,12 +94,14 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
         in_process = not (opts.wants_cluster or out) and job.input_bytes <= IN_PROCESS_LIMIT
     if in_process:
         job.plan(pretokenizer)
+        log.info("counting with %s", counting_engine(settings, job.input_bytes))
         result = _result(job)
         result._table = count_in_process(job.ranges, settings, job.storage_options)
     else:
         with job.work_directory() as work, job.cluster() as client:
             job.preflight(client, work, [out])
             job.plan(pretokenizer, cluster_threads(client))
+            log.info("counting with %s", counting_engine(settings, job.largest_range))
             result = _result(job)
             result.path, result.partitions_reused = count_on_cluster(client, job, settings, work, out)
             if not out:  # the work directory may be temporary: load the counts while it exists
@@ -115,7 +117,7 @@ def _result(job: Job) -> CountResult:
 def count_in_process(
     ranges: Sequence[ByteRange], settings: CountSettings, storage_options: dict | None
 ) -> pa.Table:
-    counter = new_counter(settings)
+    counter = new_counter(settings, sum(r.size for r in ranges))
     for byte_range in ranges:
         count_range(byte_range, settings, storage_options, counter=counter)
     return counter.table()

@@ -82,13 +82,19 @@ def shard_path(shard_dir: str, byte_range: ByteRange, settings: CountSettings) -
 ENGINES = ("auto", "python", "numba")
 
 
-def new_counter(settings: CountSettings) -> RegexCounter | CompiledCounter:
-    """A counter for the settings' pattern: the compiled scanner where one exists and numba is
-    installed (``engine="auto"``), else the ``regex`` module, which stays the reference."""
+# Below this much text, loading the compiled scanner (about half a second) costs more than it saves.
+COMPILED_MIN_BYTES = 4 * 2**20
+
+
+def new_counter(settings: CountSettings, size: int = COMPILED_MIN_BYTES) -> RegexCounter | CompiledCounter:
+    """A counter for the settings' pattern and about ``size`` bytes of text: the compiled scanner
+    where one exists and numba is installed (``engine="auto"``, for enough text), else the ``regex``
+    module, which stays the reference."""
     if settings.engine not in ENGINES:
         raise BpeDaskError(f"engine must be auto, python or numba, got {settings.engine!r}")
     pretokenizer = settings.pretokenizer()
-    if settings.engine == "python" or not has_compiled_scanner(pretokenizer.pattern.name):
+    small = settings.engine == "auto" and size < COMPILED_MIN_BYTES
+    if settings.engine == "python" or small or not has_compiled_scanner(pretokenizer.pattern.name):
         if settings.engine == "numba":
             raise BpeDaskError(f"no compiled scanner for the {pretokenizer.pattern.name} pattern")
         return RegexCounter(pretokenizer)
@@ -99,10 +105,10 @@ def new_counter(settings: CountSettings) -> RegexCounter | CompiledCounter:
     return CompiledCounter(pretokenizer)
 
 
-def counting_engine(settings: CountSettings) -> str:
-    """Which engine ``new_counter`` picks, in words, for the job's log."""
-    counter = new_counter(settings)
-    return "the compiled scanner (numba)" if isinstance(counter, CompiledCounter) else "the regex module"
+def counting_engine(settings: CountSettings, size: int) -> str:
+    """Which engine ``new_counter`` picks for ``size`` bytes, in words, for the job's log."""
+    compiled = isinstance(new_counter(settings, size), CompiledCounter)
+    return f"the compiled {settings.pattern} scanner (numba)" if compiled else "the regex module"
 
 
 def has_compiled_scanner(pattern: str) -> bool:
@@ -152,7 +158,7 @@ def count_range(
 ) -> RegexCounter | CompiledCounter:
     """The pre-token counts of one range, added into ``counter`` when given (``counter.table()``)."""
     pretokenizer = settings.pretokenizer()
-    counter = new_counter(settings) if counter is None else counter
+    counter = new_counter(settings, byte_range.size) if counter is None else counter
     with _without_cycle_collection():
         texts = iter_texts(
             byte_range, pretokenizer, storage_options, utf8_errors=settings.utf8_errors, block_size=block_size

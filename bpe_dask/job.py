@@ -84,6 +84,10 @@ class Job:
         return sum(f.size for f in self.files)
 
     @property
+    def largest_range(self) -> int:
+        return max((r.size for r in self.ranges), default=0)
+
+    @property
     def input_urls(self) -> list[str]:
         return [f.url for f in self.files]
 

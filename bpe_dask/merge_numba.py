@@ -1,253 +1,249 @@
 """The merge loop compiled with numba: the algorithm of ``merging``, at machine speed.
 
-Takes the same word counts and gives the same vocabulary and merges as the pure-Python loop
-of ``merging``, which uses it when numba is installed (``pip install bpe-dask[fast]``); the tests
-check both against the reference trainer.
+Takes the words as flat arrays (their bytes back to back, where each starts, and its count: what
+an Arrow binary column holds, with no Python object per word) and gives the same vocabulary and
+merges as the pure-Python loop of ``merging``, which uses it when numba is installed; the tests
+hold both to the reference trainer.
 
-Layout: every word's token ids sit in one int32 array (``tokens``, a word at
-``starts[w]``, ``lengths[w]`` long, shrinking in place as merges join its tokens). A pair
-``(a, b)`` is the int64 key ``a << 32 | b``; ``counts`` maps it to its weighted count and
-``slots`` to a list of the words holding it (with stale and repeated entries, skipped as in
-the pure-Python loop). The heap holds ``(count, key)`` entries ordered by count, then by the
-pair's bytes, descending; entries whose count changed are skipped when they surface.
+Layout. The loop is bound by memory, so what a merge reads together sits together:
+
+- Every word is one record in an int32 array (``words``): its length, its count in two int32,
+  then its token ids, the length shrinking in place as merges join its tokens. A word is known by
+  where its record starts.
+- A pair ``(a, b)`` is the int64 key ``a << 32 | b``. The pair map is open-addressing, one record
+  of six int64 per slot: the key, the pair's count, the last merge that touched it, and its list of
+  holder words (where the list starts in ``pool``, its length, its room). A list that outgrows its
+  room moves to the end of the pool, which is compacted when mostly abandoned room. Lists may name
+  a word twice or name words that lost the pair: a merge skips those, as the pure-Python loop does.
+- The heap holds ``(count, key)`` entries, highest count first, then the greater pair of byte
+  strings. A merge pushes an entry for each pair whose count grew; a pair whose count fell keeps
+  its older, higher entry, which is lowered to the current count when it surfaces.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import numpy as np
-from numba import njit, types
-from numba.typed import Dict, List
+from numba import njit
 
-_INT64 = types.int64
+from .pair_heap import sift_down, sift_up
+from .pair_map import (
+    COUNT,
+    EMPTY,
+    KEY,
+    LENGTH,
+    ROOM,
+    START,
+    compacted,
+    find,
+    make_room,
+    new_pairs,
+    note_change,
+    regrown,
+)
+
 _BATCH = 256  # merges per compiled call, between progress reports
+_LOW = np.int64(0xFFFFFFFF)
+
+
+# --- the pair map and holder lists (``pair_map``) -------------------------------------------------
+
+
+# --- the heap (``pair_heap``) --------------------------------------------------------------------
 
 
 @njit(cache=True)
-def _count_of(table, key):
-    """``table[key]``, or 0 where absent (numba's ``dict.get`` gives an optional, not a number)."""
-    if key in table:
-        return table[key]
-    return 0
-
-
-@njit(cache=True)
-def _compare_tokens(pool, offsets, sizes, t, u):
-    """-1, 0 or 1 as the bytes of token ``t`` sort before, equal or after those of ``u``."""
-    if t == u:
-        return 0
-    ot, ou, nt, nu = offsets[t], offsets[u], sizes[t], sizes[u]
-    for i in range(min(nt, nu)):
-        if pool[ot + i] != pool[ou + i]:
-            return -1 if pool[ot + i] < pool[ou + i] else 1
-    if nt == nu:
-        return 0
-    return -1 if nt < nu else 1
-
-
-@njit(cache=True)
-def _before(heap_counts, heap_keys, i, j, pool, offsets, sizes):
-    """Whether heap entry ``i`` comes out before ``j``: higher count, then greater pair bytes."""
-    if heap_counts[i] != heap_counts[j]:
-        return heap_counts[i] > heap_counts[j]
-    ki, kj = heap_keys[i], heap_keys[j]
-    order = _compare_tokens(pool, offsets, sizes, ki >> 32, kj >> 32)
-    if order == 0:
-        order = _compare_tokens(pool, offsets, sizes, ki & 0xFFFFFFFF, kj & 0xFFFFFFFF)
-    return order > 0
-
-
-@njit(cache=True)
-def _sift_up(heap_counts, heap_keys, i, pool, offsets, sizes):
-    while i > 0:
-        parent = (i - 1) // 2
-        if not _before(heap_counts, heap_keys, i, parent, pool, offsets, sizes):
-            break
-        heap_counts[i], heap_counts[parent] = heap_counts[parent], heap_counts[i]
-        heap_keys[i], heap_keys[parent] = heap_keys[parent], heap_keys[i]
-        i = parent
-
-
-@njit(cache=True)
-def _sift_down(heap_counts, heap_keys, size, i, pool, offsets, sizes):
-    while True:
-        best, left = i, 2 * i + 1
-        if left < size and _before(heap_counts, heap_keys, left, best, pool, offsets, sizes):
-            best = left
-        if left + 1 < size and _before(heap_counts, heap_keys, left + 1, best, pool, offsets, sizes):
-            best = left + 1
-        if best == i:
-            return
-        heap_counts[i], heap_counts[best] = heap_counts[best], heap_counts[i]
-        heap_keys[i], heap_keys[best] = heap_keys[best], heap_keys[i]
-        i = best
-
-
-@njit(cache=True)
-def _add_holder(slots, holders, filled, free, key, word):
-    """List ``word`` as holding pair ``key``."""
-    slot = slots[key] if key in slots else np.int64(-1)
-    if slot < 0:
-        if len(free) > 0:
-            slot = np.int64(free.pop())
-            holders[slot] = np.empty(4, np.int32)
-            filled[slot] = 0
-        else:
-            slot = np.int64(len(holders))
-            holders.append(np.empty(4, np.int32))
-            filled.append(0)
-        slots[key] = slot
-    n = filled[slot]
-    array = holders[slot]
-    if n == len(array):
-        grown = np.empty(2 * n, np.int32)
-        grown[:n] = array
-        holders[slot] = grown
-        array = grown
-    array[n] = word
-    filled[slot] = n + 1
-
-
-@njit(cache=True)
-def _drop_holders(slots, holders, filled, free, key):
-    if key in slots:
-        slot = slots[key]
-        del slots[key]
-        holders[slot] = np.empty(0, np.int32)
-        filled[slot] = 0
-        free.append(slot)
-
-
-class _State:
-    """Plain holder of the arrays and typed containers the compiled functions share."""
-
-
-def _build(word_counts: Iterable[tuple[bytes, int]], vocab: dict[int, bytes], vocab_size: int) -> _State:
-    state = _State()
-    words = [(w, c) for w, c in word_counts if len(w) >= 2]
-    state.lengths = np.fromiter((len(w) for w, _ in words), np.int32, len(words))
-    state.starts = np.zeros(len(words), np.int64)
-    if len(words):
-        state.starts[1:] = np.cumsum(state.lengths[:-1], dtype=np.int64)
-    state.tokens = np.frombuffer(b"".join(w for w, _ in words), np.uint8).astype(np.int32)
-    state.freqs = np.fromiter((c for _, c in words), np.int64, len(words))
-    # The bytes of every token, with room for the ones merges will add.
-    capacity = max(vocab_size, len(vocab))
-    state.pool = np.zeros(max(1, sum(len(t) for t in vocab.values())) * 4 + 64, np.uint8)
-    state.offsets = np.zeros(capacity, np.int64)
-    state.sizes = np.zeros(capacity, np.int64)
-    used = 0
-    for token_id, token in vocab.items():
-        state.pool[used : used + len(token)] = np.frombuffer(token, np.uint8)
-        state.offsets[token_id], state.sizes[token_id] = used, len(token)
-        used += len(token)
-    state.pool_used = used
-    state.counts = Dict.empty(_INT64, _INT64)
-    state.slots = Dict.empty(_INT64, _INT64)
-    state.holders = List.empty_list(types.int32[::1])
-    state.filled = List.empty_list(_INT64)
-    state.free = List.empty_list(_INT64)
-    keys, counts, holders, bounds = _initial_pairs(state.tokens, state.lengths, state.freqs)
-    _fill(keys, counts, holders, bounds, state.counts, state.slots, state.holders, state.filled)
-    state.heap_counts = np.empty(max(16, 2 * len(state.counts)), np.int64)
-    state.heap_keys = np.empty_like(state.heap_counts)
-    state.heap_size = _heapify(state.counts, state.heap_counts, state.heap_keys, state.pool, state.offsets,
-                               state.sizes)  # fmt: skip
-    return state
-
-
-def _initial_pairs(tokens: np.ndarray, lengths: np.ndarray, freqs: np.ndarray) -> tuple:
-    """Every distinct pair, its weighted count, and the words holding it, grouped by pair (numpy).
-
-    Before any merge every token is a byte, so a pair fits in 16 bits and numpy's radix sort
-    groups the pairs in one fast pass.
-    """
-    word_of = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
-    left = np.flatnonzero(word_of[:-1] == word_of[1:])  # positions whose right neighbour is in the same word
-    dense = (tokens[left] << 8 | tokens[left + 1]).astype(np.uint16)
-    order = np.argsort(dense, kind="stable")
-    dense, holders = dense[order], word_of[left][order]
-    first = np.flatnonzero(np.diff(dense.astype(np.int32), prepend=-1))  # where each pair's run starts
-    keys = (dense[first].astype(np.int64) >> 8) << 32 | (dense[first].astype(np.int64) & 0xFF)
-    bounds = np.append(first, len(dense)).astype(np.int64)
-    counts = np.add.reduceat(freqs[holders], first) if len(dense) else np.zeros(0, np.int64)
-    return keys, counts.astype(np.int64), holders, bounds
-
-
-@njit(cache=True)
-def _fill(keys, counts, holders, bounds, counts_map, slots, holder_lists, filled):
-    for i in range(len(keys)):
-        counts_map[keys[i]] = counts[i]
-        slots[keys[i]] = i
-        holder_lists.append(holders[bounds[i] : bounds[i + 1]].copy())
-        filled.append(bounds[i + 1] - bounds[i])
-
-
-@njit(cache=True)
-def _heapify(counts, heap_counts, heap_keys, pool, offsets, sizes):
+def _heapify(pairs, heap_counts, heap_keys, token_bytes, offsets, sizes):
+    """Fill the heap with every pair of positive count; returns its size."""
     size = 0
-    for key, count in counts.items():
-        heap_counts[size], heap_keys[size] = count, key
-        size += 1
+    for slot in range(len(pairs)):
+        if pairs[slot, KEY] != EMPTY and pairs[slot, COUNT] > 0:
+            heap_counts[size], heap_keys[size] = pairs[slot, COUNT], pairs[slot, KEY]
+            size += 1
     for i in range(size // 2 - 1, -1, -1):
-        _sift_down(heap_counts, heap_keys, size, i, pool, offsets, sizes)
+        sift_down(heap_counts, heap_keys, size, i, token_bytes, offsets, sizes)
     return size
 
 
+# --- building the state ---------------------------------------------------------------------------
+
+
 @njit(cache=True)
-def _merge_batch(tokens, starts, lengths, freqs, counts, slots, holders, filled, free,
-                 heap_counts, heap_keys, heap_size, pool, offsets, sizes, pool_used,
-                 next_id, last_id, out_pairs):  # fmt: skip
-    """Up to ``last_id - next_id`` merges. Returns how many were made, heap size, pool use,
-    and the (possibly regrown) heap and pool arrays; the pairs go to ``out_pairs``."""
+def _layout(data, offsets, freqs):
+    """The words as records ``[length, count low 32 bits, count high 32 bits, token ids...]`` (words
+    of one byte left out: they hold no pair), and where each record starts."""
+    n, size = 0, 0
+    for w in range(len(offsets) - 1):
+        if offsets[w + 1] - offsets[w] >= 2:
+            n += 1
+            size += 3 + offsets[w + 1] - offsets[w]
+    words, at = np.empty(size, np.int32), np.empty(n, np.int64)
+    p, i = 0, 0
+    for w in range(len(offsets) - 1):
+        length = offsets[w + 1] - offsets[w]
+        if length < 2:
+            continue
+        at[i] = p
+        words[p], words[p + 1], words[p + 2] = length, np.int32(freqs[w] & _LOW), np.int32(freqs[w] >> 32)
+        for k in range(length):
+            words[p + 3 + k] = data[offsets[w] + k]
+        p += 3 + length
+        i += 1
+    return words, at
+
+
+@njit(cache=True)
+def _count_of(words, p):
+    return (np.int64(words[p + 2]) << 32) | (np.int64(words[p + 1]) & _LOW)
+
+
+@njit(cache=True)
+def _initial_pairs(words, at, pairs, like):
+    """Every byte pair into the map, with its weighted count and the words holding it; returns the
+    pool of holder lists (in the type of ``like``: int32 while records fit) and its use.
+
+    Before any merge a pair is two bytes, one of 65,536: a counting sort in two passes over the
+    words groups the holders by pair. A word holding a pair twice is listed twice.
+    """
+    occurrences = np.zeros(1 << 16, np.int64)
+    weighted = np.zeros(1 << 16, np.int64)
+    for p in at:
+        f = _count_of(words, p)
+        for r in range(p + 3, p + 3 + words[p] - 1):
+            pair = (words[r] << 8) | words[r + 1]
+            occurrences[pair] += 1
+            weighted[pair] += f
+    place = np.zeros((1 << 16) + 1, np.int64)
+    place[1:] = np.cumsum(occurrences)
+    pool = np.empty(max(16, place[-1]), like.dtype)
+    fill = place[:-1].copy()
+    for p in at:
+        for r in range(p + 3, p + 3 + words[p] - 1):
+            pair = (words[r] << 8) | words[r + 1]
+            pool[fill[pair]] = p
+            fill[pair] += 1
+    for pair in range(1 << 16):
+        if occurrences[pair]:
+            slot = find(pairs, (np.int64(pair >> 8) << 32) | (pair & 0xFF))
+            pairs[slot, KEY] = (np.int64(pair >> 8) << 32) | (pair & 0xFF)
+            pairs[slot, COUNT] = weighted[pair]
+            pairs[slot, START] = place[pair]
+            pairs[slot, LENGTH] = pairs[slot, ROOM] = occurrences[pair]
+    return pool, place[-1]
+
+
+class _State:
+    """The arrays the compiled functions share, between batches of merges."""
+
+    def __init__(
+        self, data: np.ndarray, offsets: np.ndarray, freqs: np.ndarray, vocab: dict, vocab_size: int
+    ):
+        self.words, at = _layout(data, offsets, freqs)
+        # The bytes of every token, with room for the ones merges will add.
+        capacity = max(vocab_size, len(vocab))
+        self.token_bytes = np.zeros(max(1, sum(len(t) for t in vocab.values())) * 4 + 64, np.uint8)
+        self.offsets = np.zeros(capacity, np.int64)
+        self.sizes = np.zeros(capacity, np.int64)
+        used = 0
+        for token_id, token in vocab.items():
+            self.token_bytes[used : used + len(token)] = np.frombuffer(token, np.uint8)
+            self.offsets[token_id], self.sizes[token_id] = used, len(token)
+            used += len(token)
+        self.bytes_used = used
+        self.pairs = new_pairs(1 << 17)  # room for all 65,536 byte pairs at half load
+        like = np.empty(0, np.int32 if len(self.words) < 2**31 else np.int64)
+        self.pool, self.pool_used = _initial_pairs(self.words, at, self.pairs, like)
+        self.check_pool_at = 2 * self.pool_used
+        self.pairs_used = int(np.count_nonzero(self.pairs[:, KEY] != EMPTY))
+        self.heap_counts = np.empty(max(16, 2 * self.pairs_used), np.int64)
+        self.heap_keys = np.empty_like(self.heap_counts)
+        self.heap_size = _heapify(
+            self.pairs, self.heap_counts, self.heap_keys, self.token_bytes, self.offsets, self.sizes
+        )
+
+
+# --- the merges -----------------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def _merge_batch(words, pairs, pairs_used, pool, pool_used, heap_counts, heap_keys, heap_size,
+                 token_bytes, offsets, sizes, bytes_used, next_id, last_id, out_pairs):  # fmt: skip
+    """Up to ``last_id - next_id`` merges. Stops early, before a merge, when the map might fill up
+    during it (the caller grows it and calls again). Returns how many merges were made, and the
+    map's use, the pool, the heap and the token bytes (all maybe regrown) and their use.
+
+    A merge creates pairs only with its new token, at most two per distinct neighbour: at most
+    twice the vocabulary's size. It touches at most that many, and as many that it takes from.
+    """
     made = 0
+    touched = np.empty(4 * last_id + 8, np.int64)
+    before = np.empty_like(touched)
     while next_id + made < last_id:
-        # The best pair whose heap entry is still current.
-        best = -1
+        if 2 * (pairs_used + 2 * (next_id + made) + 2) > len(pairs):
+            break  # the map could fill up: the caller grows it
+        # The best pair whose heap entry is current. Every pair with a count has an entry at least
+        # that high: an entry above its pair's count is lowered to it and put back in its place.
+        best_slot = np.int64(-1)
         while heap_size > 0:
             count, key = heap_counts[0], heap_keys[0]
-            heap_size -= 1
-            heap_counts[0], heap_keys[0] = heap_counts[heap_size], heap_keys[heap_size]
-            _sift_down(heap_counts, heap_keys, heap_size, 0, pool, offsets, sizes)
-            if key in counts and counts[key] == count:
-                best = key
+            slot = find(pairs, key)
+            now = pairs[slot, COUNT] if pairs[slot, KEY] == key else 0
+            if now == count and now > 0:
+                best_slot = slot
                 break
-        if best < 0:
+            if 0 < now < count:
+                heap_counts[0] = now
+            else:  # gone, or below a newer entry
+                heap_size -= 1
+                heap_counts[0], heap_keys[0] = heap_counts[heap_size], heap_keys[heap_size]
+            sift_down(heap_counts, heap_keys, heap_size, 0, token_bytes, offsets, sizes)
+        if best_slot < 0:
             break
-        a, b, x = best >> 32, best & 0xFFFFFFFF, next_id + made
+        heap_size -= 1  # pop it
+        heap_counts[0], heap_keys[0] = heap_counts[heap_size], heap_keys[heap_size]
+        sift_down(heap_counts, heap_keys, heap_size, 0, token_bytes, offsets, sizes)
+        merge = next_id + made
+        best = pairs[best_slot, KEY]
+        a, b, x = best >> 32, best & _LOW, merge
         out_pairs[made, 0], out_pairs[made, 1] = a, b
         made += 1
         # The new token's bytes.
         need = sizes[a] + sizes[b]
-        if pool_used + need > len(pool):
-            grown = np.zeros(2 * len(pool) + need, np.uint8)
-            grown[:pool_used] = pool[:pool_used]
-            pool = grown
-        pool[pool_used : pool_used + sizes[a]] = pool[offsets[a] : offsets[a] + sizes[a]]
-        pool[pool_used + sizes[a] : pool_used + need] = pool[offsets[b] : offsets[b] + sizes[b]]
-        offsets[x], sizes[x] = pool_used, need
-        pool_used += need
-        # Merge it in every word listed under it.
-        slot = slots[best]
-        listed, n_listed = holders[slot], filled[slot]
-        _drop_holders(slots, holders, filled, free, best)
-        delta = Dict.empty(_INT64, _INT64)
+        if bytes_used + need > len(token_bytes):
+            grown = np.zeros(2 * len(token_bytes) + need, np.uint8)
+            grown[:bytes_used] = token_bytes[:bytes_used]
+            token_bytes = grown
+        token_bytes[bytes_used : bytes_used + sizes[a]] = token_bytes[offsets[a] : offsets[a] + sizes[a]]
+        token_bytes[bytes_used + sizes[a] : bytes_used + need] = token_bytes[
+            offsets[b] : offsets[b] + sizes[b]
+        ]
+        offsets[x], sizes[x] = bytes_used, need
+        bytes_used += need
+        # Every occurrence is merged: the pair is gone, and its holders are read from the pool below
+        # (lists only ever move to the end of the pool, so nothing is written over them).
+        listed, n_listed = pairs[best_slot, START], pairs[best_slot, LENGTH]
+        pairs[best_slot, COUNT] = pairs[best_slot, LENGTH] = 0
+        n_touched = 0
         for j in range(n_listed):
-            w = listed[j]
-            s, length, f = starts[w], lengths[w], freqs[w]
+            w = pool[listed + j]
+            s, length, f = w + 3, np.int64(words[w]), _count_of(words, w)
             last = s + length - 2
-            r, end, found = s, -1, False
+            found = False
+            r, end = s, np.int64(-1)
             while r <= last:  # the pairs the old word loses
-                if tokens[r] == a and tokens[r + 1] == b:
+                if words[r] == a and words[r + 1] == b:
                     found = True
-                    delta[best] = _count_of(delta, best) - f
-                    if r > s and r != end:
-                        k = (np.int64(tokens[r - 1]) << 32) | a
-                        delta[k] = _count_of(delta, k) - f
+                    if r > s and r != end:  # (where two merged spots touch, "a b a b", that pair is one)
+                        k = (np.int64(words[r - 1]) << 32) | a
+                        slot, n_touched, inserted = note_change(
+                            pairs, touched, before, n_touched, merge, k, -f
+                        )
                     if r < last:
-                        k = (b << 32) | tokens[r + 2]
-                        delta[k] = _count_of(delta, k) - f
+                        k = (b << 32) | words[r + 2]
+                        slot, n_touched, inserted = note_change(
+                            pairs, touched, before, n_touched, merge, k, -f
+                        )
                     end = r + 2
                     r += 2
                 else:
@@ -256,72 +252,99 @@ def _merge_batch(tokens, starts, lengths, freqs, counts, slots, holders, filled,
                 continue  # a stale or repeated entry
             r, out = s, s
             while r < s + length:  # join the pairs, in place
-                if r + 1 < s + length and tokens[r] == a and tokens[r + 1] == b:
-                    tokens[out] = x
+                if r + 1 < s + length and words[r] == a and words[r + 1] == b:
+                    words[out] = x
                     r += 2
                 else:
-                    tokens[out] = tokens[r]
+                    words[out] = words[r]
                     r += 1
                 out += 1
-            lengths[w] = out - s
-            for q in range(s, out):  # the pairs the new word gains
-                if tokens[q] != x:
+            words[w] = out - s
+            for q in range(s, out):  # the pairs the new word gains, which it is now listed under
+                if words[q] != x:
                     continue
-                if q > s:
-                    k = (np.int64(tokens[q - 1]) << 32) | x
-                    delta[k] = _count_of(delta, k) + f
-                    _add_holder(slots, holders, filled, free, k, w)
-                if q + 1 < out and tokens[q + 1] != x:
-                    k = (np.int64(x) << 32) | tokens[q + 1]
-                    delta[k] = _count_of(delta, k) + f
-                    _add_holder(slots, holders, filled, free, k, w)
-        for k, change in delta.items():
-            if change == 0:
-                continue
-            count = _count_of(counts, k) + change
-            if count > 0:
-                counts[k] = count
+                for k in (
+                    (np.int64(words[q - 1]) << 32) | x if q > s else EMPTY,
+                    (np.int64(x) << 32) | words[q + 1] if q + 1 < out and words[q + 1] != x else EMPTY,
+                ):
+                    if k == EMPTY:
+                        continue
+                    slot, n_touched, inserted = note_change(pairs, touched, before, n_touched, merge, k, f)
+                    pairs_used += inserted
+                    if pairs[slot, LENGTH] == pairs[slot, ROOM]:
+                        pool, pool_used = make_room(pairs, slot, pool, pool_used)
+                    pool[pairs[slot, START] + pairs[slot, LENGTH]] = w
+                    pairs[slot, LENGTH] += 1
+        # A new entry for each pair that gained; one that lost keeps its (now too high) entry.
+        for t in range(n_touched):
+            slot = touched[t]
+            if pairs[slot, COUNT] > before[t]:
                 if heap_size == len(heap_counts):
                     grown_counts = np.empty(2 * heap_size, np.int64)
                     grown_keys = np.empty(2 * heap_size, np.int64)
                     grown_counts[:heap_size] = heap_counts
                     grown_keys[:heap_size] = heap_keys
                     heap_counts, heap_keys = grown_counts, grown_keys
-                heap_counts[heap_size], heap_keys[heap_size] = count, k
+                heap_counts[heap_size], heap_keys[heap_size] = pairs[slot, COUNT], pairs[slot, KEY]
                 heap_size += 1
-                _sift_up(heap_counts, heap_keys, heap_size - 1, pool, offsets, sizes)
-            else:
-                if k in counts:
-                    del counts[k]
-                _drop_holders(slots, holders, filled, free, k)
-    return made, heap_size, pool_used, heap_counts, heap_keys, pool
+                sift_up(heap_counts, heap_keys, heap_size - 1, token_bytes, offsets, sizes)
+            elif pairs[slot, COUNT] == 0:
+                pairs[slot, LENGTH] = 0  # no word holds it any more
+    return made, pairs_used, pool, pool_used, heap_counts, heap_keys, heap_size, token_bytes, bytes_used
 
 
 def train_merges(
-    word_counts: Iterable[tuple[bytes, int]],
+    data: np.ndarray,
+    offsets: np.ndarray,
+    freqs: np.ndarray,
     vocab: dict[int, bytes],
     vocab_size: int,
     progress: Callable[[int], None] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """Add merges to ``vocab`` (the bytes and special tokens) until it holds ``vocab_size`` tokens."""
-    state = _build(word_counts, vocab, vocab_size)
+    """Add merges to ``vocab`` (the bytes and special tokens) until it holds ``vocab_size`` tokens.
+
+    The words are ``data[offsets[i]:offsets[i + 1]]`` (uint8, int64 offsets), counted ``freqs[i]``.
+    """
+    state = _State(data, offsets, freqs, vocab, vocab_size)
     merges: list[tuple[bytes, bytes]] = []
     out_pairs = np.empty((_BATCH, 2), np.int64)
     while len(vocab) < vocab_size:
         first = len(vocab)
-        made, state.heap_size, state.pool_used, state.heap_counts, state.heap_keys, state.pool = _merge_batch(
-            state.tokens, state.starts, state.lengths, state.freqs, state.counts, state.slots, state.holders,
-            state.filled, state.free, state.heap_counts, state.heap_keys, state.heap_size, state.pool,
-            state.offsets, state.sizes, state.pool_used, first, min(vocab_size, first + _BATCH), out_pairs,
+        want = min(vocab_size, first + _BATCH) - first
+        (made, state.pairs_used, state.pool, state.pool_used, state.heap_counts, state.heap_keys,
+         state.heap_size, state.token_bytes, state.bytes_used) = _merge_batch(
+            state.words, state.pairs, state.pairs_used, state.pool, state.pool_used, state.heap_counts,
+            state.heap_keys, state.heap_size, state.token_bytes, state.offsets, state.sizes, state.bytes_used,
+            first, first + want, out_pairs,
         )  # fmt: skip
-        if state.heap_size > 4 * len(state.counts) + (1 << 20):  # mostly stale entries: rebuild
-            state.heap_size = _heapify(state.counts, state.heap_counts, state.heap_keys, state.pool,
-                                       state.offsets, state.sizes)  # fmt: skip
         for a, b in out_pairs[:made].tolist():
             vocab[len(vocab)] = vocab[a] + vocab[b]
             merges.append((vocab[a], vocab[b]))
             if progress is not None:
                 progress(len(merges))
-        if made < min(vocab_size, first + _BATCH) - first:
-            break
+        if made < want:
+            if state.heap_size == 0:
+                break  # no pair left
+            need = 2 * (state.pairs_used + 2 * len(vocab) + 2)
+            state.pairs = regrown(state.pairs, 1 << (need - 1).bit_length())
+        if state.heap_size > 4 * state.pairs_used + (1 << 20):  # mostly stale entries: rebuild
+            state.heap_size = _heapify(state.pairs, state.heap_counts, state.heap_keys, state.token_bytes,
+                                       state.offsets, state.sizes)  # fmt: skip
+        if state.pool_used > state.check_pool_at:  # the pool doubled: compact it if mostly abandoned room
+            if state.pool_used > 2 * int(state.pairs[:, ROOM].sum()):
+                state.pool, state.pool_used = compacted(state.pairs, state.pool)
+            state.check_pool_at = 2 * state.pool_used
     return vocab, merges
+
+
+def warm_up() -> None:
+    """Run every compiled function once on a tiny table, so numba compiles them all (or loads them
+    from its cache) before the real work needs them, the rarely called regrowths included."""
+    words = [(bytes([97 + i % 7, 98 + i % 5, 97 + i % 3]) * (1 + i % 4), 1 + i % 3) for i in range(64)]
+    data = np.frombuffer(b"".join(w for w, _ in words), np.uint8)
+    offsets = np.concatenate(([0], np.cumsum([len(w) for w, _ in words]))).astype(np.int64)
+    freqs = np.array([c for _, c in words], np.int64)
+    state = _State(data, offsets, freqs, {i: bytes([i]) for i in range(256)}, 300)
+    state.pairs = regrown(state.pairs, 2 * len(state.pairs))
+    state.pool, state.pool_used = compacted(state.pairs, state.pool)
+    train_merges(data, offsets, freqs, {i: bytes([i]) for i in range(256)}, 300)

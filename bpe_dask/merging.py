@@ -13,11 +13,19 @@ popped. A merge touches only the words that contain the merged pair.
 from __future__ import annotations
 
 import heapq
+import importlib.util
+import logging
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from operator import add
 
+import numpy as np
+import pyarrow as pa
+
 from .errors import BpeDaskError
+
+log = logging.getLogger(__name__)
 
 Pair = tuple[int, int]
 
@@ -39,7 +47,7 @@ def initial_vocab(special_tokens: Sequence[str]) -> dict[int, bytes]:
 
 
 def train_merges(
-    word_counts: Iterable[tuple[bytes, int]],
+    word_counts: pa.Table | Iterable[tuple[bytes, int]],
     vocab_size: int,
     special_tokens: Sequence[str] = (),
     progress: Callable[[int], None] | None = None,
@@ -47,16 +55,23 @@ def train_merges(
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Learn merges until the vocabulary holds ``vocab_size`` tokens or no pair is left.
 
+    ``word_counts`` are ``(word bytes, count)`` pairs, or a counts table (``token``, ``count``).
     ``progress`` is called with the number of merges done after each merge. ``engine`` is
     ``"python"`` (the loop below), ``"numba"`` (the same loop compiled, in ``merge_numba``), or
     ``"auto"``: numba for large tables when it is installed, where its start-up pays off. The
     tests check every engine against the plain reference trainer (``bpe_dask.reference``).
     """
-    word_counts = list(word_counts)
+    if not isinstance(word_counts, pa.Table):
+        word_counts = list(word_counts)
     if _use_numba(engine, len(word_counts)):
         from . import merge_numba
 
-        return merge_numba.train_merges(word_counts, initial_vocab(special_tokens), vocab_size, progress)
+        data, offsets, freqs = _word_arrays(word_counts)
+        return merge_numba.train_merges(
+            data, offsets, freqs, initial_vocab(special_tokens), vocab_size, progress
+        )
+    if isinstance(word_counts, pa.Table):
+        word_counts = list(zip(*(word_counts.column(c).to_pylist() for c in ("token", "count")), strict=True))
     vocab = initial_vocab(special_tokens)
     merges: list[tuple[bytes, bytes]] = []
     state = _MergeState(word_counts, vocab)
@@ -74,21 +89,57 @@ def train_merges(
     return vocab, merges
 
 
-NUMBA_MIN_WORDS = 50_000  # below this, compiled code's start-up (about a second) costs more than it saves
+def _word_arrays(
+    word_counts: pa.Table | list[tuple[bytes, int]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The words' bytes back to back, where each starts (and the last ends), and their counts: read
+    straight from an Arrow table's buffers, with no Python object per word."""
+    if isinstance(word_counts, pa.Table):
+        tokens = word_counts.column("token").combine_chunks().cast(pa.large_binary())
+        _, offsets, data = tokens.buffers()
+        offsets = np.frombuffer(offsets, np.int64)[tokens.offset : tokens.offset + len(tokens) + 1]
+        data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+        return data, offsets, word_counts.column("count").to_numpy().astype(np.int64)
+    lengths = np.fromiter((len(w) for w, _ in word_counts), np.int64, len(word_counts))
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    data = np.frombuffer(b"".join(w for w, _ in word_counts), np.uint8)
+    return data, offsets, np.fromiter((c for _, c in word_counts), np.int64, len(word_counts))
+
+
+NUMBA_MIN_WORDS = 50_000  # below this, loading compiled code costs more than it saves
+
+
+def merge_engine(engine: str, words: int) -> str:
+    """``"numba"`` or ``"python"``: the engine ``train_merges`` runs for this many words."""
+    if engine not in ("auto", "python", "numba"):
+        raise BpeDaskError(f"engine must be auto, python or numba, got {engine!r}")
+    if engine == "python" or (engine == "auto" and words < NUMBA_MIN_WORDS):
+        return "python"
+    if importlib.util.find_spec("numba") is None:
+        if engine == "numba":
+            raise BpeDaskError("the numba engine needs numba: pip install numba")
+        return "python"
+    return "numba"
 
 
 def _use_numba(engine: str, words: int) -> bool:
-    if engine not in ("auto", "python", "numba"):
-        raise ValueError(f"unknown merge engine {engine!r}")
-    if engine == "python" or (engine == "auto" and words < NUMBA_MIN_WORDS):
-        return False
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        if engine == "numba":
-            raise BpeDaskError("the numba merge engine needs numba: pip install 'bpe-dask[fast]'") from None
-        return False
-    return True
+    numba = merge_engine(engine, words) == "numba"
+    log.info(
+        "merging %s words with the %s", f"{words:,}", "compiled loop (numba)" if numba else "Python loop"
+    )
+    return numba
+
+
+def warm_up(engine: str = "auto") -> threading.Thread | None:
+    """Compile the numba engine in a background thread (or load it from numba's cache), so that the
+    first merges of a fresh install do not wait for it: the job starts this before counting."""
+    if merge_engine(engine, NUMBA_MIN_WORDS) != "numba":
+        return None
+    from . import merge_numba
+
+    thread = threading.Thread(target=merge_numba.warm_up, name="bpe-dask-compile", daemon=True)
+    thread.start()
+    return thread
 
 
 class _MergeState:

@@ -21,11 +21,12 @@ from distributed import Client
 from . import progress
 from .cluster import failures_explained
 from .count_job import count_on_cluster, count_with
+from .counting import counting_engine
 from .counts_table import read_counts, recorded_settings
 from .errors import BpeDaskError
 from .gpt2_files import check_special_token_names
 from .job import Job, cluster_threads, is_embedded, peak_rss_bytes
-from .merging import train_merges
+from .merging import train_merges, warm_up
 from .options import JobOptions, PathLike, input_list
 from .publish import check_output_dir, publish_directory
 from .tokenizer import FILES, Tokenizer
@@ -72,9 +73,13 @@ def train(
     with job.work_directory() as work, job.cluster() as client:
         job.preflight(client, work, [out])
         job.plan(settings.pretokenizer(), cluster_threads(client))
+        log.info("counting with %s", counting_engine(settings, job.largest_range))
+        merge_on_client = opts.merge_on == "client" or (opts.merge_on == "auto" and is_embedded(client))
+        if merge_on_client:
+            warm_up(opts.engine)  # compile the merge loop while the workers count
         counts_url, reused = count_on_cluster(client, job, settings, work)
         count_seconds = time.perf_counter() - started
-        on_worker = opts.merge_on == "worker" or (opts.merge_on == "auto" and not is_embedded(client))
+        on_worker = not merge_on_client
         if on_worker:
             merged = _merge_on_cluster(client, counts_url, vocab_size, opts.special_tokens, job)
         else:
@@ -174,10 +179,7 @@ def merge_table(
 ) -> Merged:
     """The merge loop over a word-count table, in this process."""
     started = time.perf_counter()
-    words = table.column("token").to_pylist()
-    counts = table.column("count").to_pylist()
-    pairs = zip(words, counts, strict=True)
-    vocab, merges = train_merges(pairs, vocab_size, special_tokens, report_progress, engine=engine)
+    vocab, merges = train_merges(table, vocab_size, special_tokens, report_progress, engine=engine)
     return Merged(vocab, merges, table.num_rows, peak_rss_bytes(), time.perf_counter() - started)
 
 
