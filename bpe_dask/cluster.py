@@ -13,6 +13,7 @@ import importlib.util
 import logging
 import os
 import socket
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -102,12 +103,31 @@ def _local_client(workers: int) -> Iterator[Client]:
             dashboard_address="127.0.0.1:0",
             scheduler_kwargs={"dashboard": has_bokeh()},
             silence_logs=logging.DEBUG if verbose else logging.WARNING,  # the workers' own level
+            preload=["bpe_dask.cluster"],  # dask_setup below: the workers warm up as they start
         ) as cluster,
         Client(cluster) as client,
     ):
         link = f" (dashboard: {client.dashboard_link})" if has_bokeh() else ""
         log.info("started a LocalCluster of %d worker processes%s", workers, link)
         yield client
+
+
+def dask_setup(worker: object) -> None:
+    """Dask's preload hook, run in each worker of the embedded cluster as it starts: load the
+    compiled scanner (numba's cached machine code, and the table of character classes) in the
+    background, while the cluster finishes starting and the job plans, not in the first task."""
+    threading.Thread(target=_warm_scanner, name="bpe-dask-warm-up", daemon=True).start()
+
+
+def _warm_scanner() -> None:
+    try:
+        from .counting import CompiledCounter, numba_installed
+        from .pretokenize import Pretokenizer
+
+        if numba_installed():
+            CompiledCounter(Pretokenizer()).add("warm up")
+    except Exception:  # only ever an optimisation: the first task will say what is wrong
+        log.debug("warming up the compiled scanner failed", exc_info=True)
 
 
 @contextmanager

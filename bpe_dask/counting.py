@@ -28,7 +28,7 @@ from .storage import filesystem
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range counts
 # to, so that shards an older version left in a work directory are counted again, not reused.
-COUNTING_VERSION = 2
+COUNTING_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -90,25 +90,29 @@ def new_counter(settings: CountSettings, size: int = COMPILED_MIN_BYTES) -> Rege
     """A counter for the settings' pattern and about ``size`` bytes of text: the compiled scanner
     where one exists and numba is installed (``engine="auto"``, for enough text), else the ``regex``
     module, which stays the reference."""
+    pretokenizer = settings.pretokenizer()
+    return CompiledCounter(pretokenizer) if _compiled(settings, size) else RegexCounter(pretokenizer)
+
+
+def _compiled(settings: CountSettings, size: int) -> bool:
     if settings.engine not in ENGINES:
         raise BpeDaskError(f"engine must be auto, python or numba, got {settings.engine!r}")
-    pretokenizer = settings.pretokenizer()
-    small = settings.engine == "auto" and size < COMPILED_MIN_BYTES
-    if settings.engine == "python" or small or not has_compiled_scanner(pretokenizer.pattern.name):
+    if settings.engine == "python" or (settings.engine == "auto" and size < COMPILED_MIN_BYTES):
+        return False
+    if not has_compiled_scanner(settings.pattern) or not numba_installed():
         if settings.engine == "numba":
-            raise BpeDaskError(f"no compiled scanner for the {pretokenizer.pattern.name} pattern")
-        return RegexCounter(pretokenizer)
-    if not numba_installed():
-        if settings.engine == "numba":
-            raise BpeDaskError("the numba engine needs numba: pip install numba")
-        return RegexCounter(pretokenizer)
-    return CompiledCounter(pretokenizer)
+            raise BpeDaskError(f"the numba engine needs numba and a compiled scanner for {settings.pattern}")
+        return False
+    return True
 
 
 def counting_engine(settings: CountSettings, size: int) -> str:
     """Which engine ``new_counter`` picks for ``size`` bytes, in words, for the job's log."""
-    compiled = isinstance(new_counter(settings, size), CompiledCounter)
-    return f"the compiled {settings.pattern} scanner (numba)" if compiled else "the regex module"
+    return (
+        f"the compiled {settings.pattern} scanner (numba)"
+        if _compiled(settings, size)
+        else "the regex module"
+    )
 
 
 def has_compiled_scanner(pattern: str) -> bool:
@@ -200,6 +204,8 @@ def _count_range_to_shard(
     if fs.exists(fs_path):
         with fs.open(fs_path, "rb") as f:
             return Shard(path, pq.ParquetFile(f).metadata.num_rows, reused=True)
-    table = count_range(byte_range, settings, storage_options).table()
+    table = (
+        count_range(byte_range, settings, storage_options).table().sort_by("token")
+    )  # the reduce merges runs
     write_counts(table, path, storage_options)
     return Shard(path, table.num_rows, reused=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -32,6 +33,17 @@ def counts_table(counts: Mapping[str, int]) -> pa.Table:
         },
         schema=COUNTS_SCHEMA,
     )
+
+
+def as_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The table's tokens back to back (uint8), where each starts and the last ends (int64), and the
+    counts (int64): Arrow's own buffers where it can, with no Python object per word."""
+    tokens = table.column("token").combine_chunks().cast(pa.large_binary())
+    _, offsets, data = tokens.buffers()
+    offsets = np.frombuffer(offsets, np.int64)[tokens.offset : tokens.offset + len(tokens) + 1]
+    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    counts = table.column("count").to_numpy().astype(np.int64)
+    return data[offsets[0] : offsets[-1]], offsets - offsets[0], counts
 
 
 def sum_counts(tables: list[pa.Table]) -> pa.Table:

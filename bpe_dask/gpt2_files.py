@@ -38,9 +38,14 @@ def _unicode_to_bytes() -> dict[str, int]:
     return {char: byte for byte, char in bytes_to_unicode().items()}
 
 
+@functools.cache
+def _translation() -> dict[int, str]:
+    """``str.translate`` table taking byte ``b`` (as the latin-1 character ``chr(b)``) to GPT-2's name."""
+    return {b: char for b, char in bytes_to_unicode().items()}
+
+
 def token_to_str(token: bytes) -> str:
-    table = bytes_to_unicode()
-    return "".join(table[b] for b in token)
+    return token.decode("latin-1").translate(_translation())
 
 
 def str_to_token(text: str) -> bytes:
@@ -61,6 +66,10 @@ def check_special_token_names(special_tokens: Iterable[str]) -> None:
 
 def vocab_json(vocab: Mapping[int, bytes], special_ids: Mapping[str, int]) -> str:
     """``{token: id}`` in id order; special tokens are written as their own text, as GPT-2 does."""
+    return json.dumps(_vocab_entries(vocab, special_ids), indent=4, ensure_ascii=False)
+
+
+def _vocab_entries(vocab: Mapping[int, bytes], special_ids: Mapping[str, int]) -> dict[str, int]:
     special_at = {i: token for token, i in special_ids.items()}
     entries: dict[str, int] = {}
     for token_id, token in sorted(vocab.items()):
@@ -71,7 +80,7 @@ def vocab_json(vocab: Mapping[int, bytes], special_ids: Mapping[str, int]) -> st
                 "rename the special token"
             )
         entries[key] = token_id
-    return json.dumps(entries, indent=4, ensure_ascii=False)
+    return entries
 
 
 def merges_txt(merges: Sequence[tuple[bytes, bytes]]) -> str:
@@ -127,7 +136,7 @@ def tokenizer_json(
             "fuse_unk": False,
             "byte_fallback": False,
             "ignore_merges": False,
-            "vocab": json.loads(vocab_json(vocab, special_ids)),
+            "vocab": _vocab_entries(vocab, special_ids),
             "merges": [f"{token_to_str(a)} {token_to_str(b)}" for a, b in merges],
         },
     }

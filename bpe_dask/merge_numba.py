@@ -53,7 +53,7 @@ _LOW = np.int64(0xFFFFFFFF)
 # --- the heap (``pair_heap``) --------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _heapify(pairs, heap_counts, heap_keys, token_bytes, offsets, sizes):
     """Fill the heap with every pair of positive count; returns its size."""
     size = 0
@@ -69,7 +69,7 @@ def _heapify(pairs, heap_counts, heap_keys, token_bytes, offsets, sizes):
 # --- building the state ---------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _layout(data, offsets, freqs):
     """The words as records ``[length, count low 32 bits, count high 32 bits, token ids...]`` (words
     of one byte left out: they hold no pair), and where each record starts."""
@@ -93,12 +93,12 @@ def _layout(data, offsets, freqs):
     return words, at
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _count_of(words, p):
     return (np.int64(words[p + 2]) << 32) | (np.int64(words[p + 1]) & _LOW)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _initial_pairs(words, at, pairs, like):
     """Every byte pair into the map, with its weighted count and the words holding it; returns the
     pool of holder lists (in the type of ``like``: int32 while records fit) and its use.
@@ -166,7 +166,7 @@ class _State:
 # --- the merges -----------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _merge_batch(words, pairs, pairs_used, pool, pool_used, heap_counts, heap_keys, heap_size,
                  token_bytes, offsets, sizes, bytes_used, next_id, last_id, out_pairs):  # fmt: skip
     """Up to ``last_id - next_id`` merges. Stops early, before a merge, when the map might fill up

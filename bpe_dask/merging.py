@@ -23,6 +23,7 @@ from operator import add
 import numpy as np
 import pyarrow as pa
 
+from .counts_table import as_arrays
 from .errors import BpeDaskError
 
 log = logging.getLogger(__name__)
@@ -92,14 +93,9 @@ def train_merges(
 def _word_arrays(
     word_counts: pa.Table | list[tuple[bytes, int]],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The words' bytes back to back, where each starts (and the last ends), and their counts: read
-    straight from an Arrow table's buffers, with no Python object per word."""
+    """The words' bytes back to back, where each starts (and the last ends), and their counts."""
     if isinstance(word_counts, pa.Table):
-        tokens = word_counts.column("token").combine_chunks().cast(pa.large_binary())
-        _, offsets, data = tokens.buffers()
-        offsets = np.frombuffer(offsets, np.int64)[tokens.offset : tokens.offset + len(tokens) + 1]
-        data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
-        return data, offsets, word_counts.column("count").to_numpy().astype(np.int64)
+        return as_arrays(word_counts)
     lengths = np.fromiter((len(w) for w, _ in word_counts), np.int64, len(word_counts))
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
     data = np.frombuffer(b"".join(w for w, _ in word_counts), np.uint8)

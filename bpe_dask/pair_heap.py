@@ -17,7 +17,7 @@ _LOW = np.int64(0xFFFFFFFF)
 # --- the heap -------------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _compare_tokens(token_bytes, offsets, sizes, t, u):
     """-1, 0 or 1 as the bytes of token ``t`` sort before, equal or after those of ``u``."""
     if t == u:
@@ -31,7 +31,7 @@ def _compare_tokens(token_bytes, offsets, sizes, t, u):
     return -1 if nt < nu else 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _before(heap_counts, heap_keys, i, j, token_bytes, offsets, sizes):
     """Whether heap entry ``i`` comes out before ``j``: higher count, then greater pair bytes."""
     if heap_counts[i] != heap_counts[j]:
@@ -43,7 +43,7 @@ def _before(heap_counts, heap_keys, i, j, token_bytes, offsets, sizes):
     return order > 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sift_up(heap_counts, heap_keys, i, token_bytes, offsets, sizes):
     while i > 0:
         parent = (i - 1) // 2
@@ -54,7 +54,7 @@ def sift_up(heap_counts, heap_keys, i, token_bytes, offsets, sizes):
         i = parent
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def sift_down(heap_counts, heap_keys, size, i, token_bytes, offsets, sizes):
     while True:
         best, left = i, 2 * i + 1

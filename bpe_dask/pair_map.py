@@ -16,7 +16,7 @@ EMPTY = np.int64(-1)
 KEY, COUNT, STAMP, START, LENGTH, ROOM = range(6)  # the fields of a record
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def find(pairs, key):
     """The slot of ``key``, or the empty slot where it would go (linear probing, Fibonacci hashing)."""
     mask = len(pairs) - 1
@@ -26,7 +26,7 @@ def find(pairs, key):
     return slot
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def note_change(pairs, touched, before, n_touched, merge, key, change):
     """Add ``change`` to the count of ``key`` (inserting it), noting it as touched by this merge with
     its count before. Returns its slot, the pairs touched so far, and whether it was inserted."""
@@ -42,7 +42,7 @@ def note_change(pairs, touched, before, n_touched, merge, key, change):
     return slot, n_touched, inserted
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def new_pairs(size):
     pairs = np.zeros((size, 6), np.int64)
     pairs[:, KEY] = EMPTY
@@ -50,7 +50,7 @@ def new_pairs(size):
     return pairs
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def regrown(pairs, size):
     """The map moved into ``size`` slots."""
     grown = new_pairs(size)
@@ -60,7 +60,7 @@ def regrown(pairs, size):
     return grown
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def make_room(pairs, slot, pool, pool_used):
     """Move the holder list of ``slot`` to the end of the pool with twice the room; returns the pool
     (regrown if need be) and its use."""
@@ -76,7 +76,7 @@ def make_room(pairs, slot, pool, pool_used):
     return pool, pool_used + room
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def compacted(pairs, pool):
     """The pool with every list packed tight, each keeping its room; returns it and its use."""
     total = 0

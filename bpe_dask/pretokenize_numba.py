@@ -45,7 +45,7 @@ def class_table() -> np.ndarray:
     return table
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _decode(data, i):
     """The code point starting at byte ``i`` of valid UTF-8, and its length in bytes."""
     b = np.int64(data[i])
@@ -63,7 +63,7 @@ def _decode(data, i):
     ), 4
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _run_end(data, i, hi, table, kind):
     """Where the run of code points of class ``kind`` starting at ``i`` ends."""
     while i < hi:
@@ -80,7 +80,7 @@ def _run_end(data, i, hi, table, kind):
     return i
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _next_token(data, i, hi, table):
     """The end of the GPT-2 pre-token that starts at byte ``i`` of a piece ending at ``hi``."""
     cp, width = _decode(data, i)
@@ -112,7 +112,7 @@ def _next_token(data, i, hi, table):
     return last
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _hash(data, start, end):
     """FNV-1a over the bytes, then MurmurHash3's finaliser: FNV's low bits depend only on the bytes'
     low bits, and the table is indexed by the low bits, so they must be mixed with the high ones."""
@@ -132,7 +132,7 @@ def _hash(data, start, end):
 _LOW = np.int64(0xFFFFFFFF)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _count_pieces(data, bounds, piece, position, table, arena, used, starts, lengths, counts, n, slots):
     """Count the pre-tokens of pieces ``[bounds[2k], bounds[2k+1])``, from ``piece`` at ``position``.
 
@@ -181,7 +181,7 @@ def _count_pieces(data, bounds, piece, position, table, arena, used, starts, len
     return piece, 0, used, n
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _rehash(slots, grown, starts, lengths, arena, n):
     """Refill ``grown`` (emptied) with the words of ``slots``, by hashing their bytes again."""
     mask = len(grown) - 1
@@ -193,7 +193,7 @@ def _rehash(slots, grown, starts, lengths, arena, n):
         grown[slot] = (np.int64(h >> np.uint64(32)) << 32) | (t + 1)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def pretoken_ends(data, lo, hi, table):
     """Where each pre-token of ``data[lo:hi]`` ends (for testing the scanner against ``regex``)."""
     ends = np.empty(hi - lo, np.int64)

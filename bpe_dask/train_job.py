@@ -70,16 +70,15 @@ def train(
     check_output_dir(out, opts.overwrite, _is_output_file, job.storage_options)
     job.find_inputs(inputs, exclude=[out, opts.work_dir])
     settings = opts.count_settings()
+    if opts.merge_on != "worker" and not (opts.scheduler or opts.client):
+        warm_up(opts.engine)  # the merge loop compiles (or loads) while the cluster starts and counts
     with job.work_directory() as work, job.cluster() as client:
         job.preflight(client, work, [out])
         job.plan(settings.pretokenizer(), cluster_threads(client))
         log.info("counting with %s", counting_engine(settings, job.largest_range))
-        merge_on_client = opts.merge_on == "client" or (opts.merge_on == "auto" and is_embedded(client))
-        if merge_on_client:
-            warm_up(opts.engine)  # compile the merge loop while the workers count
+        on_worker = opts.merge_on == "worker" or (opts.merge_on == "auto" and not is_embedded(client))
         counts_url, reused = count_on_cluster(client, job, settings, work)
         count_seconds = time.perf_counter() - started
-        on_worker = not merge_on_client
         if on_worker:
             merged = _merge_on_cluster(client, counts_url, vocab_size, opts.special_tokens, job)
         else:

@@ -181,3 +181,27 @@ def test_the_offset_of_text_without_a_cut_is_exact_after_replaced_bytes(tmp_path
     path.write_bytes(data)
     with pytest.raises(BpeDaskError, match=f"after byte offset {data.index(b' ' + b'x' * 100)} "):
         blocks_of(path, block_size=4, max_uncut=20, utf8_errors="replace")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_summing_sorted_runs_equals_a_group_by(seed):
+    """The reduce merges shards sorted by token; the result must be pyarrow's group-by, sorted."""
+    import pyarrow as pa
+
+    from bpe_dask.counts_table import sum_counts
+    from bpe_dask.sorted_counts import sum_sorted
+
+    rng = random.Random(seed)
+    for _ in range(100):
+        tables = []
+        for _ in range(rng.randint(0, 6)):
+            words = {
+                bytes(rng.choices(b"ab\x00\xff", k=rng.randint(1, 6))): rng.randint(1, 2**40)
+                for _ in range(30)
+            }
+            table = pa.table(
+                {"token": pa.array(list(words), pa.binary()), "count": pa.array(list(words.values()))}
+            )
+            tables.append(table.sort_by("token"))
+        want = sum_counts(tables).sort_by("token")
+        assert sum_sorted(tables).equals(want)
