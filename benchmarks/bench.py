@@ -56,8 +56,9 @@ def bpe_dask_count_in_process(path: str) -> dict:
     return {"seconds": time.perf_counter() - started, "unique_words": result.table().num_rows}
 
 
-def bpe_dask_count(path: str, workers: int, chunk_size: int) -> dict:
-    """Map and reduce on a LocalCluster that is already up: cluster start-up is not counted."""
+def bpe_dask_count(path: str, workers: int, chunk_size: int | None) -> dict:
+    """Map and reduce on a LocalCluster that is already up: cluster start-up is not counted.
+    ``chunk_size`` None: bpe-dask's own partitioning for the cluster."""
     from bpe_dask import count_words
     from bpe_dask.cluster import dask_client
 
@@ -424,20 +425,22 @@ def generated_counts(unique: int, seed: int = 0) -> str:
 
 def suite_map(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     path = corpus_file(args.kind, args.size)
-    chunk = args.chunk_size or max(1 << 20, os.path.getsize(path) // 16)
+    size = os.path.getsize(path)
+    chunk = args.chunk_size or None  # None: bpe-dask's default partitioning for the cluster
     plain = run("plain_count", path)
     in_process = run("bpe_dask_count_in_process", path)
     one = run("bpe_dask_count", path, 1, chunk)
     two = run("bpe_dask_count", path, 2, chunk)
+    rate = lambda r, cores: f"{size / r['seconds'] / cores / 1e6:.1f} MB/s per core"  # noqa: E731
     return [
-        ("map: plain regex.finditer + Counter, 1 process", f"{plain['seconds']:.1f} s", "1.00"),
+        ("map: plain regex.finditer + Counter, 1 process", f"{plain['seconds']:.1f} s",
+         f"1.00; {rate(plain, 1)}"),
         ("map: bpe-dask counting in-process", f"{in_process['seconds']:.1f} s",
-         f"{in_process['seconds'] / plain['seconds']:.2f} of plain"),
+         f"{in_process['seconds'] / plain['seconds']:.2f} of plain; {rate(in_process, 1)}"),
         (f"map+reduce: bpe-dask, LocalCluster 1 worker ({one['partitions']} partitions)",
-         f"{one['seconds']:.1f} s",
-         f"{one['seconds'] / plain['seconds']:.2f} of plain"),
-        ("map+reduce: bpe-dask, LocalCluster 2 workers", f"{two['seconds']:.1f} s",
-         f"{one['seconds'] / two['seconds']:.2f}x faster than 1 worker"),
+         f"{one['seconds']:.1f} s", f"{one['seconds'] / plain['seconds']:.2f} of plain; {rate(one, 1)}"),
+        (f"map+reduce: bpe-dask, LocalCluster 2 workers ({two['partitions']} partitions)",
+         f"{two['seconds']:.1f} s", f"{one['seconds'] / two['seconds']:.2f}x faster than 1; {rate(two, 2)}"),
     ]  # fmt: skip
 
 
@@ -573,7 +576,9 @@ def main() -> None:
     mapping = commands.add_parser("map", help="the map phase: plain loop, in-process, 1 and 2 workers")
     mapping.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     mapping.add_argument("--size", default="65MB")
-    mapping.add_argument("--chunk-size", type=int, default=0, help="bytes per partition (default: size/16)")
+    mapping.add_argument(
+        "--chunk-size", type=int, default=0, help="bytes per partition (default: bpe-dask's own)"
+    )
     encoding = commands.add_parser("encode", help="encoding: Tokenizer and bpe-dask encode against tiktoken")
     encoding.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     encoding.add_argument("--size", default="16MB")

@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     _vocab_size_option(required)
     _out_option(required, "DIR", "directory for vocab.json, merges.txt, tokenizer.json and report.json")
     _special_token_option(merge, "a special token (default: those the counts were made with)")
+    _engine_option(merge)
     _common_options(merge)
 
     encode = _command(
@@ -146,6 +147,7 @@ def _cluster_options(parser: argparse._ActionsContainer, work_dir: bool) -> None
         choices=UTF8_ERRORS,
         help="invalid UTF-8 in the input: stop at it (strict, the default) or read it as U+FFFD (replace)",
     )
+    _engine_option(parser)
     if work_dir:
         _option(
             parser,
@@ -157,6 +159,15 @@ def _cluster_options(parser: argparse._ActionsContainer, work_dir: bool) -> None
         parser, "--ship-package", action="store_true", help="upload this bpe_dask to workers that lack it"
     )
     _common_options(parser)
+
+
+def _engine_option(parser: argparse._ActionsContainer) -> None:
+    _option(
+        parser,
+        "--engine",
+        choices=("auto", "python", "numba"),
+        help="compiled code (numba) or the pure-Python reference; auto: compiled where it pays (the default)",
+    )
 
 
 def _common_options(parser: argparse._ActionsContainer) -> None:

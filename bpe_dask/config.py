@@ -73,6 +73,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "ship_package": _boolean,
     "utf8_errors": check_utf8_errors,
     "tokenizer": _string,
+    "engine": _string,
 }
 PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer"}
 DEFAULTS: dict[str, Any] = {

@@ -22,6 +22,7 @@ from operator import add
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .counts_table import as_arrays
 from .errors import BpeDaskError
@@ -67,7 +68,9 @@ def train_merges(
     if _use_numba(engine, len(word_counts)):
         from . import merge_numba
 
-        data, offsets, freqs = _word_arrays(word_counts)
+        data, offsets, freqs = _word_arrays(
+            _sorted(word_counts) if isinstance(word_counts, pa.Table) else word_counts
+        )
         return merge_numba.train_merges(
             data, offsets, freqs, initial_vocab(special_tokens), vocab_size, progress
         )
@@ -88,6 +91,15 @@ def train_merges(
         if progress is not None:
             progress(len(merges))
     return vocab, merges
+
+
+def _sorted(table: pa.Table) -> pa.Table:
+    """The table sorted by word, as ``bpe-dask count`` writes it: the compiled loop runs faster with
+    words that share bytes next to each other (a pair's holders are then close in memory)."""
+    tokens = table.column("token")
+    if table.num_rows < 2 or pc.all(pc.less_equal(tokens[:-1], tokens[1:])).as_py():
+        return table
+    return table.sort_by("token")
 
 
 def _word_arrays(
