@@ -103,9 +103,11 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
             job.plan(pretokenizer, cluster_threads(client))
             log.info("counting with %s", counting_engine(settings, job.largest_range))
             result = _result(job)
-            result.path, result.partitions_reused = count_on_cluster(client, job, settings, work, out)
-            if not out:  # the work directory may be temporary: load the counts while it exists
-                result.table()
+            counts, result.partitions_reused = count_on_cluster(client, job, settings, work, out)
+            if out:
+                result.path = counts
+            else:
+                result._table = counts
     result.seconds = time.perf_counter() - started
     return result
 
@@ -125,8 +127,9 @@ def count_in_process(
 
 def count_on_cluster(
     client: Client, job: Job, settings: CountSettings, work_dir: str, out: str | None = None
-) -> tuple[str, int]:
-    """Map and reduce on the cluster: the URL of the summed counts and how many shards were reused."""
+) -> tuple[str | pa.Table, int]:
+    """Map and reduce on the cluster: the summed counts, written to ``out`` (its URL is returned) or,
+    with no ``out``, handed back as a table, and how many shards were reused."""
     shard_dir = f"{work_dir.rstrip('/')}/shards"
     storage_options = job.storage_options
     shards = [
@@ -136,9 +139,8 @@ def count_on_cluster(
         )
         for r in job.ranges
     ]  # fmt: skip
-    target = out or f"{work_dir.rstrip('/')}/counts/{tokenize(shards)}.parquet"
-    final, partial_sums = reduce_tree(shards, target, work_dir, settings.recorded(), storage_options)
+    final, partial_sums = reduce_tree(shards, out, work_dir, settings.recorded(), storage_options)
     progress = TaskProgress("count", len(shards), job.input_bytes) if job.options.show_progress else None
-    *finished, path = run_tasks(client, [*shards, final], progress, [r.size for r in job.ranges])
+    *finished, counts = run_tasks(client, [*shards, final], progress, [r.size for r in job.ranges])
     remove_files(partial_sums, storage_options)
-    return path, sum(shard.reused for shard in finished)
+    return counts, sum(shard.reused for shard in finished)

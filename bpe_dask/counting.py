@@ -1,9 +1,11 @@
 """Counting (the map stage): one byte range in, one word-count Parquet shard out.
 
 Takes a ``ByteRange`` and the ``CountSettings`` of the job; reads the range as text blocks cut at
-safe places (``blocks``), counts their pre-tokens (``pretokenize``) and writes ``token: binary,
-count: int64`` to a shard. The shard's name is derived from the range's identity and the settings,
-so a re-run reuses finished shards and never confuses them with other work.
+safe places (``blocks``), counts their pre-tokens with one of two engines (the ``regex`` module
+through ``pretokenize``, the reference, or the compiled scanner of ``pretokenize_numba``; both
+give the same counts) and writes ``token: binary, count: int64``, sorted by token, to a shard.
+The shard's name is derived from the range's identity and the settings, so a re-run reuses
+finished shards and never confuses them with other work.
 """
 
 from __future__ import annotations

@@ -19,10 +19,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from dask.base import tokenize
 from dask.delayed import Delayed
 from distributed import Client, LocalCluster, as_completed
 
 from .cluster import dask_client, failures_explained
+from .counting import CountSettings
 from .errors import BpeDaskError
 from .options import JobOptions
 from .plan import ByteRange, InputFile, expand_inputs, plan_ranges
@@ -82,6 +84,10 @@ class Job:
     @property
     def input_bytes(self) -> int:
         return sum(f.size for f in self.files)
+
+    def key(self, settings: CountSettings) -> str:
+        """A digest of the planned ranges and the settings: a name for what this job counts."""
+        return tokenize([r.key() for r in self.ranges], settings.key())
 
     @property
     def largest_range(self) -> int:

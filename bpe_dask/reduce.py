@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import dask
+import pyarrow as pa
 from dask.base import tokenize
 from dask.delayed import Delayed
 
@@ -26,13 +27,14 @@ DEFAULT_FAN_IN = 16
 
 def combine(
     parts: Sequence[Shard | str],
-    out: str,
+    out: str | None,
     storage_options: dict | None = None,
     *,
     settings: dict | None = None,
-) -> str:
+) -> str | pa.Table:
     """Sum the counts of ``parts`` (shards or earlier sums, each sorted by token) into the Parquet
     file ``out``, sorted the same way; the last combine records the counting ``settings`` in it.
+    With no ``out`` the sum is returned, for a client that wants it in memory anyway.
 
     Sorted counts make the same input give the same file, and the merge loop run faster: words
     that share bytes sit together in memory, so a pair's holders do too (1.6 s against 2.0 s for
@@ -42,24 +44,26 @@ def combine(
 
 
 def _combine(
-    parts: Sequence[Shard | str], out: str, storage_options: dict | None, settings: dict | None
-) -> str:
+    parts: Sequence[Shard | str], out: str | None, storage_options: dict | None, settings: dict | None
+) -> str | pa.Table:
     paths = [p.path if isinstance(p, Shard) else p for p in parts]
     table = sum_sorted([read_counts(p, storage_options) for p in paths])  # shards are sorted by token
+    if out is None:
+        return table
     write_counts(table, out, storage_options, settings)
     return out
 
 
 def reduce_tree(
     shards: Sequence[Delayed],
-    out: str,
+    out: str | None,
     work_dir: str,
     settings: dict,
     storage_options: dict | None = None,
     fan_in: int = DEFAULT_FAN_IN,
 ) -> tuple[Delayed, list[str]]:
     """A Dask graph that sums ``shards`` level by level into ``out`` (sorted by token, ``settings``
-    recorded).
+    recorded), or into a table the graph gives back when there is no ``out``.
 
     Also gives the paths of the partial sums it writes on the way, to delete afterwards.
     """

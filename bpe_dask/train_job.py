@@ -77,12 +77,15 @@ def train(
         job.plan(settings.pretokenizer(), cluster_threads(client))
         log.info("counting with %s", counting_engine(settings, job.largest_range))
         on_worker = opts.merge_on == "worker" or (opts.merge_on == "auto" and not is_embedded(client))
-        counts_url, reused = count_on_cluster(client, job, settings, work)
+        # The merge reads the counts where it runs: from the work directory on a worker; here, from
+        # the reduce's own result, with no file in between.
+        counts_file = f"{work.rstrip('/')}/counts/{job.key(settings)}.parquet" if on_worker else None
+        counts, reused = count_on_cluster(client, job, settings, work, counts_file)
         count_seconds = time.perf_counter() - started
         if on_worker:
-            merged = _merge_on_cluster(client, counts_url, vocab_size, opts.special_tokens, job)
+            merged = _merge_on_cluster(client, counts, vocab_size, opts.special_tokens, job)
         else:
-            merged = _merge_here(read_counts(counts_url, job.storage_options), vocab_size, opts)
+            merged = _merge_here(counts, vocab_size, opts)
         workers_peak = client.run(peak_rss_bytes)
     _warn_if_empty(merged.unique_words, job.input_bytes)
     report = _report(
