@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -183,18 +184,37 @@ def cs336_speed() -> dict:
 GPT2_DIR = HERE.parent / "tests" / "fixtures" / "cs336"
 
 
-def bpe_dask_encode_in_process(path: str) -> dict:
-    """`Tokenizer.encode` with the GPT-2 vocabulary, one process, the file as one string."""
+def gpt2_tokenizer(engine: str = "auto"):
     from bpe_dask import Tokenizer
 
-    tokenizer = Tokenizer.from_files(GPT2_DIR / "gpt2_vocab.json", GPT2_DIR / "gpt2_merges.txt", [EOT])
-    text = Path(path).read_text(encoding="utf-8")
+    vocab, merges = GPT2_DIR / "gpt2_vocab.json", GPT2_DIR / "gpt2_merges.txt"
+    return Tokenizer.from_files(vocab, merges, [EOT], engine=engine)
+
+
+def bpe_dask_encode_in_process(path: str) -> dict:
+    """`Tokenizer.encode` with the GPT-2 vocabulary, one process, the file as one string: the first
+    call (which loads the compiled code from numba's cache) and a second one."""
+    tokenizer = gpt2_tokenizer()
+    text = Path(path).read_bytes().decode()
     started = time.perf_counter()
     ids = tokenizer.encode(text)
-    return {"seconds": time.perf_counter() - started, "tokens": len(ids)}
+    first = time.perf_counter() - started
+    started = time.perf_counter()
+    again = tokenizer.encode(text)
+    seconds = time.perf_counter() - started
+    assert again == ids
+    return {"seconds": seconds, "first_call_seconds": first, "tokens": len(ids), "digest": _digest(ids)}
 
 
-def tiktoken_encode(path: str) -> dict:
+def _digest(ids) -> str:
+    import hashlib
+
+    import numpy as np
+
+    return hashlib.sha256(np.asarray(ids, dtype=np.uint32).tobytes()).hexdigest()[:16]
+
+
+def tiktoken_gpt2():
     """tiktoken with the same GPT-2 files (built locally: tiktoken would download its own)."""
     import tiktoken
 
@@ -204,24 +224,92 @@ def tiktoken_encode(path: str) -> dict:
     vocab = parse_vocab_json((GPT2_DIR / "gpt2_vocab.json").read_text(encoding="utf-8"))
     ids = {token: i for i, token in vocab.items()}
     special = {EOT: ids.pop(EOT.encode())}  # GPT-2's other ids are its BPE ranks
-    encoding = tiktoken.Encoding("gpt2", pat_str=GPT2.regex, mergeable_ranks=ids, special_tokens=special)
-    text = Path(path).read_text(encoding="utf-8")
+    return tiktoken.Encoding("gpt2", pat_str=GPT2.regex, mergeable_ranks=ids, special_tokens=special)
+
+
+def tiktoken_encode(path: str) -> dict:
+    encoding = tiktoken_gpt2()
+    text = Path(path).read_bytes().decode()
     started = time.perf_counter()
     ids = encoding.encode(text, allowed_special={EOT})
-    return {"seconds": time.perf_counter() - started, "tokens": len(ids)}
+    seconds = time.perf_counter() - started
+    return {"seconds": seconds, "tokens": len(ids), "digest": _digest(ids)}
 
 
-def bpe_dask_encode(path: str, workers: int, chunk_size: int) -> dict:
+def scaling_text(kind: str, chars: int, path: str | None) -> str:
+    """``chars`` characters of one kind of text, made here (deterministic)."""
+    import random
+
+    rng = random.Random(0)
+    if kind == "run":  # one pre-token: a run of one letter
+        return "a" * chars
+    if kind == "owt":
+        return Path(path).read_bytes().decode()[:chars]
+    if kind == "json":  # minified JSON: no whitespace at all
+        parts, n = [], 0
+        while n < chars:
+            record = (f'{{"id":{rng.randrange(10**9)},"user":"u{rng.randrange(10**6)}",'
+                      f'"score":{rng.random():.4f},"blob":"{rng.getrandbits(96):024x}"}},')  # fmt: skip
+            parts.append(record)
+            n += len(record)
+        return "".join(parts)[:chars]
+    if kind == "cjk":  # Chinese-like sentences: letters with no spaces, then punctuation
+        common = [chr(c) for c in rng.sample(range(0x4E00, 0x9FA5), 3000)]
+        parts, n = [], 0
+        while n < chars:
+            punctuation = rng.choice("\uff0c\u3002\u3001\uff1b")  # fullwidth comma, stops, semicolon
+            sentence = "".join(rng.choices(common, k=rng.randint(5, 40))) + punctuation
+            parts.append(sentence)
+            n += len(sentence)
+        return "".join(parts)[:chars]
+    raise ValueError(kind)
+
+
+def encode_scaling(kind: str, chars: int, path: str | None) -> dict:
+    """`Tokenizer.encode` (compiled code warmed up) and tiktoken on ``chars`` and ``2 * chars`` of
+    one kind of text; and `encode_iterable` in 200-character pieces."""
+    tokenizer, tik = gpt2_tokenizer(), tiktoken_gpt2()
+    tokenizer.encode("warm up " * 10_000)
+    result = {}
+
+    def pieces(text: str) -> Iterator[str]:
+        return (text[i : i + 200] for i in range(0, len(text), 200))
+
+    for n in (chars, 2 * chars):
+        text = scaling_text(kind, n, path)
+        for name, encode in [
+            ("ours", tokenizer.encode),
+            ("tiktoken", lambda t: tik.encode(t, allowed_special={EOT})),
+            ("iterable", lambda t: list(tokenizer.encode_iterable(pieces(t)))),
+        ]:
+            started = time.perf_counter()
+            ids = encode(text)
+            result[f"{name}_{n}"] = time.perf_counter() - started
+            result[f"{name}_{n}_digest"] = _digest(ids)
+    result["seconds"] = result[f"ours_{2 * chars}"]
+    return result
+
+
+def bpe_dask_encode(path: str, workers: int, chunk_size: int | None, fmt: str = "bin") -> dict:
     """The whole `bpe-dask encode` command with the GPT-2 tokenizer, cluster start-up included."""
+    import numpy as np
+
     with tempfile.TemporaryDirectory() as tmp:
         tok = Path(tmp, "tok")
         tok.mkdir()
         for name in ("gpt2_vocab.json", "gpt2_merges.txt"):
             (tok / name.removeprefix("gpt2_")).write_bytes((GPT2_DIR / name).read_bytes())
-        seconds, report = timed_cli("encode", path, "--tokenizer", str(tok), "--special-token", EOT,
-                                    "--workers", str(workers), "--chunk-size", str(chunk_size),
-                                    out=f"{tmp}/ids")  # fmt: skip
-    return {"seconds": seconds, "tokens": report["tokens"]}
+        chunk = ["--chunk-size", str(chunk_size)] if chunk_size else []
+        out = f"{tmp}/ids.bin" if fmt == "bin" else f"{tmp}/ids"
+        started = time.perf_counter()
+        command = [sys.executable, "-m", "bpe_dask", "encode", path, "--tokenizer", str(tok),
+                   "--special-token", EOT, "--workers", str(workers), *chunk, "--out", out, "-q"]  # fmt: skip
+        subprocess.run(command, check=True)
+        seconds = time.perf_counter() - started
+        report = json.loads(Path(out + ".json" if fmt == "bin" else f"{out}/report.json").read_text())
+        digest = _digest(np.fromfile(out, dtype=report["dtype"])) if fmt == "bin" else None
+    return {"seconds": seconds, "tokens": report["tokens"], "shards": report["shards"], "digest": digest,
+            "job_seconds": report["seconds"]}  # fmt: skip
 
 
 def bpe_dask_count_worker_peak(path: str, chunk_size: int) -> dict:
@@ -337,6 +425,7 @@ CONTENDERS = {
     "bpe_dask_encode_in_process": bpe_dask_encode_in_process,
     "tiktoken_encode": tiktoken_encode,
     "bpe_dask_encode": bpe_dask_encode,
+    "encode_scaling": encode_scaling,
     "plain_count": plain_count,
     "bpe_dask_count_in_process": bpe_dask_count_in_process,
     "bpe_dask_count": bpe_dask_count,
@@ -494,24 +583,54 @@ def suite_cs336(args: argparse.Namespace) -> list[tuple[str, str, str]]:
 
 
 def suite_encode(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    """Tokenizer.encode against tiktoken on one file; linearity; bpe-dask encode on 1 and 2 workers."""
     path = corpus_file(args.kind, args.size)
     size = os.path.getsize(path)
-    chunk = max(1 << 20, size // 16)
     tik = run("tiktoken_encode", path)
     ours = run("bpe_dask_encode_in_process", path)
-    one = run("bpe_dask_encode", path, 1, chunk)
-    two = run("bpe_dask_encode", path, 2, chunk)
-    assert tik["tokens"] == ours["tokens"] == one["tokens"] == two["tokens"], "the encodings differ"
-    rate = lambda r: f"{size / r['seconds'] / 1e6:.2f} MB/s"  # noqa: E731
+    assert tik["digest"] == ours["digest"], "the encodings differ"
+    rate = lambda r, n=size: f"{n / r['seconds'] / 1e6:.2f} MB/s"  # noqa: E731
+    ratio = ours["seconds"] / tik["seconds"]
+    rows = [
+        (f"tiktoken, GPT-2 vocabulary, {size / 1e6:.0f} MB ({tik['tokens']:,} tokens)",
+         f"{tik['seconds']:.2f} s", rate(tik)),
+        ("bpe-dask Tokenizer.encode, same vocabulary, same ids", f"{ours['seconds']:.2f} s",
+         f"{ratio:.2f}x tiktoken's time; first call {ours['first_call_seconds']:.2f} s"),
+    ]  # fmt: skip
+    for kind, chars in [("run", 200_000), ("owt", 4_000_000), ("json", 4_000_000), ("cjk", 1_000_000)]:
+        r = run("encode_scaling", kind, chars, path)
+        double = 2 * chars
+        for name in ("tiktoken", "iterable"):
+            assert r[f"{name}_{double}_digest"] == r[f"ours_{double}_digest"], (kind, name)
+        times = {
+            name: (r[f"{name}_{chars}"], r[f"{name}_{double}"]) for name in ("ours", "tiktoken", "iterable")
+        }
+        shown = {name: f"{a:.3f} s, {b:.3f} s ({b / a:.2f}x)" for name, (a, b) in times.items()}
+        rows.append((
+            f"{kind}: Tokenizer.encode of {chars:,} then {double:,} characters", shown["ours"],
+            f"tiktoken {shown['tiktoken']}; encode_iterable in 200-character pieces {shown['iterable']}",
+        ))  # fmt: skip
+    if args.job_size:
+        rows += encode_job_rows(args.kind, args.job_size)
+    return rows
+
+
+def encode_job_rows(kind: str, size: str) -> list[tuple[str, str, str]]:
+    path = corpus_file(kind, size)
+    mb = os.path.getsize(path) / 1e6
+    tik = run("tiktoken_encode", path)
+    one = run("bpe_dask_encode", path, 1, None)
+    two = run("bpe_dask_encode", path, 2, None)
+    assert tik["digest"] == one["digest"] == two["digest"], "the encodings differ"
+    of_tiktoken = lambda r, workers: tik["seconds"] / r["seconds"] / workers  # noqa: E731
     return [
-        (f"tiktoken, GPT-2 vocabulary, 1 thread ({tik['tokens']:,} tokens)", f"{tik['seconds']:.1f} s",
-         rate(tik)),
-        ("bpe-dask Tokenizer.encode, same vocabulary, in-process", f"{ours['seconds']:.1f} s",
-         f"{rate(ours)}, {ours['seconds'] / tik['seconds']:.1f}x tiktoken's time"),
-        ("bpe-dask encode, 1 worker, start-up and .npy writing included", f"{one['seconds']:.1f} s",
-         rate(one)),
-        ("bpe-dask encode, 2 workers", f"{two['seconds']:.1f} s",
-         f"{rate(two)}, {one['seconds'] / two['seconds']:.2f}x faster than 1 worker"),
+        (f"tiktoken, one process, {mb:.0f} MB", f"{tik['seconds']:.1f} s", f"{mb / tik['seconds']:.2f} MB/s"),
+        (f"bpe-dask encode --workers 1 to .bin, whole command ({one['shards']} shards)",
+         f"{one['seconds']:.1f} s", f"{mb / one['seconds']:.2f} MB/s; {of_tiktoken(one, 1):.2f}x tiktoken's"),
+        (f"bpe-dask encode --workers 2 to .bin, whole command ({two['shards']} shards)",
+         f"{two['seconds']:.1f} s",
+         f"{mb / two['seconds']:.2f} MB/s; {one['seconds'] / two['seconds']:.2f}x faster than 1 worker; "
+         f"{of_tiktoken(two, 2):.2f}x tiktoken's per worker"),
     ]  # fmt: skip
 
 
@@ -582,6 +701,9 @@ def main() -> None:
     encoding = commands.add_parser("encode", help="encoding: Tokenizer and bpe-dask encode against tiktoken")
     encoding.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     encoding.add_argument("--size", default="16MB")
+    encoding.add_argument(
+        "--job-size", default="260MB", help="input of the bpe-dask encode runs ('' skips them)"
+    )
     commands.add_parser("cs336", help="CS336's speed test")
     peers = commands.add_parser("peers", help="whole training runs against rustbpe, HF tokenizers, bpeasy")
     peers.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))

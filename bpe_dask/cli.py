@@ -66,14 +66,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("auto", "client", "worker"),
         help="where the merge loop runs (auto: on a worker, unless the cluster is the embedded one)",
     )
-    _cluster_options(train, work_dir=True)
+    _cluster_options(train)
 
     count = _command(commands, "count", "count words only, into a Parquet table to merge later")
     required = _required(count)
     required.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS, help=INPUT_HELP)
     _out_option(required, "COUNTS", "Parquet file for the counts (token: binary, count: int64)")
     _special_token_option(count, SPECIAL_TOKEN_HELP)
-    _cluster_options(count, work_dir=True)
+    _cluster_options(count)
 
     merge = _command(commands, "merge", "learn merges from a counts table that `bpe-dask count` wrote")
     required = _required(merge)
@@ -84,15 +84,18 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_option(merge)
     _common_options(merge)
 
-    encode = _command(
-        commands, "encode", "encode text into .npy shards of token ids with a trained tokenizer"
-    )
+    encode = _command(commands, "encode", "encode text into token ids with a trained tokenizer")
     required = _required(encode)
     required.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS, help=INPUT_HELP)
     _option(required, "--tokenizer", metavar="DIR", help="a tokenizer directory `bpe-dask train` wrote")
-    _out_option(required, "DIR", "directory for the .npy shards, index.json and report.json")
+    _out_option(
+        required, "OUT", "a .bin file of ids (with OUT.json beside it), or a directory of .npy shards"
+    )
+    _option(encode, "--format", choices=("bin", "npy"),
+            help="bin: one flat file of uint16/uint32 ids to np.memmap; npy: a directory of shards "
+                 "(default: bin when OUT ends in .bin)")  # fmt: skip
     _special_token_option(encode, "a special token (default: those the tokenizer's tokenizer.json registers)")
-    _cluster_options(encode, work_dir=False)
+    _cluster_options(encode)
     return parser
 
 
@@ -127,7 +130,7 @@ def _special_token_option(parser: argparse._ActionsContainer, help: str) -> None
     _option(parser, "--special-token", dest="special_tokens", action="append", metavar="TOKEN", help=help)
 
 
-def _cluster_options(parser: argparse._ActionsContainer, work_dir: bool) -> None:
+def _cluster_options(parser: argparse._ActionsContainer) -> None:
     _option(
         parser,
         "--workers",
@@ -148,13 +151,12 @@ def _cluster_options(parser: argparse._ActionsContainer, work_dir: bool) -> None
         help="invalid UTF-8 in the input: stop at it (strict, the default) or read it as U+FFFD (replace)",
     )
     _engine_option(parser)
-    if work_dir:
-        _option(
-            parser,
-            "--work-dir",
-            metavar="DIR",
-            help="where shards go; kept, so a re-run reuses them (default: a temporary directory)",
-        )
+    _option(
+        parser,
+        "--work-dir",
+        metavar="DIR",
+        help="where shards go; kept, so a re-run reuses them (default: a temporary directory)",
+    )
     _option(
         parser, "--ship-package", action="store_true", help="upload this bpe_dask to workers that lack it"
     )
@@ -280,8 +282,14 @@ def _count(options: dict[str, Any]) -> dict:
 def _encode(options: dict[str, Any]) -> dict:
     _require(options, "inputs", "tokenizer", "out")
     special_tokens = options.get("special_tokens")  # none given: the tokenizer's own
+    fmt = options.get("format")
     return encode(
-        options["inputs"], options["tokenizer"], options["out"], special_tokens, **_job_options(options)
+        options["inputs"],
+        options["tokenizer"],
+        options["out"],
+        special_tokens,
+        format=fmt,
+        **_job_options(options),
     )
 
 

@@ -74,6 +74,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "utf8_errors": check_utf8_errors,
     "tokenizer": _string,
     "engine": _string,
+    "format": _string,
 }
 PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer"}
 DEFAULTS: dict[str, Any] = {

@@ -1,8 +1,10 @@
-"""The encode job: inputs and a trained tokenizer in, ``.npy`` shards of token ids out.
+"""The encode job: inputs and a trained tokenizer in, token ids out, in the layout model trainers read.
 
-``encode`` plans byte ranges as counting does, encodes each in a Dask task that writes a shard
-(``encoding``) straight into a staging directory, and publishes the directory whole with
-``index.json`` (each shard's input, byte range and token count) and ``report.json``.
+``encode`` plans byte ranges as counting does and encodes each in a Dask task that writes a shard
+of ids into the work directory (``encoding``; a re-run with the same ``--work-dir`` reuses the
+finished ones). Then, on the cluster, the output appears whole: a directory of ``.npy`` shards with
+``index.json`` and ``report.json``, or one flat ``.bin`` file of ``uint16`` / ``uint32`` ids (what
+nanoGPT and the CS336 training loop ``np.memmap``) with a JSON sidecar saying its dtype and length.
 """
 
 from __future__ import annotations
@@ -14,16 +16,30 @@ from collections.abc import Sequence
 
 import dask
 from dask.base import tokenize
+from distributed import Client
 
-from .encoding import EncodedShard, dtype_for, encode_range_to_shard, is_encoded_file, shard_name
+from .encoding import (
+    EncodedShard,
+    copy_shard,
+    dtype_for,
+    encode_range_to_shard,
+    is_encoded_file,
+    shard_name,
+    shard_path,
+    stream_shards,
+    tokenizer_key,
+    write_at,
+)  # fmt: skip
 from .errors import BpeDaskError
-from .job import Job, cluster_threads, run_tasks
+from .job import Job, cluster_threads, is_embedded, run_tasks
 from .options import JobOptions, PathLike, check_replacement_character, input_list
 from .progress import TaskProgress
-from .publish import check_output_dir, staged_directory
-from .storage import filesystem
+from .publish import atomic_file, check_output_dir, check_output_file, staged_directory
+from .storage import filesystem, is_local
 from .tokenizer import Tokenizer
 from .version import __version__
+
+FORMATS = ("npy", "bin")
 
 
 def encode(
@@ -31,71 +47,142 @@ def encode(
     tokenizer: PathLike | Tokenizer,
     out: str,
     special_tokens: Sequence[str] | None = None,
+    *,
+    format: str | None = None,
     **options,
 ) -> dict:
-    """Encode ``inputs`` into ``.npy`` shards of token ids in ``out``, one per range; returns the report.
+    """Encode ``inputs`` with ``tokenizer`` into ``out``; returns the report.
 
+    ``format`` is ``"bin"`` (the default when ``out`` ends in ``.bin``): one flat file of ids, with
+    ``out + ".json"`` beside it; or ``"npy"``: a directory of ``.npy`` shards, one per range.
     ``tokenizer`` is a ``Tokenizer`` or a directory ``bpe-dask train`` wrote; ``special_tokens``
-    default to those its ``tokenizer.json`` registers. ``options`` are ``JobOptions`` fields.
+    default to those its ``tokenizer.json`` registers. ``options`` are ``JobOptions`` fields; a
+    ``work_dir`` keeps the shards, so that a re-run after an interruption reuses them.
     """
     started = time.perf_counter()
     opts = JobOptions.of(**options)
-    if opts.work_dir:
-        raise BpeDaskError("encode writes its shards straight into --out: it takes no --work-dir")
+    fmt = output_format(out, format)
     inputs = input_list(inputs)
     source = tokenizer if isinstance(tokenizer, Tokenizer) else os.fspath(tokenizer)
-    job = Job.start(opts, [*inputs, out, source if isinstance(source, str) else None])
-    if not isinstance(source, Tokenizer):
-        tokenizer = Tokenizer.load(source, special_tokens, job.storage_options)
-    elif special_tokens is not None:
-        tokenizer = Tokenizer(
-            tokenizer.vocab, tokenizer.merges, special_tokens, tokenizer.pretokenizer.pattern
-        )
+    job = Job.start(opts, [*inputs, out, opts.work_dir, source if isinstance(source, str) else None])
+    tokenizer = _tokenizer(source, special_tokens, job.storage_options)
     check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
-    check_output_dir(out, opts.overwrite, is_encoded_file, job.storage_options)
-    job.find_inputs(inputs, exclude=[out])
-    with job.cluster() as client, staged_directory(out, job.storage_options) as staging:
-        job.preflight(client, staging, [out])
+    if fmt == "bin":
+        check_output_file(out, opts.overwrite, job.storage_options)
+    else:
+        check_output_dir(out, opts.overwrite, is_encoded_file, job.storage_options)
+    job.find_inputs(inputs, exclude=[out, opts.work_dir])
+    with job.cluster() as client, job.work_directory(beside=None if is_embedded(client) else out) as work:
+        job.preflight(client, work, [out])
         job.plan(tokenizer.pretokenizer, cluster_threads(client))
-        shared = client.scatter(tokenizer, broadcast=True, hash=False)
-        names = [shard_name(i, len(job.ranges)) for i in range(len(job.ranges))]
-        tasks = [
-            dask.delayed(encode_range_to_shard, pure=True)(
-                r, shared, staging, name, job.storage_options, opts.utf8_errors,
-                dask_key_name=f"encode-{tokenize(r.key(), name, staging)}",
-            )
-            for r, name in zip(job.ranges, names, strict=True)
-        ]  # fmt: skip
-        progress = (
-            TaskProgress("encode", len(tasks), job.input_bytes, "tokens") if opts.show_progress else None
-        )
-        shards = run_tasks(client, tasks, progress, [r.size for r in job.ranges], lambda shard: shard.tokens)
-        report = _report(job, shards, tokenizer, source, opts.utf8_errors, started)
-        fs, path = filesystem(staging, job.storage_options)
-        index = {"dtype": report["dtype"], "shards": [s.index_entry() for s in shards]}
-        fs.pipe_file(f"{path}/index.json", (json.dumps(index, indent=1) + "\n").encode())
-        fs.pipe_file(f"{path}/report.json", (json.dumps(report, indent=2) + "\n").encode())
+        shards = _encode_ranges(client, job, tokenizer, work)
+        report = _report(job, shards, tokenizer, source, fmt, started)
+        if fmt == "npy":
+            _publish_shards(client, job, shards, out, report)
+        else:
+            _publish_bin(client, job, shards, out, report)
     return report
 
 
-def _report(
-    job: Job, shards: list[EncodedShard], tokenizer: Tokenizer, source: str | Tokenizer, utf8_errors: str,
-    started: float,
-) -> dict:  # fmt: skip
+def output_format(out: str, format: str | None) -> str:
+    if format is None:
+        return "bin" if out.rstrip("/").endswith(".bin") else "npy"
+    if format not in FORMATS:
+        raise BpeDaskError(f"format must be npy or bin, got {format!r}")
+    return format
+
+
+def _tokenizer(
+    source: str | Tokenizer, special_tokens: Sequence[str] | None, storage_options: dict
+) -> Tokenizer:
+    if isinstance(source, str):
+        return Tokenizer.load(source, special_tokens, storage_options)
+    if special_tokens is None:
+        return source
+    return Tokenizer(source.vocab, source.merges, special_tokens, source.pretokenizer.pattern, source.engine)
+
+
+def _encode_ranges(client: Client, job: Job, tokenizer: Tokenizer, work: str) -> list[EncodedShard]:
+    shared = client.scatter(tokenizer, broadcast=True, hash=False)
+    key, options = tokenizer_key(tokenizer), job.options
+    tasks = [
+        dask.delayed(encode_range_to_shard, pure=True)(
+            r, shared, shard_path(work, r, key), job.storage_options, options.utf8_errors,
+            dask_key_name=f"encode-{tokenize(r.key(), key, work)}",
+        )
+        for r in job.ranges
+    ]  # fmt: skip
+    progress = (
+        TaskProgress("encode", len(tasks), job.input_bytes, "tokens") if options.show_progress else None
+    )
+    return run_tasks(client, tasks, progress, [r.size for r in job.ranges], lambda shard: shard.tokens)
+
+
+def _publish_shards(client: Client, job: Job, shards: list[EncodedShard], out: str, report: dict) -> None:
+    """The output directory: the shards under their place in the plan, ``index.json``, ``report.json``."""
+    storage_options = job.storage_options
+    with staged_directory(out, storage_options) as staging:
+        names = [shard_name(i, len(shards)) for i in range(len(shards))]
+        copies = [
+            dask.delayed(copy_shard, pure=False)(shard, f"{staging}/{name}", storage_options)
+            for shard, name in zip(shards, names, strict=True)
+        ]
+        run_tasks(client, copies)
+        index = {"dtype": report["dtype"], "shards": [
+            {"shard": name, "input": s.input, "start": s.start, "end": s.end, "tokens": s.tokens}
+            for name, s in zip(names, shards, strict=True)
+        ]}  # fmt: skip
+        fs, path = filesystem(staging, storage_options)
+        fs.pipe_file(f"{path}/index.json", (json.dumps(index, indent=1) + "\n").encode())
+        fs.pipe_file(f"{path}/report.json", (json.dumps(report, indent=2) + "\n").encode())
+
+
+def _publish_bin(client: Client, job: Job, shards: list[EncodedShard], out: str, report: dict) -> None:
+    """One flat file of ids, then its sidecar. Where the file is local and the workers share the disk,
+    each shard is written at its offset by a task (ranged writes, side by side); elsewhere one task
+    streams them in order into the store."""
+    storage_options = job.storage_options
+    itemsize = 2 if report["dtype"] == "uint16" else 4
+    if is_local(out) and is_embedded(client):
+        with atomic_file(out, storage_options) as (_, partial):
+            with open(partial, "wb") as f:
+                f.truncate(report["tokens"] * itemsize)
+            offsets = [0]
+            for shard in shards[:-1]:
+                offsets.append(offsets[-1] + shard.tokens * itemsize)
+            writes = [
+                dask.delayed(write_at, pure=False)(shard, partial, offset, storage_options)
+                for shard, offset in zip(shards, offsets, strict=True)
+            ]
+            run_tasks(client, writes)
+    else:
+        streaming = dask.delayed(stream_shards, pure=False)(shards, out, storage_options)
+        run_tasks(client, [streaming])
+    with atomic_file(f"{out}.json", storage_options) as (fs, partial):
+        fs.pipe_file(partial, (json.dumps(report, indent=2) + "\n").encode())
+
+
+def _report(job: Job, shards: list[EncodedShard], tokenizer: Tokenizer, source: str | Tokenizer, fmt: str,
+            started: float) -> dict:  # fmt: skip
     seconds = time.perf_counter() - started
     tokens = sum(s.tokens for s in shards)
+    reused = sum(s.reused for s in shards)
     return {
         "version": __version__,
         "inputs": job.input_urls,
         "tokenizer": source if isinstance(source, str) else None,
         "special_tokens": tokenizer.special_tokens,
         "vocab_size": len(tokenizer.vocab),
+        "format": fmt,
         "dtype": dtype_for(tokenizer),
-        "utf8_errors": utf8_errors,
-        "shards": len(shards),
-        "input_bytes": job.input_bytes,
         "tokens": tokens,
+        "utf8_errors": job.options.utf8_errors,
+        "shards": len(shards),
+        "shards_reused": reused,
+        "shards_computed": len(shards) - reused,
+        "input_bytes": job.input_bytes,
         "bytes_per_token": job.input_bytes / tokens if tokens else None,
         "seconds": seconds,
         "bytes_per_second": job.input_bytes / seconds,
+        "tokens_per_second": tokens / seconds,
     }

@@ -1,17 +1,20 @@
-"""Encoding (the map stage of ``bpe-dask encode``): one byte range and a tokenizer in, one ``.npy``
-shard of token ids out.
+"""Encoding (the map stage of ``bpe-dask encode``): one byte range and a tokenizer in, one shard of
+token ids out, and the tasks that assemble the shards into the output.
 
-Takes a ``ByteRange``, a ``Tokenizer`` and the output directory; reads the range as text blocks
-cut at safe places (``blocks``: the cuts that leave the pre-tokens unchanged leave the encoding
-unchanged too), encodes each block, and writes the ids as a NumPy ``.npy`` array: ``uint16``
-while every id fits, ``uint32`` beyond. Shard names are the range's position in the plan,
-zero-padded, so sorted names follow the input order.
+Takes a ``ByteRange`` and a ``Tokenizer``; reads the range as text blocks cut at safe places
+(``blocks``: the cuts that leave the pre-tokens unchanged leave the encoding unchanged too), encodes
+them and writes the ids as a NumPy ``.npy`` array in the work directory, under a name made of the
+range's identity and the tokenizer's, so a re-run reuses finished shards. Then the output: shards
+copied under their position in the plan (``NNNNNN.npy``, sorted names follow the input order), or
+written into one flat ``.bin`` file at their offsets (ranged writes where the file is local; one
+task streaming them in order into an object store, which has no ranged writes).
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
-from array import array
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,26 +23,44 @@ from .blocks import iter_texts
 from .errors import retrying
 from .plan import ByteRange
 from .publish import write_bytes_atomically
+from .storage import filesystem
 from .tokenizer import Tokenizer
+
+# Part of every shard's name: raise it whenever a change to the code changes what a range encodes to.
+ENCODING_VERSION = 1
 
 
 @dataclass(frozen=True)
 class EncodedShard:
-    """A finished encode task: its file, the range it covers, and how many tokens it holds."""
+    """A finished encode task: where its ids are, the range they encode, and how many there are."""
 
-    name: str
+    path: str
     input: str
     start: int
     end: int
     tokens: int
-
-    def index_entry(self) -> dict:
-        return {"shard": self.name, "input": self.input, "start": self.start, "end": self.end,
-                "tokens": self.tokens}  # fmt: skip
+    reused: bool
 
 
 def dtype_for(tokenizer: Tokenizer) -> str:
+    """``uint16`` while every id fits, as model trainers read ``train.bin``; ``uint32`` beyond."""
     return "uint16" if max(tokenizer.vocab) < 2**16 else "uint32"
+
+
+def tokenizer_key(tokenizer: Tokenizer) -> str:
+    """A digest of everything about the tokenizer that decides the ids."""
+    digest = hashlib.sha256(f"{ENCODING_VERSION}\0{tokenizer.pretokenizer.pattern.regex}".encode())
+    for token_id, token in sorted(tokenizer.vocab.items()):
+        digest.update(b"%d\0%s\0" % (token_id, token))
+    for a, b in tokenizer.merges:
+        digest.update(b"%s\0%s\0" % (a, b))
+    for token, token_id in sorted(tokenizer.special_ids.items()):
+        digest.update(f"{token}\0{token_id}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+def shard_path(work_dir: str, byte_range: ByteRange, key: str) -> str:
+    return f"{work_dir.rstrip('/')}/encoded/{byte_range.key()}-{key}.npy"
 
 
 def shard_name(position: int, total: int) -> str:
@@ -47,7 +68,7 @@ def shard_name(position: int, total: int) -> str:
 
 
 def is_encoded_file(name: str) -> bool:
-    """The files ``bpe-dask encode`` writes: numbered ``.npy`` shards, ``index.json``, ``report.json``."""
+    """The files ``bpe-dask encode`` puts in an output directory: shards, ``index.json``, ``report.json``."""
     return name in ("index.json", "report.json") or (
         name.endswith(".npy") and name.removesuffix(".npy").isdigit()
     )
@@ -56,30 +77,71 @@ def is_encoded_file(name: str) -> bool:
 def encode_range_to_shard(
     byte_range: ByteRange,
     tokenizer: Tokenizer,
-    out_dir: str,
-    name: str,
+    path: str,
     storage_options: dict | None = None,
     utf8_errors: str = "strict",
 ) -> EncodedShard:
-    """Encode one range and write its shard; a failure that may be transient is retried in place."""
-    return retrying(
-        _encode_range_to_shard, byte_range, tokenizer, out_dir, name, storage_options, utf8_errors
-    )
+    """Encode one range into the shard ``path``, or reuse the shard a previous run finished; a
+    failure that may be transient is retried in place."""
+    return retrying(_encode_range_to_shard, byte_range, tokenizer, path, storage_options, utf8_errors)
 
 
 def _encode_range_to_shard(
-    byte_range: ByteRange,
-    tokenizer: Tokenizer,
-    out_dir: str,
-    name: str,
-    storage_options: dict | None,
-    utf8_errors: str,
+    byte_range: ByteRange, tokenizer: Tokenizer, path: str, storage_options: dict | None, utf8_errors: str
 ) -> EncodedShard:
-    ids = array("I")
-    for text in iter_texts(byte_range, tokenizer.pretokenizer, storage_options, utf8_errors=utf8_errors):
-        ids.extend(tokenizer.encode(text))
-    tokens = np.frombuffer(ids, dtype=np.uint32).astype(dtype_for(tokenizer))
+    fs, fs_path = filesystem(path, storage_options)
+    if fs.exists(fs_path):
+        with fs.open(fs_path, "rb") as f:
+            np.lib.format.read_magic(f)
+            shape, _, _ = np.lib.format.read_array_header_1_0(f)
+        return EncodedShard(
+            path, byte_range.file.url, byte_range.start, byte_range.end, shape[0], reused=True
+        )
+    parts = [
+        tokenizer.encode_array(text)
+        for text in iter_texts(byte_range, tokenizer.pretokenizer, storage_options, utf8_errors=utf8_errors)
+    ]
+    ids = np.concatenate(parts).astype(dtype_for(tokenizer)) if parts else np.zeros(0, dtype_for(tokenizer))
     buffer = io.BytesIO()
-    np.save(buffer, tokens, allow_pickle=False)
-    write_bytes_atomically(buffer.getvalue(), f"{out_dir.rstrip('/')}/{name}", storage_options)
-    return EncodedShard(name, byte_range.file.url, byte_range.start, byte_range.end, len(tokens))
+    np.save(buffer, ids, allow_pickle=False)
+    write_bytes_atomically(buffer.getvalue(), path, storage_options)
+    return EncodedShard(path, byte_range.file.url, byte_range.start, byte_range.end, len(ids), reused=False)
+
+
+def _read_shard(shard: EncodedShard, storage_options: dict | None) -> np.ndarray:
+    fs, path = filesystem(shard.path, storage_options)
+    with fs.open(path, "rb") as f:
+        return np.load(io.BytesIO(f.read()), allow_pickle=False)
+
+
+def copy_shard(shard: EncodedShard, destination: str, storage_options: dict | None = None) -> str:
+    """Copy a shard into the output directory under its place in the plan (a server-side copy in an
+    object store)."""
+    fs, source = filesystem(shard.path, storage_options)
+    retrying(fs.copy, source, filesystem(destination, storage_options)[1])
+    return destination
+
+
+def write_at(shard: EncodedShard, path: str, offset: int, storage_options: dict | None = None) -> int:
+    """Write a shard's ids into the local file ``path`` at ``offset`` bytes (a ranged write): shards
+    fill their parts of the file at once, side by side."""
+    data = _read_shard(shard, storage_options).tobytes()
+    descriptor = os.open(path, os.O_WRONLY)
+    try:
+        written = 0
+        while written < len(data):
+            written += os.pwrite(descriptor, data[written:], offset + written)
+    finally:
+        os.close(descriptor)
+    return len(data)
+
+
+def stream_shards(shards: list[EncodedShard], url: str, storage_options: dict | None = None) -> int:
+    """Write the shards' ids in order into the file ``url`` (an object store's multipart upload),
+    holding one shard at a time; returns the bytes written."""
+    fs, path = filesystem(url, storage_options)
+    written = 0
+    with fs.open(path, "wb") as f:
+        for shard in shards:
+            written += f.write(_read_shard(shard, storage_options).tobytes())
+    return written

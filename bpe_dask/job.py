@@ -14,6 +14,7 @@ import resource
 import shutil
 import sys
 import tempfile
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -117,8 +118,10 @@ class Job:
         )
 
     @contextmanager
-    def work_directory(self) -> Iterator[str]:
-        """The user's work directory (kept, so a re-run reuses its shards), or a temporary one."""
+    def work_directory(self, beside: str | None = None) -> Iterator[str]:
+        """The user's work directory (kept, so a re-run reuses its shards), or a temporary one: on
+        this machine, or, ``beside`` an output on storage the workers reach, a hidden folder next to
+        it. A temporary one is removed afterwards."""
         work_dir = self.options.work_dir
         if work_dir:
             fs, path = filesystem(work_dir, self.storage_options)
@@ -127,6 +130,16 @@ class Job:
             except Exception as error:
                 raise BpeDaskError(f"cannot use --work-dir {work_dir}: {describe(error)}") from None
             yield work_dir
+            return
+        if beside:
+            parent, _, name = beside.rstrip("/").rpartition("/")
+            scratch = f"{parent}/.{name}.work-{uuid.uuid4().hex[:12]}"
+            fs, path = filesystem(scratch, self.storage_options)
+            try:
+                yield scratch
+            finally:
+                if fs.exists(path):
+                    fs.rm(path, recursive=True)
             return
         temporary = tempfile.mkdtemp(prefix="bpe-dask-")
         try:

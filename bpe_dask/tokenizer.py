@@ -10,10 +10,14 @@ writes: ``vocab.json``, ``merges.txt`` and ``tokenizer.json``, the writer beside
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterable, Iterator
 from itertools import pairwise
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from . import gpt2_files
 from .errors import BpeDaskError
@@ -21,7 +25,13 @@ from .pretokenize import GPT2, Pretokenizer, SplitPattern, check_special_tokens
 from .publish import check_output_dir, publish_directory
 from .storage import describe, filesystem
 
+if TYPE_CHECKING:
+    from .encode_numba import CompiledEncoder
+
 CACHE_LIMIT = 1 << 20
+ENGINES = ("auto", "python", "numba")
+COMPILED_MIN_CHARS = 1 << 16  # below this, loading compiled code costs more than it saves
+LONG_PRETOKEN = 256  # characters: past this, the pure-Python merge's O(n²) starts to show
 _UNMERGEABLE = (float("inf"), -1)  # (rank, merged id) of a pair no merge joins
 FILES = ("vocab.json", "merges.txt", "tokenizer.json")
 
@@ -35,7 +45,11 @@ class Tokenizer:
         merges: list[tuple[bytes, bytes]],
         special_tokens: Iterable[str] | None = None,
         pattern: str | SplitPattern = GPT2,
+        engine: str = "auto",
     ) -> None:
+        if engine not in ENGINES:
+            raise BpeDaskError(f"engine must be auto, python or numba, got {engine!r}")
+        self.engine = engine
         self.vocab = dict(vocab)
         self.merges = list(merges)
         self.special_tokens = list(check_special_tokens(special_tokens or ()))
@@ -51,6 +65,10 @@ class Tokenizer:
             (ids[a], ids[b]): (rank, ids[a + b]) for rank, (a, b) in enumerate(self.merges) if a + b in ids
         }
         self._cache: dict[str, tuple[int, ...]] = {}
+        self._compiled: CompiledEncoder | None = None
+
+    def __getstate__(self) -> dict:  # caches and compiled state are rebuilt where the tokenizer lands
+        return {**self.__dict__, "_cache": {}, "_compiled": None}
 
     def _special_id(self, token: str) -> int:
         """The first id past the 256 bytes that holds the token (a special token "\n" is not byte 10),
@@ -127,6 +145,39 @@ class Tokenizer:
 
     def encode(self, text: str) -> list[int]:
         """The token ids of ``text``."""
+        if self._use_compiled(len(text)):
+            return self._encode_compiled(text).tolist()
+        return self._encode_python(text)
+
+    def encode_array(self, text: str) -> np.ndarray:
+        """``encode`` as a NumPy array of ``uint32``: no Python int per token."""
+        if self._use_compiled(len(text)):
+            return self._encode_compiled(text).astype(np.uint32)
+        return np.array(self._encode_python(text), np.uint32)
+
+    def _use_compiled(self, length: int) -> bool:
+        """The compiled encoder for ``engine="numba"``, and for ``"auto"`` on text long enough to repay
+        loading it (the pure-Python path below stays the reference the tests hold it to)."""
+        if self.engine == "python" or (self.engine == "auto" and length < COMPILED_MIN_CHARS):
+            return False
+        if self.pretokenizer.pattern.name != "gpt2" or importlib.util.find_spec("numba") is None:
+            if self.engine == "numba":
+                raise BpeDaskError("the numba engine needs numba and the gpt2 pattern")
+            return False
+        return True
+
+    def _encode_compiled(self, text: str) -> np.ndarray:
+        if self._compiled is None:
+            from .encode_numba import CompiledEncoder
+
+            self._compiled = CompiledEncoder(self._byte_ids, self._merges)
+        data = text.encode("utf-8")
+        bounds = self.pretokenizer.piece_bounds(data)
+        between = [data[bounds[k] : bounds[k + 1]].decode("utf-8") for k in range(1, len(bounds) - 1, 2)]
+        specials = np.array([self.special_ids[token] for token in between], np.int64)
+        return self._compiled.encode(data, bounds, specials)
+
+    def _encode_python(self, text: str) -> list[int]:
         ids: list[int] = []
         cache = self._cache
         findall = self.pretokenizer.pattern.compiled.findall
@@ -165,9 +216,13 @@ class Tokenizer:
         return b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="replace")
 
     def _encode_new(self, pretoken: str) -> tuple[int, ...]:
-        """The ids of a pre-token not in the cache, which keeps them."""
+        """The ids of a pre-token not in the cache, which keeps them. A long one (a run of one letter)
+        goes to the compiled merge, which is O(n log n) where ``_merge`` is O(n²), unless the engine
+        is ``"python"``."""
         if len(self._cache) >= CACHE_LIMIT:
             self._cache.clear()
+        if len(pretoken) > LONG_PRETOKEN and self._use_compiled(COMPILED_MIN_CHARS):
+            return tuple(self._encode_compiled(pretoken).tolist())
         ids = self._cache[pretoken] = self._merge(pretoken.encode("utf-8"))
         return ids
 

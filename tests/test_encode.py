@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -141,3 +142,82 @@ def test_a_missing_tokenizer_is_one_line(tmp_path, inputs):
         "bpe-dask: error: tokenizer nowhere: no vocab.json there (a directory `bpe-dask train` wrote)"
     ]
     assert not (tmp_path / "ids").exists()
+
+
+# --- one flat .bin file, as model trainers np.memmap it --------------------------------------------
+
+
+def test_bin_output_reads_back_with_memmap(client, tokenizer_dir, inputs, texts, tmp_path):
+    out = tmp_path / "data" / "train.bin"
+    report = encode(inputs, str(tokenizer_dir), str(out), client=client, chunk_size=700)
+    sidecar = json.loads((tmp_path / "data" / "train.bin.json").read_text())
+    ids = np.memmap(out, dtype=sidecar["dtype"], mode="r")
+    assert sidecar["dtype"] == "uint16" and len(ids) == sidecar["tokens"] == report["tokens"]
+    assert ids.tolist() == whole_encoding(tokenizer_dir, texts)
+    assert report["shards"] > 20 and report["format"] == "bin"
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["train.bin", "train.bin.json"]
+
+
+def test_bin_output_needs_overwrite_and_leaves_other_files_alone(
+    client, tokenizer_dir, inputs, texts, tmp_path
+):
+    (tmp_path / "val.bin").write_bytes(b"someone else's")
+    out = tmp_path / "train.bin"
+    encode(inputs[:1], str(tokenizer_dir), str(out), client=client)
+    with pytest.raises(Exception, match="already exists; pass --overwrite"):
+        encode(inputs[:1], str(tokenizer_dir), str(out), client=client)
+    encode(inputs, str(tokenizer_dir), str(out), client=client, overwrite=True)
+    assert np.memmap(out, dtype=np.uint16, mode="r").tolist() == whole_encoding(tokenizer_dir, texts)
+    assert (tmp_path / "val.bin").read_bytes() == b"someone else's"
+
+
+# --- resuming: a re-run with the same --work-dir reuses the finished shards ------------------------
+
+
+def test_a_killed_encode_resumes_from_its_finished_shards(tmp_path, tokenizer_dir):
+    import signal
+    import time
+
+    corpus_path = tmp_path / "corpus.txt"
+    corpus_path.write_bytes(corpus.words_corpus(71, 400_000, vocab_words=3000).encode())
+    args = ["encode", str(corpus_path), "--tokenizer", str(tokenizer_dir), "--out", "ids.bin",
+            "--work-dir", "work", "--chunk-size", "16KiB", "--workers", "2", "-q"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    job = subprocess.Popen([sys.executable, "-m", "bpe_dask", *args], cwd=tmp_path, env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           start_new_session=True)  # fmt: skip
+    shards = lambda: sorted((tmp_path / "work" / "encoded").glob("[!.]*.npy"))  # noqa: E731
+    deadline = time.monotonic() + 120
+    while len(shards()) < 10:
+        assert job.poll() is None, job.stderr.read()
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.killpg(job.pid, signal.SIGKILL)  # the client and its LocalCluster, mid-run
+    job.wait()
+    finished = len(shards())
+    assert not (tmp_path / "ids.bin").exists()
+
+    done = run(*args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "ids.bin.json").read_text())
+    assert (
+        report["shards_reused"] >= finished
+        and report["shards_computed"] == report["shards"] - report["shards_reused"] > 0
+    )
+    tokenizer = Tokenizer.load(tokenizer_dir)
+    ids = np.memmap(tmp_path / "ids.bin", dtype=np.uint16, mode="r")
+    assert ids.tolist() == tokenizer.encode(corpus_path.read_bytes().decode())
+
+    again = run(*[a if a != "ids.bin" else "again.bin" for a in args], cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert json.loads((tmp_path / "again.bin.json").read_text())["shards_computed"] == 0
+    assert (tmp_path / "again.bin").read_bytes() == (tmp_path / "ids.bin").read_bytes()
+
+
+def test_encoding_progress_reaches_a_log(tmp_path, tokenizer_dir, inputs):
+    done = run("encode", *map(str, inputs), "--tokenizer", str(tokenizer_dir), "--out", "ids.bin",
+               "--workers", "1", "--chunk-size", "4KiB", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert re.search(
+        r"encode: (\d+)/\1 partitions \(100%\), .* [\d.]+ \w+/s, [\d,]+ tokens/s", done.stderr
+    ), done.stderr

@@ -361,7 +361,7 @@ def test_help_explains_every_option_and_what_is_required(tmp_path):
         required = text.split("required (on the command line or in --config):")[1].split("\n\n")[0]
         assert "--out" in required and ("INPUT" in required or "COUNTS" in required), text
         assert text.index("required (") < text.index("\n  --overwrite"), text  # what is required comes first
-    assert "--work-dir" not in run("encode", "--help", cwd=tmp_path).stdout
+    assert "--format" in run("encode", "--help", cwd=tmp_path).stdout
 
 
 def test_messages_say_each_thing_once_and_count_in_words(tmp_path, text_file):

@@ -197,6 +197,21 @@ def test_encode_s3_inputs_to_s3_shards_on_a_subprocess_cluster(
     assert ids.tolist() == want
     assert tokenizer.decode(ids.tolist()) == "".join(texts[name] for name in sorted(texts))
 
+    # One flat .bin streamed into the store by the cluster; a second run reuses the shards.
+    reports = []
+    for out in ("s3://corpus/ids.bin", "s3://corpus/again.bin"):
+        done = run_cli(
+            "encode", "s3://corpus/in/*", "--tokenizer", "s3://corpus/tok", "--out", out,
+            "--work-dir", "s3://corpus/work", "--scheduler", scheduler, "--chunk-size", "8KiB", "-q",
+            env=client_env(endpoint), cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        s3.invalidate_cache()
+        reports.append(json.loads(s3.cat_file(out.removeprefix("s3://") + ".json")))
+        assert np.frombuffer(s3.cat_file(out.removeprefix("s3://")), dtype=np.uint16).tolist() == want
+    assert reports[0]["shards_computed"] == reports[1]["shards_reused"] == reports[1]["shards"] > 3
+    assert reports[1]["dtype"] == "uint16" and reports[1]["tokens"] == len(want)
+
 
 def tmp_path_file(folder: Path, text: str) -> Path:
     path = folder / "train.txt"

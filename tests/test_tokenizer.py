@@ -164,3 +164,54 @@ def test_save_replaces_a_saved_tokenizer_but_not_other_files(tmp_path):
     with pytest.raises(BpeDaskError, match="holds other files"):
         Tokenizer(vocab, [], []).save(tmp_path / "notes")
     assert (tmp_path / "notes" / "notes.txt").read_text() == "keep me"
+
+
+# --- the compiled encoder (encode_numba) against the pure-Python reference -----------------------
+
+pytest.importorskip("numba")
+
+
+def both_engines(vocab, merges, specials):
+    return Tokenizer(vocab, merges, specials, engine="python"), Tokenizer(
+        vocab, merges, specials, engine="numba"
+    )
+
+
+@pytest.mark.parametrize("name", TEXTS)
+def test_the_compiled_encoder_equals_the_reference_and_tiktoken_on_gpt2(gpt2, tiktoken_gpt2, name):
+    text = (CS336_DIR / name).read_text(encoding="utf-8")
+    reference, compiled = both_engines(gpt2.vocab, gpt2.merges, [EOT])
+    ids = compiled.encode(text)
+    assert ids == reference.encode(text) == tiktoken_gpt2.encode(text, allowed_special={EOT})
+    assert compiled.encode_array(text).tolist() == ids
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_encoder_equals_the_reference_on_trained_vocabularies(tmp_path, seed):
+    training = tmp_path / "train.txt"
+    training.write_bytes((corpus.mixed_corpus(300 + seed, 30) + corpus.words_corpus(seed, 3000)).encode())
+    specials = [[EOT], [EOT, EOT + EOT], corpus.WEIRD_SPECIALS, []][seed]
+    vocab, merges = train_bpe(training, 256 + len(specials) + 400, specials, engine="python")
+    reference, compiled = both_engines(vocab, merges, specials)
+    rng = random.Random(seed)
+    for _ in range(30):
+        text = "".join(rng.choices([multilingual_text(seed), *specials, " ", "\n", "aaaa", "'s"], k=20))
+        assert compiled.encode(text) == reference.encode(text)
+
+
+@pytest.mark.parametrize("run", ["a", "=", " ", "1", "ab", "日", "é", "\n"])
+def test_long_runs_encode_alike_and_fast(gpt2, run):
+    reference, compiled = both_engines(gpt2.vocab, gpt2.merges, [EOT])
+    for n in (23, 24, 25, 300, 3000):
+        text = "x " + run * n + f" y{EOT}" + run * n
+        assert compiled.encode(text) == reference.encode(text)
+
+
+@pytest.mark.parametrize("run", ["a", "=", "日"])
+def test_a_long_run_of_one_character_encodes_as_tiktoken_does(gpt2, tiktoken_gpt2, run):
+    """The default engine hands a long pre-token to the O(n log n) merge (the reference's O(n²) would
+    take about a minute on these): the ids are still GPT-2's."""
+    text = f"{run * 100_000} and {run * 40_000}"
+    ids = gpt2.encode(text)
+    assert ids == tiktoken_gpt2.encode(text)
+    assert gpt2.decode(ids) == text
