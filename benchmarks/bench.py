@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -266,24 +266,31 @@ def scaling_text(kind: str, chars: int, path: str | None) -> str:
 
 
 def encode_scaling(kind: str, chars: int, path: str | None) -> dict:
-    """`Tokenizer.encode` (compiled code warmed up) and tiktoken on ``chars`` and ``2 * chars`` of
-    one kind of text; and `encode_iterable` in 200-character pieces."""
-    tokenizer, tik = gpt2_tokenizer(), tiktoken_gpt2()
-    tokenizer.encode("warm up " * 10_000)
+    """`Tokenizer.encode` and tiktoken on ``chars`` and ``2 * chars`` of one kind of text; and
+    `encode_iterable` in 200-character pieces. Each timed call gets a new tokenizer (no pre-tokens
+    cached by the call before) whose compiled code is already loaded."""
+    tik = tiktoken_gpt2()
     result = {}
 
-    def pieces(text: str) -> Iterator[str]:
-        return (text[i : i + 200] for i in range(0, len(text), 200))
+    def ours(text: str) -> Callable[[], list[int]]:
+        tokenizer = gpt2_tokenizer()
+        tokenizer.encode("warm up " * 10_000)
+        return lambda: tokenizer.encode(text)
+
+    def iterable(text: str) -> Callable[[], list[int]]:
+        tokenizer = gpt2_tokenizer()
+        tokenizer.encode("warm up " * 10_000)
+        return lambda: list(tokenizer.encode_iterable(text[i : i + 200] for i in range(0, len(text), 200)))
+
+    def tiktoken(text: str) -> Callable[[], list[int]]:
+        return lambda: tik.encode(text, allowed_special={EOT})
 
     for n in (chars, 2 * chars):
         text = scaling_text(kind, n, path)
-        for name, encode in [
-            ("ours", tokenizer.encode),
-            ("tiktoken", lambda t: tik.encode(t, allowed_special={EOT})),
-            ("iterable", lambda t: list(tokenizer.encode_iterable(pieces(t)))),
-        ]:
+        for name, prepare in [("ours", ours), ("tiktoken", tiktoken), ("iterable", iterable)]:
+            encode = prepare(text)
             started = time.perf_counter()
-            ids = encode(text)
+            ids = encode()
             result[f"{name}_{n}"] = time.perf_counter() - started
             result[f"{name}_{n}_digest"] = _digest(ids)
     result["seconds"] = result[f"ours_{2 * chars}"]

@@ -65,7 +65,7 @@ def encode(
     inputs = input_list(inputs)
     source = tokenizer if isinstance(tokenizer, Tokenizer) else os.fspath(tokenizer)
     job = Job.start(opts, [*inputs, out, opts.work_dir, source if isinstance(source, str) else None])
-    tokenizer = _tokenizer(source, special_tokens, job.storage_options)
+    tokenizer = _tokenizer(source, special_tokens, opts.engine, job.storage_options)
     check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
     if fmt == "bin":
         check_output_file(out, opts.overwrite, job.storage_options)
@@ -93,13 +93,17 @@ def output_format(out: str, format: str | None) -> str:
 
 
 def _tokenizer(
-    source: str | Tokenizer, special_tokens: Sequence[str] | None, storage_options: dict
+    source: str | Tokenizer, special_tokens: Sequence[str] | None, engine: str, storage_options: dict
 ) -> Tokenizer:
+    """The tokenizer to encode with: loaded, or the one given, with the job's special tokens and,
+    unless it is ``auto``, the job's engine."""
     if isinstance(source, str):
-        return Tokenizer.load(source, special_tokens, storage_options)
-    if special_tokens is None:
+        return Tokenizer.load(source, special_tokens, storage_options, engine)
+    engine = source.engine if engine == "auto" else engine
+    if special_tokens is None and engine == source.engine:
         return source
-    return Tokenizer(source.vocab, source.merges, special_tokens, source.pretokenizer.pattern, source.engine)
+    tokens = source.special_tokens if special_tokens is None else special_tokens
+    return Tokenizer(source.vocab, source.merges, tokens, source.pretokenizer.pattern, engine)
 
 
 def _encode_ranges(client: Client, job: Job, tokenizer: Tokenizer, work: str) -> list[EncodedShard]:

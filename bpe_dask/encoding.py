@@ -22,7 +22,7 @@ import numpy as np
 from .blocks import iter_texts
 from .errors import retrying
 from .plan import ByteRange
-from .publish import write_bytes_atomically
+from .publish import atomic_file
 from .storage import filesystem
 from .tokenizer import Tokenizer
 
@@ -97,15 +97,16 @@ def _encode_range_to_shard(
         return EncodedShard(
             path, byte_range.file.url, byte_range.start, byte_range.end, shape[0], reused=True
         )
-    parts = [
-        tokenizer.encode_array(text)
-        for text in iter_texts(byte_range, tokenizer.pretokenizer, storage_options, utf8_errors=utf8_errors)
-    ]
-    ids = np.concatenate(parts).astype(dtype_for(tokenizer)) if parts else np.zeros(0, dtype_for(tokenizer))
-    buffer = io.BytesIO()
-    np.save(buffer, ids, allow_pickle=False)
-    write_bytes_atomically(buffer.getvalue(), path, storage_options)
-    return EncodedShard(path, byte_range.file.url, byte_range.start, byte_range.end, len(ids), reused=False)
+    dtype = np.dtype(dtype_for(tokenizer))
+    texts = iter_texts(byte_range, tokenizer.pretokenizer, storage_options, utf8_errors=utf8_errors)
+    parts = [tokenizer.encode_array(text, dtype) for text in texts]
+    tokens = sum(len(part) for part in parts)
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (tokens,)}
+    with atomic_file(path, storage_options) as (fs, partial), fs.open(partial, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)  # then the ids, block by block: np.save's layout
+        for part in parts:
+            f.write(part.data)
+    return EncodedShard(path, byte_range.file.url, byte_range.start, byte_range.end, tokens, reused=False)
 
 
 def _read_shard(shard: EncodedShard, storage_options: dict | None) -> np.ndarray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from .errors import BpeDaskError
@@ -34,11 +35,6 @@ def bytes_to_unicode() -> dict[int, str]:
 
 
 @functools.cache
-def _unicode_to_bytes() -> dict[str, int]:
-    return {char: byte for byte, char in bytes_to_unicode().items()}
-
-
-@functools.cache
 def _translation() -> dict[int, str]:
     """``str.translate`` table taking byte ``b`` (as the latin-1 character ``chr(b)``) to GPT-2's name."""
     return {b: char for b, char in bytes_to_unicode().items()}
@@ -48,12 +44,22 @@ def token_to_str(token: bytes) -> str:
     return token.decode("latin-1").translate(_translation())
 
 
+@functools.cache
+def _untranslation() -> tuple[dict[int, str], re.Pattern]:
+    """``token_to_str`` undone by ``str.translate`` (to latin-1 characters), and a pattern that finds
+    a character outside GPT-2's 256 names."""
+    names = bytes_to_unicode()
+    outside = re.compile("[^" + re.escape("".join(names.values())) + "]")
+    return {ord(char): chr(b) for b, char in names.items()}, outside
+
+
 def str_to_token(text: str) -> bytes:
-    """The bytes a ``vocab.json`` / ``merges.txt`` string stands for (``token_to_str`` undone)."""
-    table = _unicode_to_bytes()
-    if all(char in table for char in text):
-        return bytes(table[char] for char in text)
-    return text.encode("utf-8")
+    """The bytes a ``vocab.json`` / ``merges.txt`` string stands for (``token_to_str`` undone);
+    a string with characters that name no byte is taken as its UTF-8."""
+    table, outside = _untranslation()
+    if outside.search(text):
+        return text.encode("utf-8")
+    return text.translate(table).encode("latin-1")
 
 
 def check_special_token_names(special_tokens: Iterable[str]) -> None:

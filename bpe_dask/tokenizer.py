@@ -26,6 +26,8 @@ from .publish import check_output_dir, publish_directory
 from .storage import describe, filesystem
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
+
     from .encode_numba import CompiledEncoder
 
 CACHE_LIMIT = 1 << 20
@@ -105,6 +107,7 @@ class Tokenizer:
         directory: str | os.PathLike,
         special_tokens: Iterable[str] | None = None,
         storage_options: dict | None = None,
+        engine: str = "auto",
     ) -> Tokenizer:
         """The tokenizer ``save`` (or `bpe-dask train`) wrote into ``directory``, with the special
         tokens its ``tokenizer.json`` registers unless ``special_tokens`` are given."""
@@ -116,7 +119,7 @@ class Tokenizer:
                     gpt2_files.special_tokens_in(fs.cat_file(path).decode()) if fs.exists(path) else []
                 )
             return cls.from_files(
-                f"{folder}/vocab.json", f"{folder}/merges.txt", special_tokens, storage_options
+                f"{folder}/vocab.json", f"{folder}/merges.txt", special_tokens, storage_options, engine
             )
         except FileNotFoundError as error:
             missing = PurePosixPath(error.filename or "").name or "vocab.json"
@@ -133,13 +136,14 @@ class Tokenizer:
         merges_filepath: str | os.PathLike,
         special_tokens: Iterable[str] | None = None,
         storage_options: dict | None = None,
+        engine: str = "auto",
     ) -> Tokenizer:
         """A tokenizer from GPT-2-style ``vocab.json`` and ``merges.txt`` (CS336's interface),
         local paths or any URL fsspec reads."""
         special_tokens = check_special_tokens(special_tokens or ())
         vocab = gpt2_files.parse_vocab_json(_read_text(vocab_filepath, storage_options), special_tokens)
         merges = gpt2_files.parse_merges_txt(_read_text(merges_filepath, storage_options))
-        return cls(vocab, merges, special_tokens)
+        return cls(vocab, merges, special_tokens, engine=engine)
 
     # --- encoding and decoding -----------------------------------------------------------------
 
@@ -149,11 +153,12 @@ class Tokenizer:
             return self._encode_compiled(text).tolist()
         return self._encode_python(text)
 
-    def encode_array(self, text: str) -> np.ndarray:
-        """``encode`` as a NumPy array of ``uint32``: no Python int per token."""
+    def encode_array(self, text: str, dtype: npt.DTypeLike = np.uint32) -> np.ndarray:
+        """``encode`` as a NumPy array (of ``dtype``, which must hold every id): no Python int per
+        token."""
         if self._use_compiled(len(text)):
-            return self._encode_compiled(text).astype(np.uint32)
-        return np.array(self._encode_python(text), np.uint32)
+            return self._encode_compiled(text).astype(dtype)
+        return np.array(self._encode_python(text), dtype)
 
     def _use_compiled(self, length: int) -> bool:
         """The compiled encoder for ``engine="numba"``, and for ``"auto"`` on text long enough to repay
@@ -196,10 +201,20 @@ class Tokenizer:
         """The token ids of the concatenation of ``iterable`` (a file's lines, say), lazily.
 
         Text is held back only until the next safe cut (``Pretokenizer.recut``), so memory stays
-        bounded by the longest stretch without one and the time is linear in the text.
+        bounded by the longest stretch without one and the time is linear in the text. Pieces
+        between cuts are encoded in batches of about ``COMPILED_MIN_CHARS``: the text of two
+        neighbouring pieces encodes as the two pieces do, and a batch is worth the compiled engine.
         """
+        batch: list[str] = []
+        size = 0
         for text in self.pretokenizer.recut(iterable):
-            yield from self.encode(text)
+            batch.append(text)
+            size += len(text)
+            if size >= COMPILED_MIN_CHARS:
+                yield from self.encode("".join(batch))
+                batch, size = [], 0
+        if batch:
+            yield from self.encode("".join(batch))
 
     def token_id(self, token: str | bytes) -> int:
         """The id of one whole token (a special token's text, or a token's bytes)."""

@@ -65,9 +65,19 @@ def load_shards(out: Path) -> tuple[np.ndarray, dict]:
 
 
 def whole_encoding(tokenizer_dir: Path, texts: dict[str, str]) -> list[int]:
-    """Each file encoded whole (a file boundary ends a document), in input order."""
-    tokenizer = Tokenizer.from_files(tokenizer_dir / "vocab.json", tokenizer_dir / "merges.txt", [EOT])
+    """Each file encoded whole (a file boundary ends a document), in input order, by the readable
+    encoder."""
+    vocab, merges = tokenizer_dir / "vocab.json", tokenizer_dir / "merges.txt"
+    tokenizer = Tokenizer.from_files(vocab, merges, [EOT], engine="python")
     return [i for text in texts.values() for i in tokenizer.encode(text)]
+
+
+@pytest.mark.parametrize("engine", ["python", "numba"])
+def test_each_engine_gives_the_readable_encoders_ids(client, tokenizer_dir, inputs, texts, tmp_path, engine):
+    out = tmp_path / "ids.bin"
+    report = encode(inputs, str(tokenizer_dir), str(out), client=client, chunk_size=4096, engine=engine)
+    assert report["format"] == "bin" and report["shards"] > 3
+    assert np.fromfile(out, dtype=report["dtype"]).tolist() == whole_encoding(tokenizer_dir, texts)
 
 
 @pytest.mark.parametrize("chunk_size", [700, 4096, 1 << 20])
