@@ -674,6 +674,48 @@ def suite_peers(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     return rows
 
 
+def record_files(path: str) -> dict[str, str]:
+    """The documents of the text file ``path`` (split on the special token) as Parquet (pyarrow's
+    compression: snappy) in row groups of 1,000 documents, and as JSON Lines."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = {
+        "parquet": str(Path(path).with_suffix(".parquet")),
+        "jsonl": str(Path(path).with_suffix(".jsonl")),
+    }
+    if not all(map(os.path.exists, files.values())):
+        docs = _documents(path)
+        pq.write_table(pa.table({"text": docs}), files["parquet"], row_group_size=1000)
+        with open(files["jsonl"], "w", encoding="utf-8") as f:
+            f.writelines(json.dumps({"text": doc}) + "\n" for doc in docs)
+    return files
+
+
+def suite_records(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    text = corpus_file(args.kind, args.size)
+    files = {"text": text, **record_files(text)}
+    text_bytes = os.path.getsize(text)
+    rows = []
+    for workers in (0, 2):
+        results = {}
+        for kind, path in files.items():
+            result = (
+                run("bpe_dask_count_in_process", path)
+                if not workers
+                else run("bpe_dask_count", path, 2, None)
+            )
+            results[kind] = result
+            place = "in-process" if not workers else f"2 workers ({result['partitions']} partitions)"
+            rate = text_bytes / result["seconds"] / 1e6 / max(1, workers)
+            ratio = result["seconds"] / results["text"]["seconds"]
+            rows.append((f"count {kind} ({os.path.getsize(path) / 1e6:.0f} MB file), {place}",
+                         f"{result['seconds']:.1f} s",
+                         f"{rate:.1f} MB/s of text per core; {ratio:.2f}x the text file's time"))  # fmt: skip
+        assert len({r["unique_words"] for r in results.values()}) == 1, results  # the same counts
+    return rows
+
+
 def suite_json(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     path = minified_json_file(args.size)
     result = run("bpe_dask_count_worker_peak", path, 64 * 2**20)
@@ -717,6 +759,9 @@ def main() -> None:
     peers.add_argument("--size", default="65MB")
     peers.add_argument("--vocab-size", type=int, default=32000)
     peers.add_argument("--workers", type=int, default=2)
+    records = commands.add_parser("records", help="counting the same documents as text, Parquet, JSON Lines")
+    records.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
+    records.add_argument("--size", default="65MB")
     json_suite = commands.add_parser("json", help="a worker's peak memory counting minified JSON")
     json_suite.add_argument("--size", default="256MiB")
     parser.add_argument("--repeat", type=int, default=1, help="runs per contender; the fastest counts")
@@ -724,7 +769,8 @@ def main() -> None:
     global REPEAT
     REPEAT = args.repeat
     suites = {"all": suite_all, "map": suite_map, "merge": suite_merge, "encode": suite_encode,
-              "cs336": suite_cs336, "json": suite_json, "peers": suite_peers}  # fmt: skip
+              "cs336": suite_cs336, "json": suite_json, "peers": suite_peers,
+              "records": suite_records}  # fmt: skip
     rows = suites[args.suite](args)
     print("\n| what | time / size | ratio |\n| --- | --- | --- |")
     for row in rows:

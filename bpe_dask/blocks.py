@@ -65,7 +65,7 @@ def iter_texts(
             yield data.decode("utf-8", "replace") if utf8_errors == "replace" else text
             offset += len(data)
     except NoCutError:
-        raise _uncut_error(byte_range, offset, max_uncut) from None
+        raise _uncut_error(byte_range, offset, max_uncut, pretokenizer.pattern.cut_rule is None) from None
 
 
 def _decoded(
@@ -75,10 +75,12 @@ def _decoded(
     decoder = codecs.getincrementaldecoder("utf-8")(
         "strict" if utf8_errors == "strict" else "surrogateescape"
     )
-    with _open_range(byte_range, storage_options) as (stream, remaining):
+    with open_range(byte_range, storage_options) as (stream, remaining):
         offset = byte_range.start  # of the next byte read
         while True:
-            block = _read(stream, block_size if remaining is None else min(block_size, remaining), byte_range)
+            block = read_range(
+                stream, block_size if remaining is None else min(block_size, remaining), byte_range
+            )
             if remaining is not None:
                 remaining -= len(block)
             held = len(decoder.getstate()[0])  # the start of a character cut off by the last block
@@ -92,7 +94,7 @@ def _decoded(
 
 
 @contextmanager
-def _open_range(byte_range: ByteRange, storage_options: dict | None) -> Iterator[tuple[BinaryIO, int | None]]:
+def open_range(byte_range: ByteRange, storage_options: dict | None) -> Iterator[tuple[BinaryIO, int | None]]:
     """The range as a stream, and how many bytes to read from it (None: to the end)."""
     fs, path = filesystem(byte_range.file.url, storage_options)
     compression = byte_range.file.compression
@@ -106,7 +108,7 @@ def _open_range(byte_range: ByteRange, storage_options: dict | None) -> Iterator
         yield stream, (None if compression else byte_range.size)
 
 
-def _read(stream: BinaryIO, size: int, byte_range: ByteRange) -> bytes:
+def read_range(stream: BinaryIO, size: int, byte_range: ByteRange) -> bytes:
     """Read from the input, so that a store or a corrupt archive failing says which file it was."""
     try:
         return stream.read(size)
@@ -130,10 +132,16 @@ def _read_error(byte_range: ByteRange, error: Exception) -> BpeDaskError:
     return kind(f"cannot read {byte_range.file.name}: {describe(error)}")
 
 
-def _uncut_error(byte_range: ByteRange, offset: int, max_uncut: int) -> InputError:
-    return InputError(
+def _uncut_error(byte_range: ByteRange, offset: int, max_uncut: int, custom_pattern: bool) -> InputError:
+    where = (
         f"{byte_range.file.name}: no place to split the text in the {_characters(max_uncut)} "
-        f"after byte offset {offset}{_of_decompressed(byte_range)} (no whitespace, special token, or "
+        f"after byte offset {offset}{_of_decompressed(byte_range)}"
+    )
+    if custom_pattern:  # no cut rule: only special tokens cut the text
+        return InputError(f"{where} (no special token; a split pattern of your own is cut only there): "
+                          "put special tokens between documents, or use a built-in pattern")  # fmt: skip
+    return InputError(
+        f"{where} (no whitespace, special token, or "
         "change between letters, digits and punctuation): a single pre-token that long cannot be counted"
     )
 

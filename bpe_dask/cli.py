@@ -26,6 +26,7 @@ from .counts_table import count_rows
 from .encode_job import encode
 from .errors import BpeDaskError
 from .options import JobOptions
+from .plan import BAD_RECORD_ACTIONS, INPUT_FORMATS
 from .train_job import merge, train
 from .version import __version__
 
@@ -40,6 +41,12 @@ class _Parser(argparse.ArgumentParser):
 INPUT_HELP = "files, directories or globs, local paths or URLs fsspec reads (s3://, gs://, ...)"
 SPECIAL_TOKEN_HELP = (
     "a special token, e.g. '<|endoftext|>': split out before counting, never merged (repeatable)"
+)
+
+
+PATTERN_HELP = (
+    "the pre-tokenization split pattern: gpt2 (the default), gpt4 (cl100k), o200k, or a regex of your "
+    "own (cut only at special tokens, so one long document without them is one task)"
 )
 
 
@@ -60,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     _vocab_size_option(required)
     _out_option(required, "DIR", "directory for vocab.json, merges.txt, tokenizer.json and report.json")
     _special_token_option(train, SPECIAL_TOKEN_HELP)
+    _pattern_option(train, PATTERN_HELP)
+    _limit_options(train)
+    _input_options(train)
     _option(
         train,
         "--merge-on",
@@ -73,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     required.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS, help=INPUT_HELP)
     _out_option(required, "COUNTS", "Parquet file for the counts (token: binary, count: int64)")
     _special_token_option(count, SPECIAL_TOKEN_HELP)
+    _pattern_option(count, PATTERN_HELP)
+    _input_options(count)
     _cluster_options(count)
 
     merge = _command(commands, "merge", "learn merges from a counts table that `bpe-dask count` wrote")
@@ -81,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     _vocab_size_option(required)
     _out_option(required, "DIR", "directory for vocab.json, merges.txt, tokenizer.json and report.json")
     _special_token_option(merge, "a special token (default: those the counts were made with)")
+    _pattern_option(merge, "the split pattern (default: the one the counts were made with)")
+    _limit_options(merge)
     _engine_option(merge)
     _common_options(merge)
 
@@ -95,6 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
             help="bin: one flat file of uint16/uint32 ids to np.memmap; npy: a directory of shards "
                  "(default: bin when OUT ends in .bin)")  # fmt: skip
     _special_token_option(encode, "a special token (default: those the tokenizer's tokenizer.json registers)")
+    _input_options(encode)
+    _option(encode, "--document-separator", metavar="TOKEN",
+            help="with records (Parquet, JSON Lines): end each document with this special token's id, "
+                 "e.g. '<|endoftext|>'")  # fmt: skip
     _cluster_options(encode)
     return parser
 
@@ -120,6 +138,36 @@ def _vocab_size_option(parser: argparse._ActionsContainer) -> None:
         metavar="N",
         help="tokens in the vocabulary: 256 bytes + special tokens + merges",
     )
+
+
+def _limit_options(parser: argparse._ActionsContainer) -> None:
+    _option(
+        parser,
+        "--min-frequency",
+        metavar="N",
+        help="stop merging when the most frequent pair occurs fewer than N times (default: no limit)",
+    )
+    _option(
+        parser,
+        "--max-token-length",
+        metavar="N",
+        help="never learn a token longer than N bytes: longer pairs are passed over (default: no limit)",
+    )
+
+
+def _pattern_option(parser: argparse._ActionsContainer, help: str) -> None:
+    _option(parser, "--pattern", metavar="NAME|REGEX", help=help)
+
+
+def _input_options(parser: argparse._ActionsContainer) -> None:
+    _option(parser, "--input-format", choices=INPUT_FORMATS,
+            help="how to read the inputs (default: by name: .parquet, .jsonl/.ndjson (also .gz, .zst, ...), "
+                 "else text)")  # fmt: skip
+    _option(parser, "--text-column", metavar="NAME",
+            help="the Parquet column or JSON field holding each document's text (default: text)")  # fmt: skip
+    _option(parser, "--on-bad-record", choices=BAD_RECORD_ACTIONS,
+            help="a record without text (bad JSON, missing field, not a string, null): stop at it "
+                 "(error, the default) or leave it out and count it (skip)")  # fmt: skip
 
 
 def _out_option(parser: argparse._ActionsContainer, metavar: str, help: str) -> None:
@@ -256,6 +304,11 @@ def _job_options(options: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in options.items() if k in names}, "show_progress": not options["quiet"]}
 
 
+def _limits(options: dict[str, Any]) -> dict[str, Any]:
+    """``min_frequency`` and ``max_token_length``, where given."""
+    return {k: options[k] for k in ("min_frequency", "max_token_length") if k in options}
+
+
 def _train(options: dict[str, Any]) -> dict:
     _require(options, "inputs", "vocab_size", "out")
     return train(
@@ -263,6 +316,7 @@ def _train(options: dict[str, Any]) -> dict:
         options["vocab_size"],
         options["out"],
         options.get("special_tokens", []),
+        **_limits(options),
         **_job_options(options),
     )
 
@@ -289,6 +343,7 @@ def _encode(options: dict[str, Any]) -> dict:
         options["out"],
         special_tokens,
         format=fmt,
+        document_separator=options.get("document_separator"),
         **_job_options(options),
     )
 
@@ -296,7 +351,14 @@ def _encode(options: dict[str, Any]) -> dict:
 def _merge(counts: str, options: dict[str, Any]) -> dict:
     _require(options, "vocab_size", "out")
     special_tokens = options.get("special_tokens")  # none given: those the counts were made with
-    return merge(counts, options["vocab_size"], options["out"], special_tokens, **_job_options(options))
+    return merge(
+        counts,
+        options["vocab_size"],
+        options["out"],
+        special_tokens,
+        **_limits(options),
+        **_job_options(options),
+    )
 
 
 def _summary(report: dict) -> dict:

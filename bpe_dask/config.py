@@ -51,6 +51,18 @@ def _merge_on(value: Any) -> str:
     return value
 
 
+def _whole_number(value: Any) -> int:
+    """0 or more: ``min_frequency``, where 0 (Hugging Face's default) and 1 both change nothing."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = int(str(value))
+        except ValueError:
+            raise BpeDaskError(f"not a whole number: {value!r}") from None
+    if value < 0:
+        raise BpeDaskError(f"must be 0 or more, got {value}")
+    return value
+
+
 def _boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise BpeDaskError(f"not true or false: {value!r}")
@@ -60,8 +72,11 @@ def _boolean(value: Any) -> bool:
 OPTIONS: dict[str, Callable[[Any], Any]] = {
     "inputs": _strings,
     "vocab_size": positive_int,
+    "min_frequency": _whole_number,
+    "max_token_length": positive_int,
     "out": _string,
     "special_tokens": _strings,
+    "pattern": _string,
     "workers": positive_int,
     "scheduler": _string,
     "chunk_size": parse_size,
@@ -75,6 +90,10 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "tokenizer": _string,
     "engine": _string,
     "format": _string,
+    "input_format": _string,
+    "text_column": _string,
+    "on_bad_record": _string,
+    "document_separator": _string,
 }
 PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer"}
 DEFAULTS: dict[str, Any] = {

@@ -21,11 +21,12 @@ from distributed import Client
 from .counting import CountSettings, count_range, count_range_to_shard, counting_engine, new_counter
 from .counts_table import read_counts
 from .errors import BpeDaskError
-from .job import Job, cluster_threads, run_tasks
+from .job import Job, cluster_threads, report_bad_records, run_tasks
 from .options import JobOptions, PathLike, input_list
-from .plan import ByteRange
+from .plan import Partition
 from .progress import TaskProgress
 from .publish import check_output_file, remove_files
+from .records import BadRecords
 from .reduce import reduce_tree
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ class CountResult:
     input_bytes: int
     partitions: int
     partitions_reused: int = 0
+    bad_records_skipped: int = 0
     seconds: float = 0.0
     path: str | None = None
     storage_options: dict | None = field(default=None, repr=False)  # may hold credentials
@@ -59,6 +61,7 @@ class CountResult:
             "partitions": self.partitions,
             "partitions_reused": self.partitions_reused,
             "partitions_computed": self.partitions - self.partitions_reused,
+            "bad_records_skipped": self.bad_records_skipped,
         }
 
 
@@ -96,18 +99,21 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
         job.plan(pretokenizer)
         log.info("counting with %s", counting_engine(settings, job.input_bytes))
         result = _result(job)
-        result._table = count_in_process(job.ranges, settings, job.storage_options)
+        bad = BadRecords()
+        result._table = count_in_process(job.ranges, settings, job.storage_options, bad)
     else:
         with job.work_directory() as work, job.cluster() as client:
             job.preflight(client, work, [out])
             job.plan(pretokenizer, cluster_threads(client))
             log.info("counting with %s", counting_engine(settings, job.largest_range))
             result = _result(job)
-            counts, result.partitions_reused = count_on_cluster(client, job, settings, work, out)
+            counts, result.partitions_reused, bad = count_on_cluster(client, job, settings, work, out)
             if out:
                 result.path = counts
             else:
                 result._table = counts
+    result.bad_records_skipped = bad.count
+    report_bad_records(bad)
     result.seconds = time.perf_counter() - started
     return result
 
@@ -117,19 +123,19 @@ def _result(job: Job) -> CountResult:
 
 
 def count_in_process(
-    ranges: Sequence[ByteRange], settings: CountSettings, storage_options: dict | None
+    ranges: Sequence[Partition], settings: CountSettings, storage_options: dict | None, bad: BadRecords
 ) -> pa.Table:
     counter = new_counter(settings, sum(r.size for r in ranges))
     for byte_range in ranges:
-        count_range(byte_range, settings, storage_options, counter=counter)
+        count_range(byte_range, settings, storage_options, counter=counter, bad=bad)
     return counter.table()
 
 
 def count_on_cluster(
     client: Client, job: Job, settings: CountSettings, work_dir: str, out: str | None = None
-) -> tuple[str | pa.Table, int]:
+) -> tuple[str | pa.Table, int, BadRecords]:
     """Map and reduce on the cluster: the summed counts, written to ``out`` (its URL is returned) or,
-    with no ``out``, handed back as a table, and how many shards were reused."""
+    with no ``out``, handed back as a table; how many shards were reused; the records skipped."""
     shard_dir = f"{work_dir.rstrip('/')}/shards"
     storage_options = job.storage_options
     shards = [
@@ -143,4 +149,7 @@ def count_on_cluster(
     progress = TaskProgress("count", len(shards), job.input_bytes) if job.options.show_progress else None
     *finished, counts = run_tasks(client, [*shards, final], progress, [r.size for r in job.ranges])
     remove_files(partial_sums, storage_options)
-    return counts, sum(shard.reused for shard in finished)
+    bad = BadRecords()
+    for shard in finished:
+        bad.merge(shard.bad_records)
+    return counts, sum(shard.reused for shard in finished), bad

@@ -1,7 +1,8 @@
-"""Counting (the map stage): one byte range in, one word-count Parquet shard out.
+"""Counting (the map stage): one partition in, one word-count Parquet shard out.
 
-Takes a ``ByteRange`` and the ``CountSettings`` of the job; reads the range as text blocks cut at
-safe places (``blocks``), counts their pre-tokens with one of two engines (the ``regex`` module
+Takes a partition (a ``ByteRange`` of text, or of records: ``records``) and the ``CountSettings`` of
+the job; reads a text range as blocks cut at safe places (``blocks``), records as batches of
+documents that each stand alone, counts their pre-tokens with one of two engines (the ``regex`` module
 through ``pretokenize``, the reference, or the compiled scanner of ``pretokenize_numba``; both
 give the same counts) and writes ``token: binary, count: int64``, sorted by token, to a shard.
 The shard's name is derived from the range's identity and the settings, so a re-run reuses
@@ -14,6 +15,7 @@ import functools
 import gc
 import hashlib
 import importlib.util
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -24,8 +26,9 @@ import pyarrow.parquet as pq
 from .blocks import BLOCK_SIZE, check_utf8_errors, iter_texts
 from .counts_table import counts_table, write_counts
 from .errors import BpeDaskError, retrying
-from .plan import ByteRange
-from .pretokenize import Pretokenizer, split_pattern
+from .plan import Partition
+from .pretokenize import GPT2, Pretokenizer, split_pattern
+from .records import BadRecords, iter_documents
 from .storage import filesystem
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range counts
@@ -44,6 +47,10 @@ class CountSettings:
 
     def __post_init__(self) -> None:
         check_utf8_errors(self.utf8_errors)
+        object.__setattr__(self, "pattern", split_pattern(self.pattern).spec)  # "cl100k_base" is "gpt4"
+        if self.engine == "numba" and not has_compiled_scanner(self.pattern):
+            raise BpeDaskError(f"the numba engine counts with the gpt2 pattern only, not {self.pattern}: "
+                               "use engine auto or python")  # fmt: skip
 
     def pretokenizer(self) -> Pretokenizer:
         return _pretokenizer(self.special_tokens, self.pattern)
@@ -75,9 +82,13 @@ class Shard:
     path: str
     unique_words: int
     reused: bool
+    bad_records: BadRecords = field(default_factory=BadRecords)
 
 
-def shard_path(shard_dir: str, byte_range: ByteRange, settings: CountSettings) -> str:
+BAD_RECORDS_KEY = b"bpe_dask.bad_records"  # in a shard's metadata, so a reused shard still reports them
+
+
+def shard_path(shard_dir: str, byte_range: Partition, settings: CountSettings) -> str:
     return f"{shard_dir.rstrip('/')}/{byte_range.key()}-{settings.key()}.parquet"
 
 
@@ -118,7 +129,7 @@ def counting_engine(settings: CountSettings, size: int) -> str:
 
 
 def has_compiled_scanner(pattern: str) -> bool:
-    return pattern == "gpt2"
+    return split_pattern(pattern) == GPT2
 
 
 @functools.cache
@@ -134,6 +145,9 @@ class RegexCounter:
 
     def add(self, text: str) -> None:
         self.pretokenizer.count(text, self.counts)
+
+    def add_documents(self, documents: list[str]) -> None:
+        self.pretokenizer.count_documents(documents, self.counts)
 
     def table(self) -> pa.Table:
         return counts_table(self.counts)
@@ -151,26 +165,39 @@ class CompiledCounter:
         data = text.encode("utf-8")
         self.counts.add(data, self.pretokenizer.piece_bounds(data))
 
+    def add_documents(self, documents: list[str]) -> None:
+        data, bounds, _ = self.pretokenizer.document_bounds([text.encode("utf-8") for text in documents])
+        self.counts.add(data, bounds)
+
     def table(self) -> pa.Table:
         return self.counts.table()
 
 
 def count_range(
-    byte_range: ByteRange,
+    byte_range: Partition,
     settings: CountSettings,
     storage_options: dict | None = None,
     block_size: int = BLOCK_SIZE,
     counter: RegexCounter | CompiledCounter | None = None,
+    bad: BadRecords | None = None,
 ) -> RegexCounter | CompiledCounter:
-    """The pre-token counts of one range, added into ``counter`` when given (``counter.table()``)."""
+    """The pre-token counts of one partition, added into ``counter`` when given (``counter.table()``);
+    records skipped as bad are added to ``bad``."""
     pretokenizer = settings.pretokenizer()
     counter = new_counter(settings, byte_range.size) if counter is None else counter
+    errors = settings.utf8_errors
     with _without_cycle_collection():
-        texts = iter_texts(
-            byte_range, pretokenizer, storage_options, utf8_errors=settings.utf8_errors, block_size=block_size
-        )
-        for text in texts:
-            counter.add(text)
+        if byte_range.file.has_records:
+            batches = iter_documents(
+                byte_range, storage_options, utf8_errors=errors, bad=bad, batch_bytes=block_size
+            )
+            for documents in batches:
+                counter.add_documents(documents)
+        else:
+            for text in iter_texts(
+                byte_range, pretokenizer, storage_options, utf8_errors=errors, block_size=block_size
+            ):
+                counter.add(text)
     return counter
 
 
@@ -189,7 +216,7 @@ def _without_cycle_collection() -> Iterator[None]:
 
 
 def count_range_to_shard(
-    byte_range: ByteRange, settings: CountSettings, shard_dir: str, storage_options: dict | None = None
+    byte_range: Partition, settings: CountSettings, shard_dir: str, storage_options: dict | None = None
 ) -> Shard:
     """Count one range and write its shard, or reuse the shard a previous run finished.
 
@@ -199,15 +226,20 @@ def count_range_to_shard(
 
 
 def _count_range_to_shard(
-    byte_range: ByteRange, settings: CountSettings, shard_dir: str, storage_options: dict | None
+    byte_range: Partition, settings: CountSettings, shard_dir: str, storage_options: dict | None
 ) -> Shard:
     path = shard_path(shard_dir, byte_range, settings)
     fs, fs_path = filesystem(path, storage_options)
     if fs.exists(fs_path):
         with fs.open(fs_path, "rb") as f:
-            return Shard(path, pq.ParquetFile(f).metadata.num_rows, reused=True)
+            parquet = pq.ParquetFile(f)
+            recorded = json.loads((parquet.schema_arrow.metadata or {}).get(BAD_RECORDS_KEY, b"{}"))
+            return Shard(path, parquet.metadata.num_rows, True, BadRecords(**recorded))
+    bad = BadRecords()
     table = (
-        count_range(byte_range, settings, storage_options).table().sort_by("token")
+        count_range(byte_range, settings, storage_options, bad=bad).table().sort_by("token")
     )  # the reduce merges runs
+    if bad.count:
+        table = table.replace_schema_metadata({BAD_RECORDS_KEY: json.dumps(vars(bad))})
     write_counts(table, path, storage_options)
-    return Shard(path, table.num_rows, reused=False)
+    return Shard(path, table.num_rows, False, bad)

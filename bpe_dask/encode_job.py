@@ -31,10 +31,11 @@ from .encoding import (
     write_at,
 )  # fmt: skip
 from .errors import BpeDaskError
-from .job import Job, cluster_threads, is_embedded, run_tasks
+from .job import Job, cluster_threads, is_embedded, report_bad_records, run_tasks
 from .options import JobOptions, PathLike, check_replacement_character, input_list
 from .progress import TaskProgress
 from .publish import atomic_file, check_output_dir, check_output_file, staged_directory
+from .records import BadRecords
 from .storage import filesystem, is_local
 from .tokenizer import Tokenizer
 from .version import __version__
@@ -49,6 +50,7 @@ def encode(
     special_tokens: Sequence[str] | None = None,
     *,
     format: str | None = None,
+    document_separator: str | None = None,
     **options,
 ) -> dict:
     """Encode ``inputs`` with ``tokenizer`` into ``out``; returns the report.
@@ -56,7 +58,9 @@ def encode(
     ``format`` is ``"bin"`` (the default when ``out`` ends in ``.bin``): one flat file of ids, with
     ``out + ".json"`` beside it; or ``"npy"``: a directory of ``.npy`` shards, one per range.
     ``tokenizer`` is a ``Tokenizer`` or a directory ``bpe-dask train`` wrote; ``special_tokens``
-    default to those its ``tokenizer.json`` registers. ``options`` are ``JobOptions`` fields; a
+    default to those its ``tokenizer.json`` registers. With inputs of records (Parquet, JSON Lines)
+    each document is encoded alone and, with ``document_separator`` (a special token), followed by
+    that token's id. ``options`` are ``JobOptions`` fields; a
     ``work_dir`` keeps the shards, so that a re-run after an interruption reuses them.
     """
     started = time.perf_counter()
@@ -72,11 +76,13 @@ def encode(
     else:
         check_output_dir(out, opts.overwrite, is_encoded_file, job.storage_options)
     job.find_inputs(inputs, exclude=[out, opts.work_dir])
+    _check_separator(document_separator, tokenizer, job)
     with job.cluster() as client, job.work_directory(beside=None if is_embedded(client) else out) as work:
         job.preflight(client, work, [out])
         job.plan(tokenizer.pretokenizer, cluster_threads(client))
-        shards = _encode_ranges(client, job, tokenizer, work)
+        shards = _encode_ranges(client, job, tokenizer, work, document_separator)
         report = _report(job, shards, tokenizer, source, fmt, started)
+        report["document_separator"] = document_separator
         if fmt == "npy":
             _publish_shards(client, job, shards, out, report)
         else:
@@ -106,12 +112,28 @@ def _tokenizer(
     return Tokenizer(source.vocab, source.merges, tokens, source.pretokenizer.pattern, engine)
 
 
-def _encode_ranges(client: Client, job: Job, tokenizer: Tokenizer, work: str) -> list[EncodedShard]:
+def _check_separator(separator: str | None, tokenizer: Tokenizer, job: Job) -> None:
+    if separator is None:
+        return
+    if separator not in tokenizer.special_ids:
+        known = ", ".join(repr(t) for t in tokenizer.special_tokens) or "none"
+        raise BpeDaskError(
+            f"document separator {separator!r} is not a special token of the tokenizer ({known})"
+        )
+    if not any(file.has_records for file in job.files):
+        raise BpeDaskError(
+            "--document-separator applies to inputs of records (Parquet, JSON Lines): text holds its own"
+        )
+
+
+def _encode_ranges(
+    client: Client, job: Job, tokenizer: Tokenizer, work: str, separator: str | None
+) -> list[EncodedShard]:
     shared = client.scatter(tokenizer, broadcast=True, hash=False)
-    key, options = tokenizer_key(tokenizer), job.options
+    key, options = tokenizer_key(tokenizer, separator), job.options
     tasks = [
         dask.delayed(encode_range_to_shard, pure=True)(
-            r, shared, shard_path(work, r, key), job.storage_options, options.utf8_errors,
+            r, shared, shard_path(work, r, key), job.storage_options, options.utf8_errors, separator,
             dask_key_name=f"encode-{tokenize(r.key(), key, work)}",
         )
         for r in job.ranges
@@ -119,7 +141,12 @@ def _encode_ranges(client: Client, job: Job, tokenizer: Tokenizer, work: str) ->
     progress = (
         TaskProgress("encode", len(tasks), job.input_bytes, "tokens") if options.show_progress else None
     )
-    return run_tasks(client, tasks, progress, [r.size for r in job.ranges], lambda shard: shard.tokens)
+    shards = run_tasks(client, tasks, progress, [r.size for r in job.ranges], lambda shard: shard.tokens)
+    bad = BadRecords()
+    for shard in shards:
+        bad.merge(shard.bad_records)
+    report_bad_records(bad)
+    return shards
 
 
 def _publish_shards(client: Client, job: Job, shards: list[EncodedShard], out: str, report: dict) -> None:
@@ -133,7 +160,8 @@ def _publish_shards(client: Client, job: Job, shards: list[EncodedShard], out: s
         ]
         run_tasks(client, copies)
         index = {"dtype": report["dtype"], "shards": [
-            {"shard": name, "input": s.input, "start": s.start, "end": s.end, "tokens": s.tokens}
+            {"shard": name, "input": s.input, "start": s.start, "end": s.end, "unit": s.unit,
+             "tokens": s.tokens}
             for name, s in zip(names, shards, strict=True)
         ]}  # fmt: skip
         fs, path = filesystem(staging, storage_options)
@@ -184,6 +212,7 @@ def _report(job: Job, shards: list[EncodedShard], tokenizer: Tokenizer, source: 
         "shards": len(shards),
         "shards_reused": reused,
         "shards_computed": len(shards) - reused,
+        "bad_records_skipped": sum(s.bad_records.count for s in shards),
         "input_bytes": job.input_bytes,
         "bytes_per_token": job.input_bytes / tokens if tokens else None,
         "seconds": seconds,

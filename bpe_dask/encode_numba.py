@@ -172,14 +172,15 @@ def _sift_down(heap, size, i):
 def _encode(data, bounds, specials, classes, byte_ids, keys, pair_ranks, pair_merged,
             slots, arena, ids_arena, used):  # fmt: skip
     """The ids of the pieces ``data[bounds[2k]:bounds[2k+1]]``, with ``specials[k]`` between pieces
-    ``k`` and ``k + 1``. ``used`` holds the cache's arena use, id-arena use and entries (updated)."""
+    ``k`` and ``k + 1`` unless it is negative. ``used`` holds the cache's arena use, id-arena use and
+    entries (updated)."""
     out = np.empty(len(data) + len(specials), np.int64)
     n = 0
     parts = np.empty(_SHORT, np.int64)
     ranks = np.empty(_SHORT, np.int64)
     mask = len(slots) - 1
     for piece in range(len(bounds) // 2):
-        if piece > 0:
+        if piece > 0 and specials[piece - 1] >= 0:  # -1: nothing between these pieces
             out[n] = specials[piece - 1]
             n += 1
         i, hi = bounds[2 * piece], bounds[2 * piece + 1]

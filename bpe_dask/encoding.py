@@ -1,8 +1,9 @@
-"""Encoding (the map stage of ``bpe-dask encode``): one byte range and a tokenizer in, one shard of
+"""Encoding (the map stage of ``bpe-dask encode``): one partition and a tokenizer in, one shard of
 token ids out, and the tasks that assemble the shards into the output.
 
-Takes a ``ByteRange`` and a ``Tokenizer``; reads the range as text blocks cut at safe places
-(``blocks``: the cuts that leave the pre-tokens unchanged leave the encoding unchanged too), encodes
+Takes a partition and a ``Tokenizer``; reads a text range as blocks cut at safe places
+(``blocks``: the cuts that leave the pre-tokens unchanged leave the encoding unchanged too), or
+records as batches of documents (``records``: each encoded alone, then the separator's id), encodes
 them and writes the ids as a NumPy ``.npy`` array in the work directory, under a name made of the
 range's identity and the tokenizer's, so a re-run reuses finished shards. Then the output: shards
 copied under their position in the plan (``NNNNNN.npy``, sorted names follow the input order), or
@@ -14,15 +15,17 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .blocks import iter_texts
 from .errors import retrying
-from .plan import ByteRange
+from .plan import Partition, RowGroups
 from .publish import atomic_file
+from .records import BadRecords, iter_documents
 from .storage import filesystem
 from .tokenizer import Tokenizer
 
@@ -40,6 +43,8 @@ class EncodedShard:
     end: int
     tokens: int
     reused: bool
+    bad_records: BadRecords = field(default_factory=BadRecords)
+    unit: str = "bytes"  # what start and end count: bytes, or a Parquet file's row groups
 
 
 def dtype_for(tokenizer: Tokenizer) -> str:
@@ -47,9 +52,11 @@ def dtype_for(tokenizer: Tokenizer) -> str:
     return "uint16" if max(tokenizer.vocab) < 2**16 else "uint32"
 
 
-def tokenizer_key(tokenizer: Tokenizer) -> str:
-    """A digest of everything about the tokenizer that decides the ids."""
-    digest = hashlib.sha256(f"{ENCODING_VERSION}\0{tokenizer.pretokenizer.pattern.regex}".encode())
+def tokenizer_key(tokenizer: Tokenizer, separator: str | None = None) -> str:
+    """A digest of everything about the tokenizer (and the documents' separator) that decides the ids."""
+    digest = hashlib.sha256(
+        f"{ENCODING_VERSION}\0{tokenizer.pretokenizer.pattern.regex}\0{separator}".encode()
+    )
     for token_id, token in sorted(tokenizer.vocab.items()):
         digest.update(b"%d\0%s\0" % (token_id, token))
     for a, b in tokenizer.merges:
@@ -59,7 +66,7 @@ def tokenizer_key(tokenizer: Tokenizer) -> str:
     return digest.hexdigest()[:16]
 
 
-def shard_path(work_dir: str, byte_range: ByteRange, key: str) -> str:
+def shard_path(work_dir: str, byte_range: Partition, key: str) -> str:
     return f"{work_dir.rstrip('/')}/encoded/{byte_range.key()}-{key}.npy"
 
 
@@ -75,38 +82,56 @@ def is_encoded_file(name: str) -> bool:
 
 
 def encode_range_to_shard(
-    byte_range: ByteRange,
+    byte_range: Partition,
     tokenizer: Tokenizer,
     path: str,
     storage_options: dict | None = None,
     utf8_errors: str = "strict",
+    separator: str | None = None,
 ) -> EncodedShard:
-    """Encode one range into the shard ``path``, or reuse the shard a previous run finished; a
-    failure that may be transient is retried in place."""
-    return retrying(_encode_range_to_shard, byte_range, tokenizer, path, storage_options, utf8_errors)
+    """Encode one partition into the shard ``path``, or reuse the shard a previous run finished; a
+    failure that may be transient is retried in place. Records end with ``separator``'s id."""
+    return retrying(
+        _encode_range_to_shard, byte_range, tokenizer, path, storage_options, utf8_errors, separator
+    )
 
 
 def _encode_range_to_shard(
-    byte_range: ByteRange, tokenizer: Tokenizer, path: str, storage_options: dict | None, utf8_errors: str
+    byte_range: Partition,
+    tokenizer: Tokenizer,
+    path: str,
+    storage_options: dict | None,
+    utf8_errors: str,
+    separator: str | None,
 ) -> EncodedShard:
+    unit = "row groups" if isinstance(byte_range, RowGroups) else "bytes"
     fs, fs_path = filesystem(path, storage_options)
+    bad_path = f"{fs_path}.bad-records.json"  # beside the shard, written first: what was skipped
     if fs.exists(fs_path):
         with fs.open(fs_path, "rb") as f:
             np.lib.format.read_magic(f)
             shape, _, _ = np.lib.format.read_array_header_1_0(f)
+        bad = BadRecords(**json.loads(fs.cat_file(bad_path))) if fs.exists(bad_path) else BadRecords()
         return EncodedShard(
-            path, byte_range.file.url, byte_range.start, byte_range.end, shape[0], reused=True
+            path, byte_range.file.url, byte_range.start, byte_range.end, shape[0], True, bad, unit
         )
     dtype = np.dtype(dtype_for(tokenizer))
-    texts = iter_texts(byte_range, tokenizer.pretokenizer, storage_options, utf8_errors=utf8_errors)
-    parts = [tokenizer.encode_array(text, dtype) for text in texts]
+    bad = BadRecords()
+    if byte_range.file.has_records:
+        batches = iter_documents(byte_range, storage_options, utf8_errors=utf8_errors, bad=bad)
+        parts = [tokenizer.encode_documents(documents, separator, dtype) for documents in batches]
+    else:
+        texts = iter_texts(byte_range, tokenizer.pretokenizer, storage_options, utf8_errors=utf8_errors)
+        parts = [tokenizer.encode_array(text, dtype) for text in texts]
     tokens = sum(len(part) for part in parts)
+    if bad.count:
+        fs.pipe_file(bad_path, json.dumps(vars(bad)).encode())
     header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (tokens,)}
     with atomic_file(path, storage_options) as (fs, partial), fs.open(partial, "wb") as f:
         np.lib.format.write_array_header_1_0(f, header)  # then the ids, block by block: np.save's layout
         for part in parts:
             f.write(part.data)
-    return EncodedShard(path, byte_range.file.url, byte_range.start, byte_range.end, tokens, reused=False)
+    return EncodedShard(path, byte_range.file.url, byte_range.start, byte_range.end, tokens, False, bad, unit)
 
 
 def _read_shard(shard: EncodedShard, storage_options: dict | None) -> np.ndarray:

@@ -2,19 +2,22 @@
 
 Takes ``vocab`` (id -> bytes), ``merges`` and the special tokens with their ids; gives the
 text of ``vocab.json`` and ``merges.txt`` (bytes mapped to printable characters as GPT-2 and the
-CS336 fixtures do, special tokens as their own text) and of a Hugging Face ``tokenizer.json``;
-``parse_vocab_json`` and ``parse_merges_txt`` read the first two back. ``Tokenizer.save`` and
+CS336 fixtures do, special tokens as their own text), of a Hugging Face ``tokenizer.json`` (with
+the split pattern) and of a tiktoken rank file; ``parse_vocab_json``, ``parse_merges_txt``,
+``special_tokens_in`` and ``pattern_in`` read them back. ``Tokenizer.save`` and
 ``Tokenizer.load`` put these together into the directory contract.
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from .errors import BpeDaskError
+from .patterns import GPT2, SplitPattern, split_pattern
 
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
@@ -115,22 +118,37 @@ def parse_merges_txt(text: str) -> Merges:
 
 
 def tokenizer_json(
-    vocab: Mapping[int, bytes], merges: Sequence[tuple[bytes, bytes]], special_ids: Mapping[str, int]
+    vocab: Mapping[int, bytes],
+    merges: Sequence[tuple[bytes, bytes]],
+    special_ids: Mapping[str, int],
+    pattern: SplitPattern = GPT2,
 ) -> str:
-    """A Hugging Face ``tokenizers`` file that encodes with exactly these merges."""
+    """A Hugging Face ``tokenizers`` file that encodes with exactly these merges and split pattern.
+
+    GPT-2's pattern is the ``ByteLevel`` pre-tokenizer's own. Any other is a ``Split`` on its regex
+    (as Oniguruma must be given it, ``SplitPattern.hf_regex``) that keeps the matches, each a piece,
+    and drops what no match covers, as ``regex.findall`` (and tiktoken) do: ``invert`` makes the
+    matches the pieces kept and ``Removed`` drops the rest. ``ByteLevel`` then only maps bytes.
+    """
     added = [
         {"id": i, "content": token, "single_word": False, "lstrip": False, "rstrip": False,
          "normalized": False, "special": True}
         for token, i in sorted(special_ids.items(), key=lambda item: item[1])
     ]  # fmt: skip
     byte_level = {"add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    pre_tokenizer: dict = {"type": "ByteLevel", **byte_level}
+    if pattern != GPT2:
+        split = {"type": "Split", "pattern": {"Regex": pattern.hf_regex or pattern.regex},
+                 "behavior": "Removed", "invert": True}  # fmt: skip
+        pre_tokenizer = {"type": "Sequence",
+                         "pretokenizers": [split, {**pre_tokenizer, "use_regex": False}]}  # fmt: skip
     document = {
         "version": "1.0",
         "truncation": None,
         "padding": None,
         "added_tokens": added,
         "normalizer": None,
-        "pre_tokenizer": {"type": "ByteLevel", **byte_level},
+        "pre_tokenizer": pre_tokenizer,
         "post_processor": {"type": "ByteLevel", **byte_level},
         "decoder": {"type": "ByteLevel", **byte_level},
         "model": {
@@ -153,3 +171,27 @@ def special_tokens_in(tokenizer_json_text: str) -> list[str]:
     """The special tokens a Hugging Face ``tokenizer.json`` registers, in id order."""
     added = json.loads(tokenizer_json_text).get("added_tokens", [])
     return [t["content"] for t in sorted(added, key=lambda t: t["id"]) if t.get("special")]
+
+
+def pattern_in(tokenizer_json_text: str) -> SplitPattern:
+    """The split pattern of a ``tokenizer.json`` that ``tokenizer_json`` wrote (a built-in one when
+    its regex is one's)."""
+    pre_tokenizer = json.loads(tokenizer_json_text).get("pre_tokenizer") or {}
+    if pre_tokenizer.get("type") == "ByteLevel" and pre_tokenizer.get("use_regex", True):
+        return GPT2
+    steps = (
+        pre_tokenizer.get("pretokenizers", []) if pre_tokenizer.get("type") == "Sequence" else [pre_tokenizer]
+    )
+    regexes = [step.get("pattern", {}).get("Regex") for step in steps if step.get("type") == "Split"]
+    if len(regexes) != 1 or not isinstance(regexes[0], str):
+        raise ValueError("its pre_tokenizer is not a split pattern bpe-dask writes")
+    return split_pattern(regexes[0])
+
+
+def tiktoken_bpe(ranks: Mapping[bytes, int]) -> str:
+    """The text of a tiktoken rank file (``tiktoken.load.load_tiktoken_bpe`` reads it): each token's
+    bytes in base64, a space and its rank, one a line, by rank."""
+    return "".join(
+        f"{base64.b64encode(token).decode()} {rank}\n"
+        for token, rank in sorted(ranks.items(), key=lambda item: item[1])
+    )

@@ -28,10 +28,11 @@ from .cluster import dask_client, failures_explained
 from .counting import CountSettings
 from .errors import BpeDaskError
 from .options import JobOptions
-from .plan import ByteRange, InputFile, expand_inputs, plan_ranges
+from .plan import InputFile, Partition, expand_inputs, plan_ranges
 from .preflight import check_workers
 from .pretokenize import Pretokenizer
 from .progress import TaskProgress
+from .records import BadRecords
 from .storage import describe, filesystem, job_storage_options, required_packages
 from .wording import format_bytes, plural
 
@@ -53,7 +54,7 @@ class Job:
     options: JobOptions
     storage_options: dict = field(repr=False)  # may hold credentials
     files: list[InputFile] = field(default_factory=list)
-    ranges: list[ByteRange] = field(default_factory=list)
+    ranges: list[Partition] = field(default_factory=list)
 
     @classmethod
     def start(cls, options: JobOptions, urls: Sequence[str | None]) -> Job:
@@ -62,7 +63,9 @@ class Job:
 
     def find_inputs(self, inputs: Sequence[str], exclude: Sequence[str | None] = ()) -> None:
         """The files the inputs name; the job's own outputs (``exclude``) are never read back as inputs."""
-        self.files = expand_inputs(inputs, self.storage_options, exclude=[e for e in exclude if e])
+        self.files = expand_inputs(
+            inputs, self.storage_options, exclude=[e for e in exclude if e], reading=self.options.reading()
+        )
 
     def plan(self, pretokenizer: Pretokenizer, threads: int | None = None) -> None:
         """The files cut into byte ranges: ``--chunk-size`` bytes each, or sized for ``threads`` worker
@@ -76,6 +79,14 @@ class Job:
             plural(len(self.ranges), "partition"),
             format_bytes(chunk_size),
         )
+        if pretokenizer.pattern.cut_rule is None and any(
+            f.size > chunk_size and not f.has_records for f in self.files
+        ):
+            log.warning(
+                "the split pattern is a regex of your own, with no rule for where its text may be cut: "
+                "text files are cut only where a special token starts, so a long document without one "
+                "is one task"
+            )
         if self.options.chunk_size and chunk_size < TINY_CHUNK and len(self.ranges) > 1:
             log.warning(
                 "--chunk-size %d is %d bytes, so %s, each a Dask task; sizes take units (e.g. %dMiB)",
@@ -159,6 +170,12 @@ def partition_size(input_bytes: int, threads: int | None) -> int:
 
 def cluster_threads(client: Client) -> int:
     return sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()) or 1
+
+
+def report_bad_records(bad: BadRecords) -> None:
+    """Say what ``--on-bad-record skip`` left out."""
+    if bad.count:
+        log.warning("skipped %s; the first: %s", plural(bad.count, "bad record"), bad.first)
 
 
 def run_tasks(client: Client, tasks: list[Delayed], progress: TaskProgress | None = None,

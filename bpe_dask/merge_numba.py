@@ -18,6 +18,9 @@ Layout. The loop is bound by memory, so what a merge reads together sits togethe
 - The heap holds ``(count, key)`` entries, highest count first, then the greater pair of byte
   strings. A merge pushes an entry for each pair whose count grew; a pair whose count fell keeps
   its older, higher entry, which is lowered to the current count when it surfaces.
+- With a longest token (``max_token_length``), a pair that would make a longer one is counted
+  like any other but never has a heap entry (none is pushed for it), so it is never chosen; tokens
+  keep their bytes, so it never fits later either.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from .pair_map import (
 
 _BATCH = 256  # merges per compiled call, between progress reports
 _LOW = np.int64(0xFFFFFFFF)
+_UNLIMITED = 2**62  # the longest token when there is no max_token_length
 
 
 # --- the pair map and holder lists (``pair_map``) -------------------------------------------------
@@ -54,12 +58,19 @@ _LOW = np.int64(0xFFFFFFFF)
 
 
 @njit(cache=True, nogil=True)
-def _heapify(pairs, heap_counts, heap_keys, token_bytes, offsets, sizes):
-    """Fill the heap with every pair of positive count; returns its size."""
+def _fits(key, sizes, longest):
+    """Whether the pair ``key`` makes a token of at most ``longest`` bytes."""
+    return sizes[key >> 32] + sizes[key & _LOW] <= longest
+
+
+@njit(cache=True, nogil=True)
+def _heapify(pairs, heap_counts, heap_keys, token_bytes, offsets, sizes, longest):
+    """Fill the heap with every pair of positive count that fits; returns its size."""
     size = 0
     for slot in range(len(pairs)):
-        if pairs[slot, KEY] != EMPTY and pairs[slot, COUNT] > 0:
-            heap_counts[size], heap_keys[size] = pairs[slot, COUNT], pairs[slot, KEY]
+        key = pairs[slot, KEY]
+        if key != EMPTY and pairs[slot, COUNT] > 0 and _fits(key, sizes, longest):
+            heap_counts[size], heap_keys[size] = pairs[slot, COUNT], key
             size += 1
     for i in range(size // 2 - 1, -1, -1):
         sift_down(heap_counts, heap_keys, size, i, token_bytes, offsets, sizes)
@@ -137,7 +148,13 @@ class _State:
     """The arrays the compiled functions share, between batches of merges."""
 
     def __init__(
-        self, data: np.ndarray, offsets: np.ndarray, freqs: np.ndarray, vocab: dict, vocab_size: int
+        self,
+        data: np.ndarray,
+        offsets: np.ndarray,
+        freqs: np.ndarray,
+        vocab: dict,
+        vocab_size: int,
+        longest: int = _UNLIMITED,
     ):
         self.words, at = _layout(data, offsets, freqs)
         # The bytes of every token, with room for the ones merges will add.
@@ -159,7 +176,7 @@ class _State:
         self.heap_counts = np.empty(max(16, 2 * self.pairs_used), np.int64)
         self.heap_keys = np.empty_like(self.heap_counts)
         self.heap_size = _heapify(
-            self.pairs, self.heap_counts, self.heap_keys, self.token_bytes, self.offsets, self.sizes
+            self.pairs, self.heap_counts, self.heap_keys, self.token_bytes, self.offsets, self.sizes, longest
         )
 
 
@@ -168,15 +185,18 @@ class _State:
 
 @njit(cache=True, nogil=True)
 def _merge_batch(words, pairs, pairs_used, pool, pool_used, heap_counts, heap_keys, heap_size,
-                 token_bytes, offsets, sizes, bytes_used, next_id, last_id, out_pairs):  # fmt: skip
+                 token_bytes, offsets, sizes, bytes_used, next_id, last_id, out_pairs,
+                 min_frequency, longest):  # fmt: skip
     """Up to ``last_id - next_id`` merges. Stops early, before a merge, when the map might fill up
-    during it (the caller grows it and calls again). Returns how many merges were made, and the
-    map's use, the pool, the heap and the token bytes (all maybe regrown) and their use.
+    during it (the caller grows it and calls again), or when the best pair occurs fewer than
+    ``min_frequency`` times (its count is then returned as ``below``, else 0). Returns how many merges
+    were made, ``below``, and the map's use, the pool, the heap and the token bytes (all maybe
+    regrown) and their use. Pairs that would make a token over ``longest`` bytes are never chosen.
 
     A merge creates pairs only with its new token, at most two per distinct neighbour: at most
     twice the vocabulary's size. It touches at most that many, and as many that it takes from.
     """
-    made = 0
+    made, below = 0, np.int64(0)
     touched = np.empty(4 * last_id + 8, np.int64)
     before = np.empty_like(touched)
     while next_id + made < last_id:
@@ -199,6 +219,9 @@ def _merge_batch(words, pairs, pairs_used, pool, pool_used, heap_counts, heap_ke
                 heap_counts[0], heap_keys[0] = heap_counts[heap_size], heap_keys[heap_size]
             sift_down(heap_counts, heap_keys, heap_size, 0, token_bytes, offsets, sizes)
         if best_slot < 0:
+            break
+        if heap_counts[0] < min_frequency:
+            below = heap_counts[0]
             break
         heap_size -= 1  # pop it
         heap_counts[0], heap_keys[0] = heap_counts[heap_size], heap_keys[heap_size]
@@ -279,6 +302,8 @@ def _merge_batch(words, pairs, pairs_used, pool, pool_used, heap_counts, heap_ke
         for t in range(n_touched):
             slot = touched[t]
             if pairs[slot, COUNT] > before[t]:
+                if not _fits(pairs[slot, KEY], sizes, longest):
+                    continue  # never a candidate: no entry
                 if heap_size == len(heap_counts):
                     grown_counts = np.empty(2 * heap_size, np.int64)
                     grown_keys = np.empty(2 * heap_size, np.int64)
@@ -290,7 +315,8 @@ def _merge_batch(words, pairs, pairs_used, pool, pool_used, heap_counts, heap_ke
                 sift_up(heap_counts, heap_keys, heap_size - 1, token_bytes, offsets, sizes)
             elif pairs[slot, COUNT] == 0:
                 pairs[slot, LENGTH] = 0  # no word holds it any more
-    return made, pairs_used, pool, pool_used, heap_counts, heap_keys, heap_size, token_bytes, bytes_used
+    return (made, below, pairs_used, pool, pool_used, heap_counts, heap_keys, heap_size, token_bytes,
+            bytes_used)  # fmt: skip
 
 
 def train_merges(
@@ -300,36 +326,49 @@ def train_merges(
     vocab: dict[int, bytes],
     vocab_size: int,
     progress: Callable[[int], None] | None = None,
+    *,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+    stopped: Callable[[str, int], None] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Add merges to ``vocab`` (the bytes and special tokens) until it holds ``vocab_size`` tokens.
 
     The words are ``data[offsets[i]:offsets[i + 1]]`` (uint8, int64 offsets), counted ``freqs[i]``.
+    ``min_frequency``, ``max_token_length`` and ``stopped`` are those of ``merging.train_merges``.
     """
-    state = _State(data, offsets, freqs, vocab, vocab_size)
+    longest = _UNLIMITED if max_token_length is None else min(max_token_length, _UNLIMITED)
+    min_frequency = min(min_frequency, _UNLIMITED)  # both int64 in compiled code
+    state = _State(data, offsets, freqs, vocab, vocab_size, longest)
     merges: list[tuple[bytes, bytes]] = []
     out_pairs = np.empty((_BATCH, 2), np.int64)
     while len(vocab) < vocab_size:
         first = len(vocab)
         want = min(vocab_size, first + _BATCH) - first
-        (made, state.pairs_used, state.pool, state.pool_used, state.heap_counts, state.heap_keys,
+        (made, below, state.pairs_used, state.pool, state.pool_used, state.heap_counts, state.heap_keys,
          state.heap_size, state.token_bytes, state.bytes_used) = _merge_batch(
             state.words, state.pairs, state.pairs_used, state.pool, state.pool_used, state.heap_counts,
             state.heap_keys, state.heap_size, state.token_bytes, state.offsets, state.sizes, state.bytes_used,
-            first, first + want, out_pairs,
+            first, first + want, out_pairs, min_frequency, longest,
         )  # fmt: skip
         for a, b in out_pairs[:made].tolist():
             vocab[len(vocab)] = vocab[a] + vocab[b]
             merges.append((vocab[a], vocab[b]))
             if progress is not None:
                 progress(len(merges))
+        if below:  # the best pair left is too rare
+            if stopped is not None:
+                stopped("min_frequency", int(below))
+            break
         if made < want:
-            if state.heap_size == 0:
-                break  # no pair left
+            if state.heap_size == 0:  # no pair left that fits
+                if max_token_length is not None and stopped is not None and (state.pairs[:, COUNT] > 0).any():
+                    stopped("max_token_length", 0)
+                break
             need = 2 * (state.pairs_used + 2 * len(vocab) + 2)
             state.pairs = regrown(state.pairs, 1 << (need - 1).bit_length())
         if state.heap_size > 4 * state.pairs_used + (1 << 20):  # mostly stale entries: rebuild
             state.heap_size = _heapify(state.pairs, state.heap_counts, state.heap_keys, state.token_bytes,
-                                       state.offsets, state.sizes)  # fmt: skip
+                                       state.offsets, state.sizes, longest)  # fmt: skip
         if state.pool_used > state.check_pool_at:  # the pool doubled: compact it if mostly abandoned room
             if state.pool_used > 2 * int(state.pairs[:, ROOM].sum()):
                 state.pool, state.pool_used = compacted(state.pairs, state.pool)

@@ -54,6 +54,10 @@ def train_merges(
     special_tokens: Sequence[str] = (),
     progress: Callable[[int], None] | None = None,
     engine: str = "auto",
+    *,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+    stopped: Callable[[str, int], None] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Learn merges until the vocabulary holds ``vocab_size`` tokens or no pair is left.
 
@@ -62,6 +66,11 @@ def train_merges(
     ``"python"`` (the loop below), ``"numba"`` (the same loop compiled, in ``merge_numba``), or
     ``"auto"``: numba for large tables when it is installed, where its start-up pays off. The
     tests check every engine against the plain reference trainer (``bpe_dask.reference``).
+
+    ``max_token_length`` (bytes) leaves out of the running every pair that would make a longer
+    token; ``min_frequency`` stops the loop when the best pair left occurs fewer times. When one of
+    them ends the loop before the vocabulary is full, ``stopped`` is told which:
+    ``"min_frequency"`` and the best pair's count, or ``"max_token_length"`` and 0.
     """
     if not isinstance(word_counts, pa.Table):
         word_counts = list(word_counts)
@@ -72,16 +81,24 @@ def train_merges(
             _sorted(word_counts) if isinstance(word_counts, pa.Table) else word_counts
         )
         return merge_numba.train_merges(
-            data, offsets, freqs, initial_vocab(special_tokens), vocab_size, progress
-        )
+            data, offsets, freqs, initial_vocab(special_tokens), vocab_size, progress,
+            min_frequency=min_frequency, max_token_length=max_token_length, stopped=stopped,
+        )  # fmt: skip
     if isinstance(word_counts, pa.Table):
         word_counts = list(zip(*(word_counts.column(c).to_pylist() for c in ("token", "count")), strict=True))
     vocab = initial_vocab(special_tokens)
     merges: list[tuple[bytes, bytes]] = []
-    state = _MergeState(word_counts, vocab)
+    state = _MergeState(word_counts, vocab, max_token_length)
     while len(vocab) < vocab_size:
-        pair = state.pop_best()
-        if pair is None:
+        best = state.pop_best()
+        if best is None:
+            if state.pair_counts and stopped is not None:  # pairs are left, all too long
+                stopped("max_token_length", 0)
+            break
+        pair, count = best
+        if count < min_frequency:
+            if stopped is not None:
+                stopped("min_frequency", count)
             break
         a, b = pair
         new_id = len(vocab)
@@ -163,8 +180,10 @@ class _MergeState:
     entries as there are pairs.
     """
 
-    def __init__(self, word_counts: Iterable[tuple[bytes, int]], vocab: dict[int, bytes]) -> None:
-        self.vocab = vocab
+    def __init__(
+        self, word_counts: Iterable[tuple[bytes, int]], vocab: dict[int, bytes], longest: int | None = None
+    ) -> None:
+        self.vocab, self.longest = vocab, longest
         self.descending = {token_id: _Descending(token) for token_id, token in vocab.items()}
         self.words: list[str] = []
         self.freqs: list[int] = []
@@ -181,19 +200,26 @@ class _MergeState:
                 pair_counts[pair] += count
                 where[pair].append(index)
         self.pair_counts, self.where = pair_counts, where
-        self.heap = [self._entry(pair, count) for pair, count in pair_counts.items()]
+        self.heap = [self._entry(pair, count) for pair, count in pair_counts.items() if self._fits(pair)]
         heapq.heapify(self.heap)
 
     def _entry(self, pair: str, count: int) -> tuple[int, bytes, bytes, str]:
         return (-count, self.descending[ord(pair[0])], self.descending[ord(pair[1])], pair)
 
-    def pop_best(self) -> Pair | None:
-        """The most frequent pair (ties to the greater bytes), skipping stale heap entries."""
+    def _fits(self, pair: str) -> bool:
+        """Whether merging ``pair`` makes a token no longer than ``longest``: a pair that does not
+        fit never will (tokens keep their bytes), so it gets no heap entry, though it is counted."""
+        longest = self.longest
+        return longest is None or len(self.vocab[ord(pair[0])]) + len(self.vocab[ord(pair[1])]) <= longest
+
+    def pop_best(self) -> tuple[Pair, int] | None:
+        """The most frequent pair that fits (ties to the greater bytes) and its count, skipping stale
+        heap entries."""
         heap, pair_counts = self.heap, self.pair_counts
         while heap:
             negative_count, _, _, pair = heapq.heappop(heap)
             if pair_counts.get(pair) == -negative_count:
-                return ord(pair[0]), ord(pair[1])
+                return (ord(pair[0]), ord(pair[1])), -negative_count
         return None
 
     def merge(self, pair: Pair, new_id: int) -> None:
@@ -237,14 +263,15 @@ class _MergeState:
         self._apply(delta)
 
     def _apply(self, delta: dict[str, int]) -> None:
-        pair_counts, heap = self.pair_counts, self.heap
+        pair_counts, heap, longest = self.pair_counts, self.heap, self.longest
         for pair, change in delta.items():
             if not change:
                 continue
             count = pair_counts.get(pair, 0) + change
             if count > 0:
                 pair_counts[pair] = count
-                heapq.heappush(heap, self._entry(pair, count))
+                if longest is None or self._fits(pair):
+                    heapq.heappush(heap, self._entry(pair, count))
             else:
                 del pair_counts[pair]
                 self.where.pop(pair, None)

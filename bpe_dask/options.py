@@ -20,6 +20,7 @@ from distributed import Client
 from .blocks import check_utf8_errors
 from .counting import ENGINES, CountSettings
 from .errors import BpeDaskError
+from .plan import Reading
 from .pretokenize import check_special_tokens, split_pattern
 
 MERGE_PLACES = ("auto", "client", "worker")
@@ -37,6 +38,9 @@ class JobOptions:
     storage_options: dict = field(default_factory=dict, repr=False)  # for fsspec; may hold secrets
     utf8_errors: str = "strict"  # or "replace": invalid UTF-8 is read as U+FFFD
     pattern: str = "gpt2"
+    input_format: str | None = None  # text, jsonl or parquet; None: by each file's name
+    text_column: str = "text"  # the field or column of a record that holds its text
+    on_bad_record: str = "error"  # or "skip": leave bad records out, counted in the report
     engine: str = "auto"  # counting and merging: compiled (numba) where it can, or "python", or "numba"
     client: Client | None = field(default=None, repr=False)  # run on this client's cluster
     scheduler: str | None = None  # or connect to this scheduler
@@ -66,7 +70,7 @@ class JobOptions:
         if not isinstance(self.storage_options or {}, dict):
             raise BpeDaskError(f"storage options must be a dict, got {self.storage_options!r}")
         set_(self, "storage_options", dict(self.storage_options or {}))
-        for name in ("work_dir", "scheduler", "pattern", "utf8_errors", "merge_on", "engine"):
+        for name in ("work_dir", "scheduler", "pattern", "utf8_errors", "merge_on", "engine", "input_format"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
                 raise BpeDaskError(f"{name} must be a string, got {getattr(self, name)!r}")
         for name in ("ship_package", "overwrite", "show_progress") + (
@@ -77,7 +81,8 @@ class JobOptions:
         if self.client is not None and not isinstance(self.client, Client):
             raise BpeDaskError(f"client must be a distributed.Client, got {self.client!r}")
         check_utf8_errors(self.utf8_errors)
-        split_pattern(self.pattern)
+        self.reading()
+        set_(self, "pattern", split_pattern(self.pattern).spec)  # a built-in's name, or the regex
         if self.engine not in ENGINES:
             raise BpeDaskError(f"engine must be auto, python or numba, got {self.engine!r}")
         if self.merge_on not in MERGE_PLACES:
@@ -91,6 +96,9 @@ class JobOptions:
     @property
     def wants_cluster(self) -> bool:
         return bool(self.client or self.scheduler or self.workers)
+
+    def reading(self) -> Reading:
+        return Reading(self.input_format, self.text_column, self.on_bad_record)
 
     def count_settings(self) -> CountSettings:
         return CountSettings(self.special_tokens, self.utf8_errors, self.pattern, self.engine)

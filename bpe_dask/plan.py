@@ -1,10 +1,18 @@
-"""Planning: input URLs in, special-token-aligned byte ranges out.
+"""Planning: input URLs in, partitions that tile every file out.
 
 Takes paths, globs, directories or URLs (anything fsspec opens), a target chunk size and the
-``Pretokenizer`` of the job; gives ``InputFile``s and ``ByteRange``s that tile every file exactly.
-Each cut is moved forward to the start of a special token, or where none is near, to another
-safe cut of the pretokenizer (``pretokenize`` says why they are safe), so counting each range on
-its own gives exactly the counts of the whole file. Reads only small windows around the cuts.
+``Pretokenizer`` of the job; gives ``InputFile``s and their partitions, each the unit of work of
+one map task:
+
+- a text file is cut into ``ByteRange``s. Each cut is moved forward to the start of a special
+  token, or where none is near, to another safe cut of the pretokenizer (``pretokenize`` says why
+  they are safe), so counting each range on its own gives exactly the counts of the whole file;
+- a JSON Lines file of documents (one JSON object per line) into ``ByteRange``s cut after a
+  newline, so that every range holds whole records; a compressed one is read whole;
+- a Parquet file into ``RowGroups``: runs of whole row groups of about the chunk size.
+
+Documents never share a pre-token, so any cut between records is safe. Planning reads only small
+windows around the cuts, and the footer of each Parquet file.
 """
 
 from __future__ import annotations
@@ -12,10 +20,14 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import pairwise
+from pathlib import PurePosixPath
 
 import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
 from fsspec.utils import infer_compression
 
 from .errors import BpeDaskError
@@ -28,6 +40,43 @@ DEFAULT_LOOKAHEAD = 1 << 20  # how far past a nominal cut we look for a special 
 _FIRST_WINDOW = 1 << 16
 _GLOB_CHARS = frozenset("*?[")
 
+INPUT_FORMATS = ("text", "jsonl", "parquet")
+BAD_RECORD_ACTIONS = ("error", "skip")
+# Names a file is recognised by (after any compression suffix such as .gz or .zst).
+_SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".jsonlines": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How the job reads its inputs: the format (``None``: by each file's name), the field or
+    column that holds a record's text, and what a bad record does (stop the job, or be skipped)."""
+
+    input_format: str | None = None
+    text_column: str = "text"
+    on_bad_record: str = "error"
+
+    def __post_init__(self) -> None:
+        if self.input_format not in (None, *INPUT_FORMATS):
+            raise BpeDaskError(f"input format must be text, jsonl or parquet, got {self.input_format!r}")
+        if not isinstance(self.text_column, str) or not self.text_column:
+            raise BpeDaskError(f"text column must be a non-empty name, got {self.text_column!r}")
+        if self.on_bad_record not in BAD_RECORD_ACTIONS:
+            raise BpeDaskError(f"on bad record must be error or skip, got {self.on_bad_record!r}")
+
+    def format_of(self, name: str, compression: str | None) -> str:
+        if self.input_format is not None:
+            return self.input_format
+        name = PurePosixPath(name).name.lower()
+        if compression:  # data.jsonl.zst
+            name = PurePosixPath(name).stem
+        return _SUFFIXES.get(PurePosixPath(name).suffix, "text")
+
 
 @dataclass(frozen=True)
 class InputFile:
@@ -37,11 +86,24 @@ class InputFile:
     size: int
     version: str
     compression: str | None = None  # compressed files are read whole, as a stream
+    format: str = "text"  # or "jsonl", "parquet": a file of records, each a document
+    reading: Reading = Reading()
 
     @property
     def name(self) -> str:
         """The URL as a user would write it: local files as plain paths."""
         return self.url.removeprefix("file://")
+
+    @property
+    def has_records(self) -> bool:
+        return self.format != "text"
+
+    def identity(self) -> str:
+        """What the file is and how it is read, for the keys of its partitions."""
+        text = f"{self.url}\0{self.version}"
+        if self.has_records:
+            text += f"\0{self.format}\0{self.reading.text_column}\0{self.reading.on_bad_record}"
+        return text
 
 
 @dataclass(frozen=True)
@@ -58,29 +120,61 @@ class ByteRange:
 
     def key(self) -> str:
         """A digest of what this range holds: the file's identity and version, and the range."""
-        text = f"{self.file.url}\0{self.file.version}\0{self.start}\0{self.end}"
+        text = f"{self.file.identity()}\0{self.start}\0{self.end}"
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+@dataclass(frozen=True)
+class RowGroups:
+    """Row groups ``[start, end)`` of one Parquet file, ``size`` bytes of its text column (as stored;
+    the file's last part also counts the rest of the file), and the number of rows before them; the
+    unit of work of one map task."""
+
+    file: InputFile
+    start: int
+    end: int
+    size: int
+    first_row: int = 0
+
+    def key(self) -> str:
+        text = f"{self.file.identity()}\0row groups\0{self.start}\0{self.end}"
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+Partition = ByteRange | RowGroups
+
+
 def expand_inputs(
-    inputs: Sequence[str], storage_options: dict | None = None, exclude: Sequence[str] = ()
+    inputs: Sequence[str],
+    storage_options: dict | None = None,
+    exclude: Sequence[str] = (),
+    reading: Reading = Reading(),
 ) -> list[InputFile]:
     """Every file the inputs name, in order: globs and directories expand sorted by path.
 
     Inside directories, names starting with ``.`` or ``_`` (``.DS_Store``, ``_SUCCESS``) are
     skipped, and so is anything under ``exclude`` (the job's own output and work directory).
-    A file named twice is read once.
+    A file named twice is read once. Each file's format comes from ``reading``.
     """
     excluded = [url.rstrip("/") + "/" for url in _urls(exclude, storage_options or {})]
     files: dict[str, InputFile] = {}
     for spec in inputs:
-        found = _expand_one(str(spec), storage_options or {})
+        found = [_with_format(file, reading) for file in _expand_one(str(spec), storage_options or {})]
         if not found:
             raise BpeDaskError(f"no input files match {spec!r}")
         for file in found:
             if not any(file.url.startswith(prefix) for prefix in excluded):
                 files.setdefault(file.url, file)
     return list(files.values())
+
+
+def _with_format(file: InputFile, reading: Reading) -> InputFile:
+    form = reading.format_of(file.url, file.compression)
+    if form == "parquet" and file.compression:
+        raise BpeDaskError(
+            f"{file.name}: a Parquet file cannot be read compressed as a whole ({file.compression})"
+        )
+    return InputFile(file.url, file.size, file.version, file.compression, form, reading)
 
 
 def _urls(paths: Sequence[str], storage_options: dict) -> list[str]:
@@ -139,16 +233,70 @@ def plan_ranges(
     pretokenizer: Pretokenizer,
     storage_options: dict | None = None,
     lookahead: int = DEFAULT_LOOKAHEAD,
-) -> list[ByteRange]:
-    """Cut each file into ranges of about ``chunk_size`` bytes at safe cuts."""
+) -> list[Partition]:
+    """Cut each file into partitions of about ``chunk_size`` bytes at safe cuts."""
     if chunk_size < 1:
         raise BpeDaskError(f"chunk size must be positive, got {chunk_size}")
-    ranges: list[ByteRange] = []
+    files = list(files)
+    parquet = [file for file in files if file.format == "parquet"]
+    with ThreadPoolExecutor(16) as pool:  # a store answers many footer reads at once
+        groups = dict(zip(parquet, pool.map(lambda f: plan_row_groups(f, chunk_size, storage_options or {}),
+                                           parquet), strict=True))  # fmt: skip
+    ranges: list[Partition] = []
     for file in files:
+        if file.format == "parquet":
+            ranges.extend(groups[file])
+            continue
         cuts = _file_cuts(file, chunk_size, pretokenizer, storage_options or {}, lookahead)
         bounds = [0, *cuts, file.size]
         ranges.extend(ByteRange(file, a, b) for a, b in pairwise(bounds))
     return ranges
+
+
+def plan_row_groups(file: InputFile, chunk_size: int, storage_options: dict) -> list[RowGroups]:
+    """Runs of whole row groups whose text column holds about ``chunk_size`` bytes (as stored)."""
+    fs, path = filesystem(file.url, storage_options)
+    try:
+        with fs.open(path, "rb") as f:
+            metadata = pq.ParquetFile(f).metadata
+    except Exception as error:
+        raise BpeDaskError(f"cannot read {file.name} as Parquet: {describe(error)}") from None
+    column = text_column_index(file, metadata.schema.to_arrow_schema())
+    parts: list[RowGroups] = []
+    start, size, rows, first_row = 0, 0, 0, 0
+    for group in range(metadata.num_row_groups):
+        chunk = metadata.row_group(group).column(column)
+        size += chunk.total_compressed_size
+        rows += metadata.row_group(group).num_rows
+        if size >= chunk_size or group == metadata.num_row_groups - 1:
+            parts.append(RowGroups(file, start, group + 1, size, first_row))
+            start, size, first_row = group + 1, 0, first_row + rows
+            rows = 0
+    # Progress counts the file's bytes: the last part also stands for the footer and other columns.
+    last = parts.pop() if parts else RowGroups(file, 0, 0, 0)
+    parts.append(
+        RowGroups(file, last.start, last.end, file.size - sum(p.size for p in parts), last.first_row)
+    )
+    return parts
+
+
+def text_column_index(file: InputFile, schema: pa.Schema) -> int:
+    """The index of the file's text column among its leaf columns, if it is a column of text."""
+    name = file.reading.text_column
+    if name not in schema.names:
+        raise BpeDaskError(
+            f"{file.name}: no column {name!r} (columns: {', '.join(schema.names)}; --text-column names it)"
+        )
+    field = schema.field(name)
+    kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)):
+        raise BpeDaskError(f"{file.name}: column {name!r} holds {field.type}, not text")
+    leaves_before = sum(_leaf_count(schema.field(i).type) for i in range(schema.get_field_index(name)))
+    return leaves_before
+
+
+def _leaf_count(kind: pa.DataType) -> int:
+    return sum(_leaf_count(kind.field(i).type) for i in range(kind.num_fields)) if kind.num_fields else 1
 
 
 def _file_cuts(
@@ -162,12 +310,28 @@ def _file_cuts(
         start = max(target, cuts[-1] + 1 if cuts else 1)
         if start >= file.size:
             break
-        cut = find_cut(fs, path, file.size, start, pretokenizer, lookahead)
+        if file.format == "jsonl":
+            cut = find_line_start(fs, path, file.size, start)
+        else:
+            cut = find_cut(fs, path, file.size, start, pretokenizer, lookahead)
         if cut is None:
             log.debug("no safe cut within %d bytes after %s:%d", lookahead, file.url, start)
         elif cut < file.size:
             cuts.append(cut)
     return cuts
+
+
+def find_line_start(fs: fsspec.AbstractFileSystem, path: str, size: int, start: int) -> int:
+    """The first offset at or after ``start`` that follows a newline (``size`` if none does)."""
+    position, length = start - 1, _FIRST_WINDOW
+    while position < size:
+        window = fs.cat_file(path, start=position, end=min(size, position + length))
+        newline = window.find(b"\n")
+        if newline >= 0:
+            return position + newline + 1
+        position += len(window)
+        length *= 4
+    return size
 
 
 def find_cut(

@@ -2,7 +2,8 @@
 
 Everything that decides *what* gets counted lives here, and nowhere else:
 
-- ``SplitPattern``: a pre-tokenization regex (GPT-2's by default) with the rule that says
+- ``SplitPattern`` (defined in ``patterns``): a pre-tokenization regex (GPT-2's by default;
+  GPT-4's and o200k's are built in, and any other regex may be given) with the rule that says
   between which two characters text may be cut without changing its pre-tokens.
 - ``Pretokenizer``: a pattern plus special tokens. It splits the special tokens out first
   (longest first where several match at one place), pre-tokenizes and counts the rest, and
@@ -17,18 +18,11 @@ Why a cut is safe. A position ``p`` is a safe cut when pre-tokenizing ``text[:p]
    match of the left-to-right, longest-first special-token scan crosses ``p``, so the scan of the
    whole text is the scans of the two halves put together, and so are the pieces between special
    tokens, except that a piece across ``p`` is cut in two at ``p``.
-2. *The pattern's cut rule allows the two characters around p*, so that cutting that piece at ``p``
-   leaves its pre-tokens unchanged. For GPT-2's pattern
-   ``'(?:[sdmt]|ll|ve|re)| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+`` the rule allows
-   ``x|y`` when ``x`` is not whitespace and either ``y`` is whitespace, or ``x`` and ``y`` belong to
-   different classes among letters (``\\p{L}``), digits (``\\p{N}``) and the rest, except an
-   apostrophe followed by a letter. No match holds such a pair: whitespace only ever starts a
-   match or fills one, and the only match that holds two classes, a contraction, has the
-   apostrophe first. The pattern matches every character, so its matches tile the text and
-   ``p`` is a boundary between two of them. Each alternative that reaches ``p`` stops there
-   because ``y`` is not what it takes next, exactly as it stops at the end of ``text[:p]``; the
-   one alternative that looks ahead, ``\\s+(?!\\S)``, cannot end at ``p``, where ``x`` is not
-   whitespace. With no look-behind, the scan from ``p`` on is the same in ``text[p:]``.
+2. *The pattern's cut rule allows the two characters around p*, ``x = text[p - 1]`` and
+   ``y = text[p]``, so that cutting that piece at ``p`` leaves its pre-tokens unchanged.
+
+``patterns`` says, for each built-in pattern, which pairs its rule allows and why each such cut is
+safe in any text; a pattern of one's own has no rule, and is cut only where a special token starts.
 
 The rule looks at one character on each side of ``p``, and condition 1 at the longest special
 token's length, so a cut can be judged from a short window around it. Cutting is also how the
@@ -41,63 +35,17 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import regex
 
 from .errors import BpeDaskError
+from .patterns import GPT2, WHITESPACE, SplitPattern, split_pattern
 
-
-@dataclass(frozen=True)
-class SplitPattern:
-    """A pre-tokenization pattern and what is known about where its text may be cut.
-
-    ``cut_rule`` matches the character before a safe cut (with a look-ahead at the one after):
-    the cut is at the match's end. ``chunk``, for speed, is a stdlib ``re`` pattern whose matches
-    tile any text with boundaries only at safe cuts; counting pre-tokenizes each distinct chunk
-    once. A pattern with neither is still exact, it just cannot be cut inside a document.
-    """
-
-    name: str
-    regex: str
-    cut_rule: str | None = None
-    chunk: str | None = None
-
-    @cached_property
-    def compiled(self) -> regex.Pattern:
-        return regex.compile(self.regex)
-
-
-# The stdlib's ``re`` finds chunks faster than ``regex``, but its \s also takes the four separators
-# \x1c-\x1f, which are not Unicode White_Space and not \s to ``regex``: take them out, so both
-# agree on every character (a test checks all of Unicode).
-WHITESPACE = r"[^\S\x1c-\x1f]"
-NON_WHITESPACE = r"[\S\x1c-\x1f]"
-
-GPT2 = SplitPattern(
-    name="gpt2",
-    regex=r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
-    cut_rule=(
-        r"\S(?=\s)"  # anything before whitespace
-        r"|\p{L}(?=[^\s\p{L}])"  # a letter before a digit or other
-        r"|\p{N}(?=[^\s\p{N}])"  # a digit before a letter or other
-        r"|[^\s\p{L}\p{N}'](?=[\p{L}\p{N}])"  # other, not an apostrophe, before a letter or digit
-        r"|'(?=\p{N})"  # an apostrophe before a digit
-    ),
-    chunk=f"{WHITESPACE}*{NON_WHITESPACE}+|{WHITESPACE}+",  # cut only before whitespace
-)
-PATTERNS = {GPT2.name: GPT2}
-
-
-def split_pattern(name: str | SplitPattern) -> SplitPattern:
-    if isinstance(name, SplitPattern):
-        return name
-    try:
-        return PATTERNS[name]
-    except KeyError:
-        raise BpeDaskError(f"unknown split pattern {name!r} (known: {', '.join(PATTERNS)})") from None
+__all__ = [  # the patterns' names are here too, beside the rest of the rules
+    "GPT2", "WHITESPACE", "NoCutError", "Pretokenizer", "SplitPattern",
+    "check_special_tokens", "split_pattern",
+]  # fmt: skip
 
 
 def check_special_tokens(special_tokens: Iterable[str]) -> tuple[str, ...]:
@@ -188,6 +136,45 @@ class Pretokenizer:
         bounds.append(len(data))
         return np.array(bounds, np.int64)
 
+    def document_bounds(self, documents: list[bytes]) -> tuple[bytes, np.ndarray, np.ndarray]:
+        """``piece_bounds`` for UTF-8 documents that each stand alone, as if a special token stood
+        between any two: their bytes joined, the bounds of their pieces, and for each gap between
+        two pieces whether it is the end of a document (``True``, an empty gap) or a special token.
+
+        The joined bytes are searched for special tokens at once. Where no occurrence crosses from
+        one document into the next, the occurrences are exactly each document's own (the search
+        reaches each document's start with nothing carried over, and from there finds what the
+        document alone holds); where one does cross, the documents are searched one by one.
+        """
+        data = b"".join(documents)
+        boundaries = np.cumsum(np.fromiter(map(len, documents), np.int64, len(documents)))[:-1]
+        specials = self._special_spans(data, documents, boundaries)
+        starts = np.concatenate([specials[:, 0], boundaries])
+        ends = np.concatenate([specials[:, 1], boundaries])
+        is_boundary = np.concatenate([np.zeros(len(specials), bool), np.ones(len(boundaries), bool)])
+        order = np.lexsort((ends, starts))  # a document's end before a token that starts there
+        bounds = np.empty(2 * len(order) + 2, np.int64)
+        bounds[0], bounds[-1] = 0, len(data)
+        bounds[1:-1:2], bounds[2:-1:2] = starts[order], ends[order]
+        return data, bounds, is_boundary[order]
+
+    def _special_spans(self, data: bytes, documents: list[bytes], boundaries: np.ndarray) -> np.ndarray:
+        """``[start, end]`` of every special-token occurrence in each document, in ``data``'s offsets."""
+        if self._special_bytes is None:
+            return np.empty((0, 2), np.int64)
+        spans = np.array([m.span() for m in self._special_bytes.finditer(data)], np.int64).reshape(-1, 2)
+        if len(spans) and len(boundaries):
+            following = np.searchsorted(boundaries, spans[:, 0], side="right")  # first boundary past a start
+            inside = following < len(boundaries)
+            if (boundaries[following[inside]] < spans[inside, 1]).any():  # an occurrence crosses one
+                spans_each, offset = [], 0
+                for document in documents:
+                    spans_each += [(offset + a, offset + b) for a, b in
+                                   (m.span() for m in self._special_bytes.finditer(document))]  # fmt: skip
+                    offset += len(document)
+                spans = np.array(spans_each, np.int64).reshape(-1, 2)
+        return spans
+
     def pretokens(self, text: str) -> list[str]:
         """Every pre-token of ``text`` in order, special tokens dropped."""
         return [token for piece in self.pieces(text) for token in self._pretoken.findall(piece)]
@@ -198,15 +185,24 @@ class Pretokenizer:
         With a ``chunk`` pattern the text is first cut into chunks (``" the"``, ``"\\nhello,"``), and
         only each *distinct* chunk is pre-tokenized, its pre-tokens counted as often as it occurs.
         """
+        return self._count_pieces(self.pieces(text), counts)
+
+    def count_documents(
+        self, documents: Iterable[str], counts: dict[str, int] | None = None
+    ) -> dict[str, int]:
+        """``count`` of documents that each stand alone: no pre-token crosses from one to the next."""
+        return self._count_pieces((piece for text in documents for piece in self.pieces(text)), counts)
+
+    def _count_pieces(self, pieces: Iterable[str], counts: dict[str, int] | None) -> dict[str, int]:
         if counts is None:
             counts = {}  # a plain dict: a Counter's __missing__ is Python code, slow on this hot path
         if self._chunk is None:
-            for piece in self.pieces(text):
+            for piece in pieces:
                 for token in self._pretoken.findall(piece):
                     counts[token] = counts.get(token, 0) + 1
             return counts
         chunks: Counter[str] = Counter()
-        for piece in self.pieces(text):
+        for piece in pieces:
             chunks.update(self._chunk.findall(piece))
         cache = self._pretokens_of
         for chunk, times in chunks.items():

@@ -45,10 +45,19 @@ def merge_word(word: tuple[bytes, ...], pair: tuple[bytes, bytes]) -> tuple[byte
 
 
 def train_on_counts(
-    word_counts: dict[bytes, int], vocab_size: int, special_tokens: list[str]
+    word_counts: dict[bytes, int],
+    vocab_size: int,
+    special_tokens: list[str],
+    *,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
 ) -> tuple[Vocab, Merges]:
     """Ids 0-255 are the bytes, then the special tokens, then one per merge: the most frequent
-    adjacent pair, ties to the lexicographically greater pair of byte strings."""
+    adjacent pair, ties to the lexicographically greater pair of byte strings.
+
+    With ``max_token_length`` (bytes), only pairs that make a token that long at most are candidates;
+    longer ones stay in the words, never chosen. Training stops when no candidate is left, or when
+    the best one occurs fewer than ``min_frequency`` times (0 and 1 change nothing)."""
     vocab = {i: bytes([i]) for i in range(256)}
     for token in special_tokens:
         vocab[len(vocab)] = token.encode("utf-8")
@@ -61,9 +70,14 @@ def train_on_counts(
         for word, count in words.items():
             for pair in pairwise(word):
                 pair_counts[pair] += count
-        if not pair_counts:
+        candidates = [
+            (a, b) for a, b in pair_counts if max_token_length is None or len(a) + len(b) <= max_token_length
+        ]
+        if not candidates:
             break
-        best = max(pair_counts, key=lambda pair: (pair_counts[pair], pair))
+        best = max(candidates, key=lambda pair: (pair_counts[pair], pair))
+        if pair_counts[best] < min_frequency:
+            break
         merges.append(best)
         vocab[len(vocab)] = best[0] + best[1]
         merged: Counter[tuple[bytes, ...]] = Counter()
@@ -74,7 +88,16 @@ def train_on_counts(
 
 
 def train(
-    texts: list[str], vocab_size: int, special_tokens: list[str], pattern: str = GPT2.regex
+    texts: list[str],
+    vocab_size: int,
+    special_tokens: list[str],
+    pattern: str = GPT2.regex,
+    *,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
 ) -> tuple[Vocab, Merges]:
     """Byte-level BPE on whole texts, one per input file."""
-    return train_on_counts(pretokenize(texts, special_tokens, pattern), vocab_size, special_tokens)
+    counts = pretokenize(texts, special_tokens, pattern)
+    return train_on_counts(
+        counts, vocab_size, special_tokens, min_frequency=min_frequency, max_token_length=max_token_length
+    )

@@ -5,12 +5,14 @@ Takes ``vocab`` (id -> bytes), ``merges`` (in the order learned) and special tok
 semantics: special tokens are split out first (longest first where several match at one place),
 the rest is pre-tokenized with the split pattern, and each pre-token's bytes are merged by rank,
 lowest first. The interface is CS336's. ``save`` and ``load`` own the directory a training job
-writes: ``vocab.json``, ``merges.txt`` and ``tokenizer.json``, the writer beside the reader.
+writes: ``vocab.json``, ``merges.txt``, ``tokenizer.json`` (which records the split pattern) and
+``tokenizer.tiktoken`` (tiktoken's ranks), the writer beside the reader.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 from collections.abc import Iterable, Iterator
 from itertools import pairwise
@@ -21,7 +23,7 @@ import numpy as np
 
 from . import gpt2_files
 from .errors import BpeDaskError
-from .pretokenize import GPT2, Pretokenizer, SplitPattern, check_special_tokens
+from .pretokenize import GPT2, Pretokenizer, SplitPattern, check_special_tokens, split_pattern
 from .publish import check_output_dir, publish_directory
 from .storage import describe, filesystem
 
@@ -30,12 +32,14 @@ if TYPE_CHECKING:
 
     from .encode_numba import CompiledEncoder
 
+log = logging.getLogger(__name__)
+
 CACHE_LIMIT = 1 << 20
 ENGINES = ("auto", "python", "numba")
 COMPILED_MIN_CHARS = 1 << 16  # below this, loading compiled code costs more than it saves
 LONG_PRETOKEN = 256  # characters: past this, the pure-Python merge's O(n²) starts to show
 _UNMERGEABLE = (float("inf"), -1)  # (rank, merged id) of a pair no merge joins
-FILES = ("vocab.json", "merges.txt", "tokenizer.json")
+FILES = ("vocab.json", "merges.txt", "tokenizer.json", "tokenizer.tiktoken")
 
 
 class Tokenizer:
@@ -56,6 +60,9 @@ class Tokenizer:
         self.merges = list(merges)
         self.special_tokens = list(check_special_tokens(special_tokens or ()))
         self.pretokenizer = Pretokenizer(self.special_tokens, pattern)
+        if engine == "numba" and self.pretokenizer.pattern != GPT2:
+            raise BpeDaskError(f"the numba engine encodes with the gpt2 pattern only, not "
+                               f"{self.pretokenizer.pattern.spec}: use engine auto or python")  # fmt: skip
         ids: dict[bytes, int] = {}
         for i, token in sorted(self.vocab.items()):
             ids.setdefault(token, i)  # where two ids hold the same bytes, the first is the token's
@@ -87,12 +94,75 @@ class Tokenizer:
     # --- the directory contract ----------------------------------------------------------------
 
     def files(self) -> dict[str, str]:
-        """The files ``save`` writes, by name: what a directory `bpe-dask train` wrote holds."""
-        return {
+        """The files ``save`` writes, by name: what a directory `bpe-dask train` wrote holds.
+
+        ``tokenizer.tiktoken`` is left out, with a warning, for a vocabulary whose ranks tiktoken
+        would merge differently (``tiktoken_ranks``); one that training made never is."""
+        pattern = self.pretokenizer.pattern
+        files = {
             "vocab.json": gpt2_files.vocab_json(self.vocab, self.special_ids),
             "merges.txt": gpt2_files.merges_txt(self.merges),
-            "tokenizer.json": gpt2_files.tokenizer_json(self.vocab, self.merges, self.special_ids),
+            "tokenizer.json": gpt2_files.tokenizer_json(self.vocab, self.merges, self.special_ids, pattern),
         }
+        try:
+            files["tokenizer.tiktoken"] = gpt2_files.tiktoken_bpe(self.tiktoken_ranks())
+        except BpeDaskError as error:
+            log.warning("no tokenizer.tiktoken: %s", error)
+        return files
+
+    # Why tiktoken, given these ranks, encodes as ``_merge`` does. tiktoken merges a pre-token's bytes
+    # by rank: it joins the two neighbouring parts whose concatenation is the token of lowest rank (the
+    # leftmost on a tie), again and again, and it takes a pre-token that is a whole token at once.
+    # ``_merge`` joins the two neighbouring parts that are a merge, lowest merge rank first, leftmost
+    # first. The ranks are the ids, and they are written only if: (1) no two tokens but special ones
+    # hold the same bytes; (2) the tokens of two or more bytes, in id order, are exactly what the merges
+    # make, in merge order, so each is made by one merge and ranks as it; (3) each merge's parts come
+    # before what it makes; (4) ``_merge`` makes each token's bytes into that one token.
+    #
+    # Training makes (2) and (3) so. [L]: a stretch of a pre-token whose two ends have stayed boundaries
+    # between parts so far has been merged by ``_merge`` exactly as it would be alone: no pair across an
+    # end was joined, so inside the stretch the leftmost-first choices of pairs to join are those made
+    # alone. Training splits each word as ``_merge`` does with the merges so far, and learns a merge
+    # from a word in which its token's bytes were two neighbouring parts, so by [L] those bytes alone
+    # are the same two parts then, and (4) follows; so does (1): bytes that a merge made into one token
+    # can never again be two parts for a later merge to join.
+    #
+    # Given (1)-(4), the two agree at every step. By (3) a merge only makes pairs of higher rank, so
+    # ``_merge`` goes through the ranks in order. Take any state of ``_merge`` on any pre-token, while
+    # it is at rank r, and two neighbouring parts x, y whose bytes x + y are a token t. The ends of
+    # their stretch have been boundaries from the start, so by [L] the stretch is in a state that t's
+    # bytes alone reach at rank r. By (4) those are split at least as finely as [a, b], t's own merge,
+    # up to t's rank, and are [t] after it, so a state of two parts is [a, b]: x, y is t's merge, and
+    # t's rank is r or later (parts are joined, never split). The pairs tiktoken may join are
+    # then exactly those ``_merge`` may join, ranked alike by (2), and both join the lowest and
+    # leftmost. A pre-token that is one token is that token in both, by (4). Special tokens are not
+    # ranks: tiktoken splits them out first, as ``Pretokenizer.split`` does, though where two overlap it
+    # does not take the longer first. The split pattern is the same regex for both (its ``regex``).
+    def tiktoken_ranks(self) -> dict[bytes, int]:
+        """The ``mergeable_ranks`` of a ``tiktoken.Encoding`` that encodes as this tokenizer does
+        (its special tokens go apart: ``special_ids``), or a ``BpeDaskError`` saying why none does."""
+        specials = set(self.special_ids.values())
+        ranks: dict[bytes, int] = {}
+        for i, token in sorted(self.vocab.items()):
+            if i in specials:
+                continue
+            if token in ranks:
+                raise BpeDaskError(f"ids {ranks[token]} and {i} hold the same bytes {token!r}")
+            ranks[token] = i
+        missing = [b for b in range(256) if bytes([b]) not in ranks]
+        if missing:
+            raise BpeDaskError(f"byte {missing[0]} is not a token")
+        longer = [token for token in ranks if len(token) > 1]  # in id order
+        made = [a + b for a, b in self.merges]
+        if longer != made:
+            raise BpeDaskError("its tokens of several bytes are not, in id order, what its merges make")
+        for (a, b), token in zip(self.merges, made, strict=True):
+            rank = ranks[token]
+            if not (ranks.get(a, rank) < rank and ranks.get(b, rank) < rank):
+                raise BpeDaskError(f"merge {a!r} {b!r} joins what is no token before {token!r}")
+            if self._merge(token) != (rank,):
+                raise BpeDaskError(f"its merges do not make {token!r} from its own bytes")
+        return ranks
 
     def save(self, directory: str | os.PathLike, storage_options: dict | None = None) -> None:
         """Make ``directory`` (a path or URL) hold the tokenizer's files, published whole: a
@@ -113,14 +183,13 @@ class Tokenizer:
         tokens its ``tokenizer.json`` registers unless ``special_tokens`` are given."""
         folder = os.fspath(directory).rstrip("/")
         try:
+            fs, path = filesystem(f"{folder}/tokenizer.json", storage_options)
+            described = fs.cat_file(path).decode() if fs.exists(path) else None
             if special_tokens is None:
-                fs, path = filesystem(f"{folder}/tokenizer.json", storage_options)
-                special_tokens = (
-                    gpt2_files.special_tokens_in(fs.cat_file(path).decode()) if fs.exists(path) else []
-                )
-            return cls.from_files(
-                f"{folder}/vocab.json", f"{folder}/merges.txt", special_tokens, storage_options, engine
-            )
+                special_tokens = gpt2_files.special_tokens_in(described) if described else []
+            pattern = gpt2_files.pattern_in(described) if described else GPT2
+            vocab, merges = f"{folder}/vocab.json", f"{folder}/merges.txt"
+            return cls.from_files(vocab, merges, special_tokens, storage_options, engine, pattern)
         except FileNotFoundError as error:
             missing = PurePosixPath(error.filename or "").name or "vocab.json"
             raise BpeDaskError(
@@ -137,13 +206,15 @@ class Tokenizer:
         special_tokens: Iterable[str] | None = None,
         storage_options: dict | None = None,
         engine: str = "auto",
+        pattern: str | SplitPattern = GPT2,
     ) -> Tokenizer:
         """A tokenizer from GPT-2-style ``vocab.json`` and ``merges.txt`` (CS336's interface),
         local paths or any URL fsspec reads."""
         special_tokens = check_special_tokens(special_tokens or ())
+        pattern = split_pattern(pattern)
         vocab = gpt2_files.parse_vocab_json(_read_text(vocab_filepath, storage_options), special_tokens)
         merges = gpt2_files.parse_merges_txt(_read_text(merges_filepath, storage_options))
-        return cls(vocab, merges, special_tokens, engine=engine)
+        return cls(vocab, merges, special_tokens, pattern, engine)
 
     # --- encoding and decoding -----------------------------------------------------------------
 
@@ -160,27 +231,58 @@ class Tokenizer:
             return self._encode_compiled(text).astype(dtype)
         return np.array(self._encode_python(text), dtype)
 
+    def encode_documents(
+        self, documents: list[str], separator: str | None = None, dtype: npt.DTypeLike = np.uint32
+    ) -> np.ndarray:
+        """The ids of each document in turn, each followed by the id of the special token
+        ``separator`` when one is given (as nanoGPT ends every document with ``<|endoftext|>``).
+        Documents stand alone: no pre-token crosses from one into the next."""
+        end = [] if separator is None else [self.token_id(separator)]
+        if not self._use_compiled(sum(map(len, documents))):
+            ids: list[int] = []
+            for text in documents:
+                ids += self._encode_python(text)
+                ids += end
+            return np.array(ids, dtype)
+        data, bounds, is_boundary = self.pretokenizer.document_bounds(
+            [text.encode("utf-8") for text in documents]
+        )
+        between_documents = end[0] if end else -1  # the compiled encoder writes no id for -1
+        gaps = zip(bounds[1:-1:2].tolist(), bounds[2:-1:2].tolist(), is_boundary.tolist(), strict=True)
+        specials = np.array(
+            [
+                between_documents if boundary else self.special_ids[data[a:b].decode()]
+                for a, b, boundary in gaps
+            ],
+            np.int64,
+        )
+        ids = self._compiled_encoder().encode(data, bounds, specials)
+        return np.concatenate([ids, end]).astype(dtype) if end and documents else ids.astype(dtype)
+
     def _use_compiled(self, length: int) -> bool:
         """The compiled encoder for ``engine="numba"``, and for ``"auto"`` on text long enough to repay
         loading it (the pure-Python path below stays the reference the tests hold it to)."""
         if self.engine == "python" or (self.engine == "auto" and length < COMPILED_MIN_CHARS):
             return False
-        if self.pretokenizer.pattern.name != "gpt2" or importlib.util.find_spec("numba") is None:
+        if self.pretokenizer.pattern != GPT2 or importlib.util.find_spec("numba") is None:
             if self.engine == "numba":
                 raise BpeDaskError("the numba engine needs numba and the gpt2 pattern")
             return False
         return True
 
-    def _encode_compiled(self, text: str) -> np.ndarray:
+    def _compiled_encoder(self) -> CompiledEncoder:
         if self._compiled is None:
             from .encode_numba import CompiledEncoder
 
             self._compiled = CompiledEncoder(self._byte_ids, self._merges)
+        return self._compiled
+
+    def _encode_compiled(self, text: str) -> np.ndarray:
         data = text.encode("utf-8")
         bounds = self.pretokenizer.piece_bounds(data)
         between = [data[bounds[k] : bounds[k + 1]].decode("utf-8") for k in range(1, len(bounds) - 1, 2)]
         specials = np.array([self.special_ids[token] for token in between], np.int64)
-        return self._compiled.encode(data, bounds, specials)
+        return self._compiled_encoder().encode(data, bounds, specials)
 
     def _encode_python(self, text: str) -> list[int]:
         ids: list[int] = []

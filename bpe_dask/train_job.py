@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import pyarrow as pa
 from dask.base import tokenize
@@ -25,9 +25,10 @@ from .counting import counting_engine
 from .counts_table import read_counts, recorded_settings
 from .errors import BpeDaskError
 from .gpt2_files import check_special_token_names
-from .job import Job, cluster_threads, is_embedded, peak_rss_bytes
+from .job import Job, cluster_threads, is_embedded, peak_rss_bytes, report_bad_records
 from .merging import train_merges, warm_up
 from .options import JobOptions, PathLike, input_list
+from .pretokenize import split_pattern
 from .publish import check_output_dir, publish_directory
 from .tokenizer import FILES, Tokenizer
 from .version import __version__
@@ -39,6 +40,16 @@ Merges = list[tuple[bytes, bytes]]
 OUTPUT_FILES = (*FILES, "report.json")
 
 
+@dataclass(frozen=True)
+class Stop:
+    """Why the merge loop stopped before the vocabulary was full, when an option made it stop:
+    ``"min_frequency"`` (the best pair left occurs only ``count`` times) or ``"max_token_length"``
+    (every pair left would make too long a token)."""
+
+    reason: str
+    count: int = 0
+
+
 @dataclass
 class Merged:
     """What the merge loop learned, and what it cost."""
@@ -48,6 +59,28 @@ class Merged:
     unique_words: int
     peak_rss_bytes: int
     seconds: float
+    stopped: Stop | None = None  # when --min-frequency or --max-token-length ended the loop early
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The options that may stop the merge loop before the vocabulary is full (as in Hugging Face's
+    trainer): a merge only when the best pair occurs at least ``min_frequency`` times (0 and 1 change
+    nothing), and never a token over ``max_token_length`` bytes (None: no limit)."""
+
+    min_frequency: int = 0
+    max_token_length: int | None = None
+
+    def __post_init__(self) -> None:
+        if not _whole(self.min_frequency) or self.min_frequency < 0:
+            raise BpeDaskError(f"min_frequency must be a whole number, 0 or more, got {self.min_frequency!r}")
+        longest = self.max_token_length
+        if longest is not None and (not _whole(longest) or longest < 1):
+            raise BpeDaskError(f"max_token_length must be a positive whole number of bytes, got {longest!r}")
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def train(
@@ -55,16 +88,21 @@ def train(
     vocab_size: int,
     out: str,
     special_tokens: Sequence[str] = (),
+    *,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
     **options,
 ) -> dict:
     """Count ``inputs``, learn merges up to ``vocab_size``, and publish the tokenizer directory ``out``.
 
-    Returns the report (also written as ``out/report.json``). ``options`` are ``JobOptions``
+    Returns the report (also written as ``out/report.json``). ``min_frequency`` and
+    ``max_token_length`` (bytes) are the ``Limits`` of the merge loop. ``options`` are ``JobOptions``
     fields; ``merge_on`` is ``"client"``, ``"worker"``, or ``"auto"``: on a worker when the cluster
     is not an embedded LocalCluster, so the client never holds the word counts.
     """
     started = time.perf_counter()
     opts = _training_options(vocab_size, special_tokens, options)
+    limits = Limits(min_frequency, max_token_length)
     inputs = input_list(inputs)
     job = Job.start(opts, [*inputs, out, opts.work_dir])
     check_output_dir(out, opts.overwrite, _is_output_file, job.storage_options)
@@ -80,47 +118,58 @@ def train(
         # The merge reads the counts where it runs: from the work directory on a worker; here, from
         # the reduce's own result, with no file in between.
         counts_file = f"{work.rstrip('/')}/counts/{job.key(settings)}.parquet" if on_worker else None
-        counts, reused = count_on_cluster(client, job, settings, work, counts_file)
+        counts, reused, bad = count_on_cluster(client, job, settings, work, counts_file)
         count_seconds = time.perf_counter() - started
         if on_worker:
-            merged = _merge_on_cluster(client, counts, vocab_size, opts.special_tokens, job)
+            merged = _merge_on_cluster(client, counts, vocab_size, opts.special_tokens, job, limits)
         else:
-            merged = _merge_here(counts, vocab_size, opts)
+            merged = _merge_here(counts, vocab_size, opts, limits)
         workers_peak = client.run(peak_rss_bytes)
+    report_bad_records(bad)
     _warn_if_empty(merged.unique_words, job.input_bytes)
     report = _report(
         {"inputs": job.input_urls, "input_bytes": job.input_bytes, "partitions": len(job.ranges),
          "partitions_reused": reused, "partitions_computed": len(job.ranges) - reused,
-         "utf8_errors": opts.utf8_errors},
-        merged, opts.special_tokens, vocab_size, {"count": count_seconds},
+         "utf8_errors": opts.utf8_errors, "bad_records_skipped": bad.count, "pattern": opts.pattern},
+        merged, opts.special_tokens, vocab_size, limits, {"count": count_seconds},
     )  # fmt: skip
     report["merge_ran_on"] = "worker" if on_worker else "client"
     report["workers_peak_rss_bytes"] = workers_peak
     report["timings"]["total"] = time.perf_counter() - started
-    _publish(out, merged, opts.special_tokens, report, job.storage_options)
+    _publish(out, merged, opts.special_tokens, report, job.storage_options, limits)
     return report
 
 
 def merge(
-    counts: str, vocab_size: int, out: str, special_tokens: Sequence[str] | None = None, **options
+    counts: str,
+    vocab_size: int,
+    out: str,
+    special_tokens: Sequence[str] | None = None,
+    *,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+    **options,
 ) -> dict:
     """The merge loop over a counts table written by ``count_words``, then publish ``out``.
 
     ``special_tokens`` default to those the counts were made with (the counts file records them);
-    other special tokens than those are refused: the counts were split on the recorded ones.
+    other special tokens than those are refused: the counts were split on the recorded ones. So with
+    the ``pattern`` option: it defaults to the recorded split pattern, which the tokenizer keeps.
+    ``min_frequency`` and ``max_token_length`` are those of ``train``.
     """
     started = time.perf_counter()
+    limits = Limits(min_frequency, max_token_length)
     recorded = recorded_settings(counts, JobOptions.of(**options).storage_options)
     special_tokens = _special_tokens_for(counts, special_tokens, recorded)
+    options = {**options, "pattern": _pattern_for(counts, options.get("pattern"), recorded)}
     opts = _training_options(vocab_size, special_tokens, options)
     job = Job.start(opts, [counts, out])
     check_output_dir(out, opts.overwrite, _is_output_file, job.storage_options)
-    merged = _merge_here(read_counts(counts, job.storage_options), vocab_size, opts)
-    report = _report(
-        {"counts": counts, "counted_with": recorded}, merged, opts.special_tokens, vocab_size, {}
-    )
+    merged = _merge_here(read_counts(counts, job.storage_options), vocab_size, opts, limits)
+    base = {"counts": counts, "counted_with": recorded, "pattern": opts.pattern}
+    report = _report(base, merged, opts.special_tokens, vocab_size, limits, {})
     report["timings"]["total"] = time.perf_counter() - started
-    _publish(out, merged, opts.special_tokens, report, job.storage_options)
+    _publish(out, merged, opts.special_tokens, report, job.storage_options, limits)
     return report
 
 
@@ -138,19 +187,41 @@ def _special_tokens_for(counts: str, given: Sequence[str] | None, recorded: dict
     return given
 
 
+def _pattern_for(counts: str, given: str | None, recorded: dict | None) -> str:
+    """The split pattern the counts were made with (the tokenizer splits text by it too); another
+    given is refused, as other special tokens are."""
+    counted_with = (recorded or {}).get("pattern")
+    if counted_with is None:
+        return given or "gpt2"
+    if given is not None and split_pattern(given).regex != split_pattern(counted_with).regex:
+        raise BpeDaskError(
+            f"{counts} was counted with split pattern {counted_with!r}, not {given!r}: leave --pattern "
+            "out to use the recorded one, or count again with the one you want"
+        )
+    return counted_with
+
+
 def train_bpe(
-    input_path: PathLike | Sequence[PathLike], vocab_size: int, special_tokens: Sequence[str] = (), **options
+    input_path: PathLike | Sequence[PathLike],
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    *,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+    **options,
 ) -> tuple[Vocab, Merges]:
     """Train a byte-level BPE tokenizer: a drop-in for CS336's ``run_train_bpe``.
 
-    ``options`` are ``JobOptions`` fields: ``chunk_size``, ``client``, ``scheduler``, ``workers``,
-    ``work_dir``, ``storage_options``, ``in_process``, ... Nothing is written but the work directory.
+    ``min_frequency`` and ``max_token_length`` are those of ``train``. ``options`` are ``JobOptions``
+    fields: ``chunk_size``, ``client``, ``scheduler``, ``workers``, ``work_dir``, ``storage_options``,
+    ``in_process``, ... Nothing is written but the work directory.
     """
     opts = _training_options(vocab_size, special_tokens, options)
+    limits = Limits(min_frequency, max_token_length)
     counted = count_with(input_list(input_path), opts)
     _warn_if_empty(counted.table().num_rows, counted.input_bytes)
-    merged = merge_table(counted.table(), vocab_size, opts.special_tokens, engine=opts.engine)
-    _warn_if_short(merged, vocab_size)
+    merged = merge_table(counted.table(), vocab_size, opts.special_tokens, engine=opts.engine, limits=limits)
+    _warn_if_short(merged, vocab_size, limits)
     return merged.vocab, merged.merges
 
 
@@ -178,11 +249,15 @@ def merge_table(
     special_tokens: Sequence[str] = (),
     report_progress: Callable[[int], None] | None = None,
     engine: str = "auto",
+    limits: Limits = Limits(),
 ) -> Merged:
     """The merge loop over a word-count table, in this process."""
     started = time.perf_counter()
-    vocab, merges = train_merges(table, vocab_size, special_tokens, report_progress, engine=engine)
-    return Merged(vocab, merges, table.num_rows, peak_rss_bytes(), time.perf_counter() - started)
+    stops: list[Stop] = []
+    vocab, merges = train_merges(table, vocab_size, special_tokens, report_progress, engine=engine,
+                                 **asdict(limits), stopped=lambda *why: stops.append(Stop(*why)))  # fmt: skip
+    seconds = time.perf_counter() - started
+    return Merged(vocab, merges, table.num_rows, peak_rss_bytes(), seconds, stops[0] if stops else None)
 
 
 def merge_on_worker(
@@ -191,47 +266,67 @@ def merge_on_worker(
     special_tokens: Sequence[str],
     storage_options: dict,
     engine: str = "auto",
+    limits: Limits = Limits(),
 ) -> Merged:
     """The merge loop as a Dask task: reads the counts where it runs, reports progress to the client."""
     total = vocab_size - 256 - len(special_tokens)
     report = progress.every(0.5, total, progress.publish_from_worker)
-    return merge_table(read_counts(counts_url, storage_options), vocab_size, special_tokens, report, engine)
+    table = read_counts(counts_url, storage_options)
+    return merge_table(table, vocab_size, special_tokens, report, engine, limits)
 
 
 def _merge_on_cluster(
-    client: Client, counts_url: str, vocab_size: int, special_tokens: Sequence[str], job: Job
+    client: Client, counts_url: str, vocab_size: int, special_tokens: Sequence[str], job: Job, limits: Limits
 ) -> Merged:
     """Run the merge loop on the worker with the most memory: it is the job's one big task."""
     workers = client.scheduler_info()["workers"]
     roomiest = max(workers, key=lambda w: workers[w].get("memory_limit") or 0)
+    bar = None
     if job.options.show_progress:
-        progress.subscribe(client, progress.MergeProgress(vocab_size - 256 - len(special_tokens)))
+        bar = progress.MergeProgress(vocab_size - 256 - len(special_tokens))
+        progress.subscribe(client, bar)
     log.info("running the merge loop on %s", roomiest)
     future = client.submit(
         merge_on_worker, counts_url, vocab_size, special_tokens, job.storage_options, job.options.engine,
-        key=f"merge-{tokenize(counts_url, vocab_size, special_tokens)}",
+        limits, key=f"merge-{tokenize(counts_url, vocab_size, special_tokens, limits)}",
         workers=[roomiest], allow_other_workers=True, pure=False, priority=100,
     )  # fmt: skip
     with failures_explained(client):
-        return future.result()
+        merged = future.result()
+    _end_early(bar, merged)
+    return merged
 
 
-def _merge_here(counts: pa.Table, vocab_size: int, opts: JobOptions) -> Merged:
+def _merge_here(counts: pa.Table, vocab_size: int, opts: JobOptions, limits: Limits) -> Merged:
     total = vocab_size - 256 - len(opts.special_tokens)
-    report = progress.every(0.2, total, progress.MergeProgress(total)) if opts.show_progress else None
-    return merge_table(counts, vocab_size, opts.special_tokens, report, opts.engine)
+    bar = progress.MergeProgress(total) if opts.show_progress else None
+    report = progress.every(0.2, total, bar) if bar is not None else None
+    merged = merge_table(counts, vocab_size, opts.special_tokens, report, opts.engine, limits)
+    _end_early(bar, merged)
+    return merged
+
+
+def _end_early(bar: progress.MergeProgress | None, merged: Merged) -> None:
+    """The progress line's last state when the loop stopped short of the total (it ends there)."""
+    if bar is not None and merged.stopped is not None:
+        bar.show(bar.line(len(merged.merges)), last=True)
 
 
 def _publish(
-    out: str, merged: Merged, special_tokens: Sequence[str], report: dict, storage_options: dict
+    out: str,
+    merged: Merged,
+    special_tokens: Sequence[str],
+    report: dict,
+    storage_options: dict,
+    limits: Limits,
 ) -> None:
-    _warn_if_short(merged, report["requested_vocab_size"])
-    files = Tokenizer(merged.vocab, merged.merges, special_tokens).files()
+    _warn_if_short(merged, report["requested_vocab_size"], limits)
+    files = Tokenizer(merged.vocab, merged.merges, special_tokens, report["pattern"]).files()
     publish_directory(out, {**files, "report.json": json.dumps(report, indent=2) + "\n"}, storage_options)
 
 
 def _report(
-    base: dict, merged: Merged, special_tokens: Sequence[str], vocab_size: int, timings: dict
+    base: dict, merged: Merged, special_tokens: Sequence[str], vocab_size: int, limits: Limits, timings: dict
 ) -> dict:
     return {
         "version": __version__,
@@ -240,14 +335,37 @@ def _report(
         "vocab_size": len(merged.vocab),
         "requested_vocab_size": vocab_size,
         "special_tokens": list(special_tokens),
+        **asdict(limits),
         "num_merges": len(merged.merges),
+        "stopped_by": _stopped_by(merged, vocab_size),
         "peak_rss_bytes": merged.peak_rss_bytes,
         "timings": {**timings, "merge": merged.seconds},
     }
 
 
-def _warn_if_short(merged: Merged, vocab_size: int) -> None:
-    if merged.unique_words and len(merged.vocab) < vocab_size:
+def _stopped_by(merged: Merged, vocab_size: int) -> str:
+    """What ended the merge loop: ``vocab_size`` (full), ``min_frequency``, ``max_token_length``, or
+    ``no_pairs`` (every word is one token)."""
+    if len(merged.vocab) >= vocab_size:
+        return "vocab_size"
+    return merged.stopped.reason if merged.stopped else "no_pairs"
+
+
+def _warn_if_short(merged: Merged, vocab_size: int, limits: Limits = Limits()) -> None:
+    """Why the vocabulary is short, if it is: an info line when the user's limit did it, else a warning."""
+    stopped, done = merged.stopped, f"{len(merged.merges):,}"
+    if stopped is not None and stopped.reason == "min_frequency":
+        fitting = "" if limits.max_token_length is None else f" of at most {limits.max_token_length:,} bytes"
+        log.info(
+            "stopped at %s merges: the most frequent pair%s occurs %s times, under --min-frequency %s",
+            done, fitting, f"{stopped.count:,}", f"{limits.min_frequency:,}",
+        )  # fmt: skip
+    elif stopped is not None and stopped.reason == "max_token_length":
+        log.info(
+            "stopped at %s merges: every pair left would make a token longer than --max-token-length %s",
+            done, f"{limits.max_token_length:,}",
+        )  # fmt: skip
+    elif merged.unique_words and len(merged.vocab) < vocab_size:
         log.warning(
             "the counts hold pairs for only %s merges: the vocabulary has %s tokens, not the %s asked for",
             f"{len(merged.merges):,}", f"{len(merged.vocab):,}", f"{vocab_size:,}",

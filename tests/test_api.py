@@ -134,6 +134,8 @@ def test_storage_options_stay_out_of_reprs(text_file):
         ({"storage_options": [1]}, "storage options must be a dict"),
         ({"pattern": ["gpt2"]}, "pattern must be a string"),
         ({"pattern": "gpt5"}, "unknown split pattern 'gpt5'"),
+        ({"pattern": "(x"}, "is not a valid regex: missing \\)"),
+        ({"pattern": "gpt4", "engine": "numba"}, "numba engine counts with the gpt2 pattern only, not gpt4"),
         ({"workers": "two"}, "not a whole number"),
         ({"workers": 0}, "workers must be a positive number"),
         ({"in_process": "no"}, "in_process must be True or False"),
@@ -163,3 +165,27 @@ def test_a_vocabulary_size_must_be_a_whole_number(text_file):
 def test_an_empty_list_of_inputs_is_refused():
     with pytest.raises(BpeDaskError, match="inputs must be a path or URL"):
         count_words([])
+
+
+def test_merge_keeps_the_pattern_the_counts_were_made_with_and_refuses_another(tmp_path):
+    import json
+
+    import bpe_dask
+    from bpe_dask.counting import CountSettings
+    from bpe_dask.counts_table import counts_table, write_counts
+    from bpe_dask.patterns import O200K
+
+    text = corpus.mixed_corpus(31, 20)
+    settings = CountSettings((EOT,), pattern="o200k_base")
+    counts = str(tmp_path / "counts.parquet")
+    write_counts(counts_table(settings.pretokenizer().count(text)), counts, settings=settings.recorded())
+    report = bpe_dask.merge(counts, 300, str(tmp_path / "tok"))
+    assert report["pattern"] == report["counted_with"]["pattern"] == "o200k"
+    assert json.loads((tmp_path / "tok" / "report.json").read_text())["pattern"] == "o200k"
+    assert bpe_dask.Tokenizer.load(tmp_path / "tok").pretokenizer.pattern is O200K
+    want = reference.train([text], 300, [EOT], O200K.regex)[1]
+    assert read_reference_merges(tmp_path / "tok" / "merges.txt") == want
+    assert bpe_dask.merge(counts, 300, str(tmp_path / "tok2"), pattern=O200K.regex)["pattern"] == "o200k"
+    with pytest.raises(BpeDaskError, match="was counted with split pattern 'o200k', not 'gpt4'"):
+        bpe_dask.merge(counts, 300, str(tmp_path / "tok3"), pattern="gpt4")
+    assert not (tmp_path / "tok3").exists()

@@ -68,7 +68,7 @@ def test_train_on_two_workers_gives_the_oracle_merges(big_corpus, tmp_path):
     assert report["peak_rss_bytes"] > 0
     assert set(report["timings"]) >= {"count", "merge", "total"}
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "_SUCCESS", "merges.txt", "report.json", "tokenizer.json", "vocab.json"
+        "_SUCCESS", "merges.txt", "report.json", "tokenizer.json", "tokenizer.tiktoken", "vocab.json"
     ]  # fmt: skip
 
 
@@ -173,6 +173,8 @@ def sample(tmp_path) -> Path:
         (["in.txt", "--vocab-size", "300", "--scheduler", "nowhere"], ["cannot reach the Dask scheduler"]),
         (["in.txt", "--vocab-size", "300", "--work-dir", "in.txt"], ["cannot use --work-dir"]),
         (["in.txt", "--vocab-size", "300", "--storage-options", "{oops"], ["not JSON"]),
+        (["in.txt", "--vocab-size", "300", "--pattern", "gpt5"], ["unknown split pattern 'gpt5'"]),
+        (["in.txt", "--vocab-size", "300", "--pattern", "o200k", "--engine", "numba"], ["gpt2 pattern only"]),
     ],
 )
 def test_bad_options_fail_in_one_line(sample, tmp_path, args, fragments):

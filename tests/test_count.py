@@ -205,3 +205,17 @@ def test_summing_sorted_runs_equals_a_group_by(seed):
             tables.append(table.sort_by("token"))
         want = sum_counts(tables).sort_by("token")
         assert sum_sorted(tables).equals(want)
+
+
+def test_a_pattern_of_ones_own_cuts_blocks_at_special_tokens_only_and_says_so(tmp_path):
+    own = Pretokenizer([EOT], r"\S+|\s+")
+    path = tmp_path / "in.txt"
+    path.write_text(f"one two{EOT}three four{EOT}" * 200, encoding="utf-8")
+    (byte_range,) = plan_ranges(expand_inputs([str(path)]), 1 << 40, own)
+    blocks = list(iter_texts(byte_range, own, block_size=64, max_uncut=1 << 12))
+    assert len(blocks) > 50 and "".join(blocks) == path.read_text(encoding="utf-8")
+    assert all(block.startswith(EOT) for block in blocks[1:])
+    path.write_text("word " * 4000, encoding="utf-8")
+    (byte_range,) = plan_ranges(expand_inputs([str(path)]), 1 << 40, own)
+    with pytest.raises(BpeDaskError, match="no special token; a split pattern of your own is cut only there"):
+        list(iter_texts(byte_range, own, block_size=64, max_uncut=1 << 12))

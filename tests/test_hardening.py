@@ -191,6 +191,10 @@ def test_merge_uses_the_recorded_special_tokens_and_refuses_others(text_file, tm
                 cwd=tmp_path)  # fmt: skip
     one_line_error(other, "was counted with special tokens ['<|endoftext|>']", "<s>")
     assert not (tmp_path / "tok2").exists()
+    other = run("merge", "counts.parquet", "--vocab-size", "300", "--out", "tok2", "--pattern", "gpt4",
+                cwd=tmp_path)  # fmt: skip
+    one_line_error(other, "was counted with split pattern 'gpt2', not 'gpt4'")
+    assert not (tmp_path / "tok2").exists()
 
 
 # --- 8. one validation, every entry point --------------------------------------------------------

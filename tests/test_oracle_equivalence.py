@@ -235,3 +235,69 @@ def test_package_matches_oracle_random(tmp_path: Path, seed: int) -> None:
     chunk_size = RANDOM_CHUNK_SIZES[seed % len(RANDOM_CHUNK_SIZES)]
     got = run_package(tmp_path, [text], specials, vocab_size, chunk_size=chunk_size)
     assert_same(got, reference.train([text], vocab_size, specials))
+
+
+# ---------------------------------------------------------------------------
+# Other split patterns: GPT-4's, o200k's and a regex of one's own
+# ---------------------------------------------------------------------------
+
+OWN_PATTERN = r"""'[a-z]+|\p{L}+|\p{N}{1,2}|[^\s\p{L}\p{N}]|\s"""  # no cut rule: cut at special tokens only
+PATTERNS = ["gpt4", "o200k", OWN_PATTERN]
+PATTERN_CHUNK_SIZES = [None, 257, 16]
+# The nasty alphabet, with what GPT-4's and o200k's patterns tell apart besides: case changes inside
+# words, upper-case contractions, marks, runs of digits, "/" after punctuation.
+PATTERN_ALPHABET = [*corpus.NASTY_ALPHABET, "A", "E", "R", "'RE", "'ll", "x'rE", "123", "4567", "./",
+                    "\u0301", "\u0903", "日本", "ǅ", "camelCase", ".\n", "a\r\n"]  # fmt: skip
+
+
+@functools.cache
+def expected_with_pattern(name: str, pattern: str) -> tuple[Vocab, Merges]:
+    from bpe_dask.pretokenize import split_pattern
+
+    texts, specials, vocab_size = case_data(name)
+    return reference.train(texts, vocab_size, specials, split_pattern(pattern).regex)
+
+
+@pytest.mark.parametrize("chunk_size", PATTERN_CHUNK_SIZES, ids=lambda c: f"chunk{c}")
+@pytest.mark.parametrize("case", ["mixed", "multi_file"])
+@pytest.mark.parametrize("pattern", PATTERNS, ids=["gpt4", "o200k", "own"])
+def test_package_matches_oracle_with_other_patterns(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, pattern: str, case: str, chunk_size: int | None
+) -> None:
+    """Every partitioning equals the oracle run with the same pattern; a regex of one's own is cut
+    only at special tokens, and the job says so."""
+    texts, specials, vocab_size = case_data(case)
+    got = run_package(tmp_path, texts, specials, vocab_size, chunk_size=chunk_size, pattern=pattern)
+    assert_same(got, expected_with_pattern(case, pattern))
+    warned = "the split pattern is a regex of your own" in caplog.text
+    assert warned == (pattern == OWN_PATTERN and chunk_size is not None)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("pattern", ["gpt4", "o200k"])
+def test_package_matches_oracle_random_with_other_patterns(tmp_path: Path, pattern: str, seed: int) -> None:
+    """Short random strings over a nasty alphabet, at tiny chunk sizes."""
+    import random
+
+    from bpe_dask.pretokenize import split_pattern
+
+    rng = random.Random(seed)
+    special = corpus.EOT if seed % 4 else None
+    text = "".join(
+        rng.choices(PATTERN_ALPHABET + [special] * 2 if special else PATTERN_ALPHABET, k=40 + 12 * seed)
+    )
+    specials = [special] if special else []
+    vocab_size = 256 + len(specials) + 5 + seed
+    chunk_size = RANDOM_CHUNK_SIZES[seed % len(RANDOM_CHUNK_SIZES)]
+    got = run_package(tmp_path, [text], specials, vocab_size, chunk_size=chunk_size, pattern=pattern)
+    assert_same(got, reference.train([text], vocab_size, specials, split_pattern(pattern).regex))
+
+
+@pytest.mark.parametrize("pattern", ["gpt4", "o200k"])
+def test_package_matches_oracle_with_other_patterns_distributed(
+    tmp_path: Path, client: Any, pattern: str
+) -> None:
+    """On a real LocalCluster: the settings, with their pattern, travel to the workers."""
+    texts, specials, vocab_size = case_data("mixed")
+    got = run_package(tmp_path, texts, specials, vocab_size, chunk_size=64, client=client, pattern=pattern)
+    assert_same(got, expected_with_pattern("mixed", pattern))

@@ -6,7 +6,9 @@ under test; ``test_the_pattern_is_gpt2s`` ties the two together.
 
 from __future__ import annotations
 
+import collections
 import functools
+import itertools
 import random
 import re
 import sys
@@ -16,6 +18,8 @@ from itertools import product
 import pytest
 import regex
 
+from bpe_dask.errors import BpeDaskError
+from bpe_dask.patterns import GPT4, O200K, split_pattern
 from bpe_dask.pretokenize import GPT2, WHITESPACE, Pretokenizer
 
 PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -187,6 +191,163 @@ def test_encoding_a_stream_takes_linear_time():
 
     small, large = seconds(whitespace_free_text(500_000)), seconds(whitespace_free_text(1_000_000))
     assert large < 2.5 * small, (small, large)
+
+
+# --- GPT-4's and o200k's patterns, and patterns of one's own ---------------------------------------
+
+NEW_PATTERNS = [GPT4, O200K]
+# Every class the three patterns tell apart: upper, lower, title-case and modifier letters, marks
+# (non-spacing and spacing), digits in runs, punctuation (the "/" o200k takes after others), the
+# apostrophes, and whitespace of every kind. The contractions' letters come in both cases.
+MIXED = [
+    *CHARACTERS, "A", "E", "L", "R", "S", "T", "D", "M", "V", "ǅ", "ʰ", "ſ", "\u0903", "\u0308", "/",
+    "日本語", "한국어", "'s", "'S", "'re", "'RE", "'ll", "'Ve", "'d", "12", "345", "6789", "x'rE",
+    "camelCase", "ÉCOLE", "naïve", "e\u0301", "  ", "\r\n", "\n\n", " \n", "\t\t", "\u3000\u3000",
+]  # fmt: skip
+
+
+def _tiktoken_pattern(function) -> str:
+    """The ``pat_str`` a tiktoken constructor uses, read from its source (calling it would download)."""
+    import ast
+    import inspect
+    import textwrap
+
+    for node in ast.walk(ast.parse(textwrap.dedent(inspect.getsource(function)))):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if (
+                    isinstance(key, ast.Constant)
+                    and key.value == "pat_str"
+                    and isinstance(value, ast.Constant)
+                ):
+                    return value.value
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "pat_str":
+            call = node.value  # "|".join([...])
+            return call.func.value.value.join(ast.literal_eval(call.args[0]))
+    raise AssertionError(f"no pat_str in {function.__name__}")
+
+
+def test_the_built_in_patterns_are_tiktokens():
+    openai_public = pytest.importorskip("tiktoken_ext.openai_public")
+    assert GPT4.regex == _tiktoken_pattern(openai_public.cl100k_base)
+    assert O200K.regex == _tiktoken_pattern(openai_public.o200k_base)
+
+
+def cut_allowed(rules: Pretokenizer, x: str, y: str) -> bool:
+    return rules.first_cut(x + y, 1, 2) == 1
+
+
+@pytest.mark.parametrize("pattern", NEW_PATTERNS, ids=lambda p: p.name)
+def test_every_allowed_pair_is_safe_in_any_context_for_the_new_patterns(pattern):
+    rules, findall = Pretokenizer(pattern=pattern), pattern.compiled.findall
+    characters = [c for c in MIXED if len(c) == 1]
+    contexts = ["", " ", "'", "a", "A", "7", "777", ".", "/", "\n", "\r", "'r", "'R", "x'", "\u0301"]
+    checked = 0
+    for x, y in product(characters, repeat=2):
+        if not cut_allowed(rules, x, y):
+            continue
+        for before, after in product(contexts, repeat=2):
+            text = before + x + y + after
+            p = len(before) + 1
+            assert findall(text[:p]) + findall(text[p:]) == findall(text), (before, x, y, after)
+            checked += 1
+    assert checked > 100_000
+
+
+@pytest.mark.parametrize("pattern", NEW_PATTERNS, ids=lambda p: p.name)
+def test_the_new_rules_cut_before_spaces_and_never_where_their_pattern_joins(pattern):
+    rules = Pretokenizer(pattern=pattern)
+    cut = functools.partial(cut_allowed, rules)
+    assert cut("a", " ") and cut("a", "\n") and cut("7", "\n") and cut(".", " ") and cut("\u0301", "\t")
+    assert cut("a", "7") and cut("7", "a") and cut("7", ".") and cut(".", "7") and cut("a", ".")
+    assert not cut("1", "2")  # digits go in threes from the start of a run
+    assert not cut(".", "a") and not cut("'", "a") and not cut(" ", "a")  # one character starts a word
+    assert not cut(".", "\n") and not cut(".", "\r")  # punctuation takes the line ends after it
+    assert not cut(" ", " ") and not cut("a", "b") and not cut(".", ",")
+    if pattern is O200K:
+        assert not cut("a", "'")  # a contraction follows its word
+        assert not cut("a", "B") and not cut("r", "E")  # "x'rE" is one pre-token
+        assert not cut("a", "\u0301") and not cut("\u0301", "a") and not cut("\u0301", ".")
+        assert not cut(".", "/") and not cut("\u0301", "\n")
+    else:
+        assert cut("a", "'") and cut("a", "\u0301") and not cut("\u0301", ".")
+
+
+def mixed_text(seed: int, k: int, specials: list[str] = ()) -> str:
+    rng = random.Random(seed)
+    return "".join(rng.choices([*MIXED, *specials * 6], k=k))
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("pattern", [GPT2, *NEW_PATTERNS], ids=lambda p: p.name)
+def test_every_cut_in_random_mixed_text_is_safe(pattern, seed):
+    specials = [[], [EOT], ["<|a|>", "x<|a|>", "<|a|>y"], ["s1", "' "], [EOT, EOT + EOT]][seed % 5]
+    text = mixed_text(seed, 500, specials)
+    rules = Pretokenizer(specials, pattern)
+    cuts = all_cuts(rules, text)
+    assert len(cuts) > 40
+    whole = rules.pretokens(text)
+    assert whole == [t for piece in rules.pieces(text) for t in regex.findall(pattern.regex, piece)]
+    for p in cuts:
+        assert rules.pretokens(text[:p]) + rules.pretokens(text[p:]) == whole, p
+    assert rules.last_cut(text, 1, len(text)) == cuts[-1]
+
+
+@pytest.mark.parametrize("pattern", [GPT2, *NEW_PATTERNS], ids=lambda p: p.name)
+def test_chunks_tile_the_text_and_end_only_at_allowed_cuts(pattern):
+    rules, chunk = Pretokenizer(pattern=pattern), re.compile(pattern.chunk)
+    for seed in range(4):
+        text = mixed_text(100 + seed, 500) + "a.\n  \r\n"[seed:]
+        chunks = chunk.findall(text)
+        assert "".join(chunks) == text and "" not in chunks
+        ends = itertools.accumulate(map(len, chunks[:-1]))
+        assert all(cut_allowed(rules, text[p - 1], text[p]) for p in ends)
+        want = collections.Counter(pattern.compiled.findall(text))
+        assert rules.count(text) == want
+
+
+@pytest.mark.parametrize("pattern", NEW_PATTERNS, ids=lambda p: p.name)
+def test_hugging_face_splits_text_as_the_regex_module_does(pattern):
+    """``tokenizer.json`` gives Oniguruma ``hf_regex``: it must find the same pre-tokens."""
+    tokenizers = pytest.importorskip("tokenizers")
+    split = tokenizers.pre_tokenizers.Split(
+        tokenizers.Regex(pattern.hf_regex or pattern.regex), behavior="removed", invert=True
+    )
+    for seed in range(300):
+        text = mixed_text(seed, 25)
+        assert [piece for piece, _ in split.pre_tokenize_str(text)] == pattern.compiled.findall(text), text
+
+
+def test_split_pattern_takes_names_aliases_and_regexes():
+    assert split_pattern("gpt2") is GPT2 and split_pattern("gpt4") is GPT4 and split_pattern("o200k") is O200K
+    assert split_pattern("cl100k_base") is GPT4 and split_pattern("o200k_base") is O200K
+    assert split_pattern(GPT4.regex) is GPT4 and split_pattern(GPT4.hf_regex) is GPT4
+    own = split_pattern(r"\p{L}+|\p{N}|\s+|[^\s\p{L}\p{N}]+")
+    assert own.name == "custom" and own.cut_rule is None and own.chunk is None
+    assert own.spec == own.regex and GPT4.spec == "gpt4"
+    rules = Pretokenizer([EOT], own)
+    text = f"one two{EOT}three four"
+    assert [p for p in range(1, len(text)) if rules.first_cut(text, p, p + 1) == p] == [text.index(EOT)]
+    for bad, message in [("gpt3", "unknown split pattern 'gpt3'"), ("(a", "not a valid regex"),
+                         (r"\w*", "matches empty text"), ("", "a name or a regex")]:  # fmt: skip
+        with pytest.raises(BpeDaskError, match=regex.escape(message)):
+            split_pattern(bad)
+    assert split_pattern("(?:gpt3)").regex == "(?:gpt3)"  # a plain word, as a regex
+
+
+def test_the_job_options_and_count_settings_name_a_pattern_one_way():
+    from bpe_dask.counting import CountSettings
+    from bpe_dask.options import JobOptions
+
+    assert JobOptions.of(pattern="cl100k_base").pattern == "gpt4"
+    assert CountSettings(pattern=O200K.regex).pattern == "o200k"
+    assert CountSettings(pattern="gpt4").key() == CountSettings(pattern="cl100k_base").key()
+    assert CountSettings(pattern="gpt4").key() != CountSettings(pattern="o200k").key()
+    assert CountSettings(pattern=r"\S+|\s+").recorded()["pattern"] == r"\S+|\s+"
+    with pytest.raises(BpeDaskError, match="numba engine counts with the gpt2 pattern only, not gpt4"):
+        CountSettings(pattern="gpt4", engine="numba")
+    with pytest.raises(BpeDaskError, match="not a valid regex"):
+        JobOptions.of(pattern="[")
 
 
 # --- the compiled scanner (pretokenize_numba) against the regex module ----------------------------

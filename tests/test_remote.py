@@ -103,7 +103,7 @@ def test_s3_inputs_and_outputs_on_a_subprocess_cluster(
     assert done.returncode == 0, done.stderr
     assert s3_merges(s3, f"{bucket}/out") == local_merges
     assert sorted(p.rsplit("/", 1)[-1] for p in s3.ls(f"{bucket}/out")) == [
-        "_SUCCESS", "merges.txt", "report.json", "tokenizer.json", "vocab.json",
+        "_SUCCESS", "merges.txt", "report.json", "tokenizer.json", "tokenizer.tiktoken", "vocab.json",
     ]  # fmt: skip
     report = json.loads(s3.cat_file(f"{bucket}/out/report.json"))
     assert report["merge_ran_on"] == "worker"
@@ -308,3 +308,39 @@ def test_credentials_from_the_environment_stay_out_of_reprs_and_reports(s3, buck
     result = count_words(f"s3://{bucket}/in/a.txt", storage_options={"endpoint_url": endpoint})
     assert result.storage_options["secret"] == "testing"  # the job did use the environment's secret
     assert "testing" not in repr(result).replace("pytest", "")
+
+
+def test_parquet_and_json_lines_on_s3_train_as_the_joined_text(s3, endpoint, scheduler, tmp_path):
+    """Documents in Parquet and JSON Lines (plain, cut into ranges, and zstd) read from S3 by a
+    subprocess cluster give the merges of their text joined by the special token."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import zstandard
+
+    docs = [*corpus.mixed_corpus(41, 60).split(EOT), "ab<|endof", "text|>cd", ""]
+    parts = [docs[:25], docs[25:45], docs[45:]]
+    s3.mkdir("records")
+    buffer = io.BytesIO()
+    pq.write_table(pa.table({"id": range(len(parts[0])), "text": parts[0]}), buffer, row_group_size=4)
+    s3.pipe_file("records/in/a.parquet", buffer.getvalue())
+    lines = ["".join(json.dumps({"text": d}) + "\n" for d in part).encode() for part in parts[1:]]
+    s3.pipe_file("records/in/b.jsonl", lines[0])
+    s3.pipe_file("records/in/c.jsonl.zst", zstandard.ZstdCompressor().compress(lines[1]))
+    done = run_cli(
+        "train", "s3://records/in/", "--vocab-size", str(VOCAB_SIZE), "--special-token", EOT,
+        "--out", "s3://records/out", "--chunk-size", "2KiB", "--scheduler", scheduler, "-q",
+        env=client_env(endpoint), cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    expected = train_bpe_reference(EOT.join(docs))
+    assert s3_merges(s3, "records/out") == expected
+    report = json.loads(s3.cat_file("records/out/report.json"))
+    assert report["partitions"] > 5 and len(report["inputs"]) == 3
+
+
+def train_bpe_reference(text: str) -> list[tuple[bytes, bytes]]:
+    from bpe_dask import reference
+
+    return reference.train([text], VOCAB_SIZE, [EOT])[1]

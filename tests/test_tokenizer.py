@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import random
+import re
 
 import corpus
 import pytest
@@ -170,6 +171,149 @@ def test_save_replaces_a_saved_tokenizer_but_not_other_files(tmp_path):
     with pytest.raises(BpeDaskError, match="holds other files"):
         Tokenizer(vocab, [], []).save(tmp_path / "notes")
     assert (tmp_path / "notes" / "notes.txt").read_text() == "keep me"
+
+
+# --- split patterns in the tokenizer's files, and tiktoken's rank file ----------------------------
+
+OWN_PATTERN = r"""'[a-z]+|\p{L}+|\p{N}{1,2}|[^\s\p{L}\p{N}]|\s"""
+
+
+@pytest.fixture(scope="module")
+def trained_dirs(tmp_path_factory, client) -> dict:
+    """A tokenizer directory per built-in pattern, each written by the training job."""
+    from bpe_dask import train
+
+    root = tmp_path_factory.mktemp("trained")
+    training = root / "train.txt"
+    training.write_bytes((corpus.mixed_corpus(400, 40) + corpus.words_corpus(401, 2000)).encode())
+    for pattern in ("gpt2", "gpt4", "o200k"):
+        train(
+            training,
+            256 + 1 + 300,
+            str(root / pattern),
+            [EOT],
+            pattern=pattern,
+            client=client,
+            chunk_size=4096,
+        )
+    return {pattern: root / pattern for pattern in ("gpt2", "gpt4", "o200k")}
+
+
+def tiktoken_encoding(tokenizer: Tokenizer, rank_file):
+    tiktoken = pytest.importorskip("tiktoken")
+    from tiktoken.load import load_tiktoken_bpe
+
+    return tiktoken.Encoding(
+        "trained",
+        pat_str=tokenizer.pretokenizer.pattern.regex,
+        mergeable_ranks=load_tiktoken_bpe(str(rank_file)),
+        special_tokens=tokenizer.special_ids,
+    )
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "o200k"])
+def test_a_trained_tokenizer_keeps_its_pattern_and_encodes_like_hugging_face(trained_dirs, pattern):
+    tokenizers = pytest.importorskip("tokenizers")
+    folder = trained_dirs[pattern]
+    assert json.loads((folder / "report.json").read_text())["pattern"] == pattern
+    ours = Tokenizer.load(folder)
+    assert ours.pretokenizer.pattern.name == pattern and ours.special_tokens == [EOT]
+    theirs = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+    for seed in range(2):
+        text = multilingual_text(500 + seed) + " camelCase ÉCOLE x'rE 1234567 a./\n.\r\n"
+        ids = ours.encode(text)
+        assert ids == theirs.encode(text).ids
+        assert ours.decode(ids) == text
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "o200k"])
+def test_tiktoken_built_from_the_rank_file_encodes_like_the_tokenizer(trained_dirs, pattern):
+    folder = trained_dirs[pattern]
+    ours = Tokenizer.load(folder)
+    encoding = tiktoken_encoding(ours, folder / "tokenizer.tiktoken")
+    assert encoding.n_vocab == len(ours.vocab)
+    for seed in range(3):
+        text = multilingual_text(600 + seed) + f"{EOT}Don'T 'RE 12345{EOT}{EOT}\u00a0\u3000x"
+        ids = ours.encode(text)
+        assert encoding.encode(text, allowed_special="all") == ids
+        assert encoding.decode(ids) == ours.decode(ids)
+
+
+def test_a_pattern_of_ones_own_goes_through_the_files_to_hugging_face_and_tiktoken(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    training = tmp_path / "train.txt"
+    training.write_bytes(corpus.mixed_corpus(700, 30).encode())
+    vocab, merges = train_bpe(training, 256 + 1 + 200, [EOT], pattern=OWN_PATTERN)
+    Tokenizer(vocab, merges, [EOT], OWN_PATTERN).save(tmp_path / "tok")
+    ours = Tokenizer.load(tmp_path / "tok")
+    assert ours.pretokenizer.pattern.regex == OWN_PATTERN and ours.pretokenizer.pattern.cut_rule is None
+    theirs = tokenizers.Tokenizer.from_file(str(tmp_path / "tok" / "tokenizer.json"))
+    encoding = tiktoken_encoding(ours, tmp_path / "tok" / "tokenizer.tiktoken")
+    text = multilingual_text(701)
+    ids = ours.encode(text)
+    assert ids == theirs.encode(text).ids == encoding.encode(text, allowed_special="all")
+    assert list(ours.encode_iterable([text[i : i + 100] for i in range(0, len(text), 100)])) == ids
+
+
+def test_the_numba_engine_is_refused_for_other_patterns_and_auto_falls_back(trained_dirs):
+    from bpe_dask import BpeDaskError
+
+    ours = Tokenizer.load(trained_dirs["gpt4"], engine="python")
+    with pytest.raises(BpeDaskError, match="numba engine encodes with the gpt2 pattern only, not gpt4"):
+        Tokenizer(ours.vocab, ours.merges, [EOT], "gpt4", engine="numba")
+    with pytest.raises(BpeDaskError, match="gpt2 pattern only"):
+        Tokenizer.load(trained_dirs["o200k"], engine="numba")
+    text = multilingual_text(800) * (COMPILED_MIN_CHARS // 4000 + 1)
+    assert len(text) > COMPILED_MIN_CHARS
+    assert Tokenizer.load(trained_dirs["gpt4"]).encode(text) == ours.encode(text)
+
+
+def test_a_vocabulary_tiktoken_would_merge_otherwise_gets_no_rank_file(caplog):
+    from bpe_dask import BpeDaskError
+
+    vocab = {i: bytes([i]) for i in range(256)}
+    merges = [(b"a", b"b"), (b"ab", b"c"), (b"b", b"c")]
+    good = Tokenizer({**vocab, 256: b"ab", 257: b"abc", 258: b"bc"}, merges)
+    assert good.tiktoken_ranks() == {**{t: i for i, t in vocab.items()}, b"ab": 256, b"abc": 257, b"bc": 258}
+    for bad_vocab, bad_merges, why in [
+        ({**vocab, 256: b"ab", 257: b"abc"}, [], "not, in id order, what its merges make"),
+        ({**vocab, 256: b"ab", 257: b"ab"}, [(b"a", b"b")], "hold the same bytes"),
+        ({**vocab, 256: b"bc", 257: b"ab"}, [(b"a", b"b"), (b"b", b"c")], "not, in id order"),
+        # "abc" is learned from "a" "bc", but "ab" comes first: merging "abc" ends in "ab" "c".
+        ({**vocab, 256: b"ab", 257: b"bc", 258: b"abc"}, [(b"a", b"b"), (b"b", b"c"), (b"a", b"bc")],
+         "do not make b'abc' from its own bytes"),
+    ]:  # fmt: skip
+        bad = Tokenizer(bad_vocab, bad_merges)
+        with pytest.raises(BpeDaskError, match=re.escape(why)):
+            bad.tiktoken_ranks()
+        if "same bytes" not in why:  # vocab.json cannot hold that one either
+            with caplog.at_level("WARNING"):
+                assert "tokenizer.tiktoken" not in bad.files()
+            assert why in caplog.text
+
+
+@pytest.mark.parametrize("alphabet", ["ab", "abc", "aab", "abcd"])
+def test_ranks_merge_as_merges_do_on_every_vocabulary_training_makes(alphabet):
+    """The argument above ``Tokenizer.tiktoken_ranks``, tried: vocabularies trained on random words
+    over tiny alphabets (runs like "aaaa" make overlapping merges) meet its conditions, and
+    tiktoken's rank-based merge of random words equals ``_merge``."""
+    tiktoken = pytest.importorskip("tiktoken")
+    from bpe_dask import reference
+
+    for seed in range(8):
+        rng = random.Random(f"{alphabet}{seed}")
+        words = {
+            "".join(rng.choices(alphabet, k=rng.randint(1, 12))).encode(): rng.randint(1, 50)
+            for _ in range(60)
+        }
+        vocab, merges = reference.train_on_counts(words, 256 + 60, [])
+        tokenizer = Tokenizer(vocab, merges)
+        encoding = tiktoken.Encoding(
+            "t", pat_str=r"\S+", mergeable_ranks=tokenizer.tiktoken_ranks(), special_tokens={}
+        )
+        for _ in range(200):
+            word = "".join(rng.choices(alphabet, k=rng.randint(1, 20))).encode()
+            assert encoding._encode_single_piece(word) == list(tokenizer._merge(word)), (seed, word)
 
 
 # --- the compiled encoder (encode_numba) against the pure-Python reference -----------------------

@@ -1,0 +1,255 @@
+"""Inputs of records: Parquet and JSON Lines documents count, train and encode as if joined by a
+special token, on every partitioning; bad records are one line, or skipped and counted."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import corpus
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bpe_dask import BpeDaskError, Tokenizer, count_words, encode, reference, train
+from bpe_dask.plan import ByteRange, Reading, RowGroups, expand_inputs, plan_ranges
+from bpe_dask.pretokenize import Pretokenizer
+
+EOT = "<|endoftext|>"
+REPO = Path(__file__).resolve().parent.parent
+VOCAB_SIZE = 256 + 1 + 150
+
+
+def documents(seed: int, n: int) -> list[str]:
+    """Multilingual documents, some empty, some holding the special token or part of it at an end,
+    so that joining them would make an occurrence cross from one into the next."""
+    docs = corpus.mixed_corpus(seed, n, special=EOT).split(EOT)
+    docs += ["", "ab<|endof", "text|>cd", EOT, "x" + EOT + "y", "  trailing spaces  ", "\r\n\r\n"]
+    return docs
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[str]:
+    return documents(7, 120)
+
+
+def write_parquet(path: Path, docs: list[str], row_group_size: int = 16, column: str = "text") -> Path:
+    table = pa.table({"id": pa.array(range(len(docs)), pa.int64()), column: docs,
+                      "meta": [{"n": i} for i in range(len(docs))]})  # fmt: skip
+    pq.write_table(table, path, row_group_size=row_group_size)
+    return path
+
+
+def jsonl_bytes(docs: list[str], field: str = "text") -> bytes:
+    return "".join(json.dumps({"id": i, field: d}) + "\n" for i, d in enumerate(docs)).encode()
+
+
+def counts_of(table: pa.Table) -> dict[bytes, int]:
+    return dict(zip(table.column("token").to_pylist(), table.column("count").to_pylist(), strict=True))
+
+
+def test_documents_count_as_if_joined_by_the_special_token(docs, tmp_path):
+    """Parquet, JSON Lines (plain and compressed) and the text of the documents joined by EOT give
+    the reference's counts, on every partitioning and with both engines."""
+    joined = tmp_path / "joined.txt"
+    joined.write_bytes(EOT.join(docs).encode())
+    expected = reference.pretokenize([EOT.join(docs)], [EOT])
+    files = [
+        write_parquet(tmp_path / "docs.parquet", docs),
+        tmp_path / "docs.jsonl",
+        tmp_path / "docs.jsonl.gz",
+    ]
+    files[1].write_bytes(jsonl_bytes(docs))
+    files[2].write_bytes(gzip.compress(jsonl_bytes(docs)))
+    for path in files:
+        for engine in ("python", "numba"):
+            for chunk_size in (None, 2000, 1):
+                result = count_words(path, [EOT], in_process=True, engine=engine, chunk_size=chunk_size)
+                assert counts_of(result.table()) == expected, (path.name, engine, chunk_size)
+    assert count_words(joined, [EOT], in_process=True).partitions == 1
+
+
+def test_documents_stand_alone_without_a_special_token(docs, tmp_path):
+    """No pre-token crosses from one record into the next, with or without special tokens."""
+    path = write_parquet(tmp_path / "docs.parquet", docs)
+    expected = reference.pretokenize(docs, [])
+    assert expected != reference.pretokenize(["".join(docs)], [])  # joining would change the counts
+    for engine in ("python", "numba"):
+        assert counts_of(count_words(path, in_process=True, engine=engine).table()) == expected
+
+
+@pytest.mark.parametrize("chunk_size", [None, 1500, 1])
+def test_training_on_parquet_and_jsonl_on_a_cluster_equals_the_joined_text(
+    client, docs, tmp_path, chunk_size
+):
+    expected = reference.train([EOT.join(docs)], VOCAB_SIZE, [EOT])[1]
+    folder = tmp_path / "in"
+    folder.mkdir()
+    write_parquet(folder / "a.parquet", docs[:60], row_group_size=7)
+    (folder / "b.jsonl").write_bytes(jsonl_bytes(docs[60:]))
+    out = tmp_path / "out"
+    report = train(folder, VOCAB_SIZE, str(out), [EOT], client=client, chunk_size=chunk_size)
+    assert Tokenizer.load(out).merges == expected
+    if chunk_size == 1:
+        assert report["partitions"] == 9 + len(docs[60:])  # a task per row group, and per line
+    assert report["bad_records_skipped"] == 0
+
+
+def test_partitions_follow_row_groups_and_lines(docs, tmp_path):
+    parquet = write_parquet(tmp_path / "docs.parquet", docs, row_group_size=10)
+    jsonl = tmp_path / "docs.ndjson"
+    jsonl.write_bytes(jsonl_bytes(docs))
+    files = expand_inputs([str(parquet), str(jsonl)])
+    assert [f.format for f in files] == ["parquet", "jsonl"]
+    parts = plan_ranges(files, 3000, Pretokenizer([EOT]))
+    groups = [p for p in parts if isinstance(p, RowGroups)]
+    ranges = [p for p in parts if isinstance(p, ByteRange)]
+    assert groups[0].start == 0 and groups[-1].end == -(-len(docs) // 10)
+    assert [g.start for g in groups][1:] == [g.end for g in groups][:-1]
+    assert [g.first_row for g in groups] == [10 * g.start for g in groups]
+    data = jsonl.read_bytes()
+    assert len(ranges) > 3 and ranges[0].start == 0 and ranges[-1].end == len(data)
+    assert all(data[r.start - 1 : r.start] == b"\n" for r in ranges[1:])  # every range holds whole lines
+
+
+def test_the_format_follows_the_name_unless_given(tmp_path):
+    names = ["a.parquet", "b.jsonl", "c.ndjson.zst", "d.jsonl.gz", "e.txt", "f.json", "g"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"")
+    formats = {Path(f.url).name: f.format for f in expand_inputs([str(tmp_path)])}
+    assert formats == {"a.parquet": "parquet", "b.jsonl": "jsonl", "c.ndjson.zst": "jsonl",
+                       "d.jsonl.gz": "jsonl", "e.txt": "text", "f.json": "text", "g": "text"}  # fmt: skip
+    forced = expand_inputs([str(tmp_path / "e.txt")], reading=Reading(input_format="jsonl"))
+    assert forced[0].format == "jsonl"
+
+
+def test_a_text_column_of_another_name_and_a_txt_file_of_records(docs, tmp_path):
+    path = tmp_path / "records.txt"
+    path.write_bytes(jsonl_bytes(docs, field="content"))
+    expected = reference.pretokenize(docs, [EOT])
+    result = count_words(path, [EOT], in_process=True, input_format="jsonl", text_column="content")
+    assert counts_of(result.table()) == expected
+    parquet = write_parquet(tmp_path / "p.parquet", docs, column="content")
+    assert counts_of(count_words(parquet, [EOT], in_process=True, text_column="content").table()) == expected
+
+
+BAD_LINES = [
+    (b'{"text": "fine"}\n{"text": "cut off\n', "byte offset 17", "not valid JSON"),
+    (b'{"text": "fine"}\n{"body": "x"}\n', "byte offset 17", "no field 'text'"),
+    (b'{"text": "fine"}\n{"text": 12}\n', "byte offset 17", "holds a number, not a string"),
+    (b'{"text": "fine"}\n["text"]\n', "byte offset 17", "not a JSON object but an array"),
+    (b'{"text": "fine"}\n{"text": "\\ud800"}\n', "byte offset 17", "lone surrogate"),
+    (b'{"text": "fine"}\n{"text": "\xff"}\n', "byte offset 17", "invalid UTF-8"),
+]
+
+
+@pytest.mark.parametrize(("data", "where", "what"), BAD_LINES)
+def test_a_bad_json_line_names_the_file_and_offset_or_is_skipped(tmp_path, data, where, what):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(data + b'{"text": "also fine"}\n')
+    with pytest.raises(BpeDaskError) as error:
+        count_words(path, in_process=True)
+    message = str(error.value)
+    assert "\n" not in message and "bad.jsonl" in message and where in message and what in message
+    skipped = count_words(path, in_process=True, on_bad_record="skip")
+    assert skipped.bad_records_skipped == 1
+    assert counts_of(skipped.table()) == reference.pretokenize(["fine", "also fine"], [])
+
+
+def test_bad_parquet_records_and_columns(tmp_path):
+    path = tmp_path / "nulls.parquet"
+    pq.write_table(pa.table({"text": ["a b", None, "c d", None]}), path, row_group_size=1)
+    with pytest.raises(BpeDaskError, match=r"nulls.parquet: row 1 \('text' column\): null"):
+        count_words(path, in_process=True, chunk_size=1)
+    skipped = count_words(path, in_process=True, on_bad_record="skip", chunk_size=1)
+    assert skipped.bad_records_skipped == 2 and counts_of(skipped.table()) == reference.pretokenize(
+        ["a b", "c d"], []
+    )
+    with pytest.raises(BpeDaskError, match=r"no column 'body' \(columns: text;"):
+        count_words(path, in_process=True, text_column="body")
+    numbers = tmp_path / "numbers.parquet"
+    pq.write_table(pa.table({"text": [1, 2]}), numbers)
+    with pytest.raises(BpeDaskError, match="column 'text' holds int64, not text"):
+        count_words(numbers, in_process=True)
+    with pytest.raises(BpeDaskError, match="input format must be text, jsonl or parquet"):
+        count_words(numbers, in_process=True, input_format="csv")
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "bpe_dask", *args]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})  # fmt: skip
+
+
+def test_the_command_line_skips_bad_records_and_reports_them(tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(b'{"text": "one two"}\nnot json\n{"text": null}\n{"text": "three"}\n')
+    failed = run_cli(
+        "train", str(path), "--vocab-size", "260", "--out", "tok", "--workers", "1", "-q", cwd=tmp_path
+    )
+    lines = failed.stderr.strip().splitlines()
+    assert failed.returncode == 1 and len(lines) == 1 and "Traceback" not in failed.stderr, failed.stderr
+    assert lines[0].startswith("bpe-dask: error: ") and "data.jsonl: the line at byte offset 20" in lines[0]
+    assert not (tmp_path / "tok").exists()
+    done = run_cli("train", str(path), "--vocab-size", "260", "--out", "tok", "--workers", "1", "-q",
+                   "--on-bad-record", "skip", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "skipped 2 bad records; the first: " in done.stderr
+    assert json.loads((tmp_path / "tok" / "report.json").read_text())["bad_records_skipped"] == 2
+
+
+def test_encode_records_to_bin_with_a_separator_after_each_document(client, docs, tmp_path):
+    tokenizer_dir = tmp_path / "tok"
+    train(write_parquet(tmp_path / "train.parquet", docs), 400, str(tokenizer_dir), [EOT], client=client)
+    tokenizer = Tokenizer.load(tokenizer_dir, engine="python")
+    (tmp_path / "in").mkdir()
+    parquet = write_parquet(tmp_path / "in" / "a.parquet", docs[:50], row_group_size=5)
+    (tmp_path / "in" / "b.jsonl.gz").write_bytes(gzip.compress(jsonl_bytes(docs[50:])))
+    expected = []
+    for doc in docs:
+        expected += [*tokenizer.encode(doc), tokenizer.special_ids[EOT]]
+    for chunk_size in (None, 1):
+        out = tmp_path / f"ids-{chunk_size}.bin"
+        report = encode(tmp_path / "in", tokenizer_dir, str(out), document_separator=EOT, client=client,
+                        chunk_size=chunk_size)  # fmt: skip
+        ids = np.memmap(out, dtype=report["dtype"], mode="r")
+        assert ids.tolist() == expected and report["tokens"] == len(expected)
+    plain = encode(parquet, tokenizer_dir, str(tmp_path / "plain.bin"), client=client)
+    without = np.fromfile(tmp_path / "plain.bin", dtype=plain["dtype"]).tolist()
+    assert without == [i for doc in docs[:50] for i in tokenizer.encode(doc)]
+    with pytest.raises(BpeDaskError, match="is not a special token of the tokenizer"):
+        encode(parquet, tokenizer_dir, str(tmp_path / "x.bin"), document_separator="<|eos|>", client=client)
+    (tmp_path / "t.txt").write_text("text")
+    with pytest.raises(BpeDaskError, match="applies to inputs of records"):
+        encode(
+            tmp_path / "t.txt", tokenizer_dir, str(tmp_path / "y.bin"), document_separator=EOT, client=client
+        )
+
+
+def test_the_compiled_encoder_gives_the_readable_one_s_ids_for_documents(docs):
+    fixtures = REPO / "tests" / "fixtures" / "cs336"
+    python, compiled = (
+        Tokenizer.from_files(fixtures / "gpt2_vocab.json", fixtures / "gpt2_merges.txt", [EOT], engine=engine)
+        for engine in ("python", "numba")
+    )
+    for separator in (None, EOT):
+        expected = [i for doc in docs for i in python.encode(doc) + ([50256] if separator else [])]
+        assert compiled.encode_documents(docs, separator).tolist() == expected
+        assert python.encode_documents(docs, separator).tolist() == expected
+    assert compiled.encode_documents(["ab<|endof", "text|>cd"]).tolist() == (
+        python.encode("ab<|endof") + python.encode("text|>cd")
+    )
+
+
+def test_dictionary_encoded_text_and_an_empty_parquet_file(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    docs = ["the cat", "a dog", "the cat"]
+    pq.write_table(pa.table({"text": pa.array(docs).dictionary_encode()}), folder / "a.parquet")
+    pq.write_table(pa.table({"text": pa.array([], pa.string())}), folder / "b.parquet")
+    result = count_words(folder, in_process=True)
+    assert counts_of(result.table()) == reference.pretokenize(docs, [])
