@@ -125,7 +125,7 @@ def _result(job: Job) -> CountResult:
 def count_in_process(
     ranges: Sequence[Partition], settings: CountSettings, storage_options: dict | None, bad: BadRecords
 ) -> pa.Table:
-    counter = new_counter(settings, sum(r.size for r in ranges))
+    counter = new_counter(settings, sum(r.text_bytes for r in ranges))
     for byte_range in ranges:
         count_range(byte_range, settings, storage_options, counter=counter, bad=bad)
     return counter.table()

@@ -28,7 +28,7 @@ from .counts_table import counts_table, write_counts
 from .errors import BpeDaskError, retrying
 from .plan import Partition
 from .pretokenize import GPT2, Pretokenizer, split_pattern
-from .records import BadRecords, iter_documents
+from .records import BadRecords, Documents, iter_documents
 from .storage import filesystem
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range counts
@@ -146,8 +146,8 @@ class RegexCounter:
     def add(self, text: str) -> None:
         self.pretokenizer.count(text, self.counts)
 
-    def add_documents(self, documents: list[str]) -> None:
-        self.pretokenizer.count_documents(documents, self.counts)
+    def add_documents(self, documents: Documents) -> None:
+        self.pretokenizer.count_documents(documents.texts(), self.counts)
 
     def table(self) -> pa.Table:
         return counts_table(self.counts)
@@ -165,9 +165,9 @@ class CompiledCounter:
         data = text.encode("utf-8")
         self.counts.add(data, self.pretokenizer.piece_bounds(data))
 
-    def add_documents(self, documents: list[str]) -> None:
-        data, bounds, _ = self.pretokenizer.document_bounds([text.encode("utf-8") for text in documents])
-        self.counts.add(data, bounds)
+    def add_documents(self, documents: Documents) -> None:
+        bounds, _ = self.pretokenizer.document_bounds(documents.data, documents.ends)
+        self.counts.add(documents.data, bounds)
 
     def table(self) -> pa.Table:
         return self.counts.table()
@@ -184,7 +184,7 @@ def count_range(
     """The pre-token counts of one partition, added into ``counter`` when given (``counter.table()``);
     records skipped as bad are added to ``bad``."""
     pretokenizer = settings.pretokenizer()
-    counter = new_counter(settings, byte_range.size) if counter is None else counter
+    counter = new_counter(settings, byte_range.text_bytes) if counter is None else counter
     errors = settings.utf8_errors
     with _without_cycle_collection():
         if byte_range.file.has_records:

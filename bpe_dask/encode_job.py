@@ -23,11 +23,11 @@ from .encoding import (
     copy_shard,
     dtype_for,
     encode_range_to_shard,
+    encoding_key,
     is_encoded_file,
     shard_name,
     shard_path,
     stream_shards,
-    tokenizer_key,
     write_at,
 )  # fmt: skip
 from .errors import BpeDaskError
@@ -130,7 +130,8 @@ def _encode_ranges(
     client: Client, job: Job, tokenizer: Tokenizer, work: str, separator: str | None
 ) -> list[EncodedShard]:
     shared = client.scatter(tokenizer, broadcast=True, hash=False)
-    key, options = tokenizer_key(tokenizer, separator), job.options
+    options = job.options
+    key = encoding_key(tokenizer, separator, options.utf8_errors)
     tasks = [
         dask.delayed(encode_range_to_shard, pure=True)(
             r, shared, shard_path(work, r, key), job.storage_options, options.utf8_errors, separator,

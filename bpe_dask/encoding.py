@@ -24,7 +24,7 @@ import numpy as np
 from .blocks import iter_texts
 from .errors import retrying
 from .plan import Partition, RowGroups
-from .publish import atomic_file
+from .publish import atomic_file, write_bytes_atomically
 from .records import BadRecords, iter_documents
 from .storage import filesystem
 from .tokenizer import Tokenizer
@@ -52,10 +52,11 @@ def dtype_for(tokenizer: Tokenizer) -> str:
     return "uint16" if max(tokenizer.vocab) < 2**16 else "uint32"
 
 
-def tokenizer_key(tokenizer: Tokenizer, separator: str | None = None) -> str:
-    """A digest of everything about the tokenizer (and the documents' separator) that decides the ids."""
+def encoding_key(tokenizer: Tokenizer, separator: str | None = None, utf8_errors: str = "strict") -> str:
+    """A digest of everything besides the input that decides the ids: the tokenizer, the documents'
+    separator and how invalid UTF-8 is read."""
     digest = hashlib.sha256(
-        f"{ENCODING_VERSION}\0{tokenizer.pretokenizer.pattern.regex}\0{separator}".encode()
+        f"{ENCODING_VERSION}\0{tokenizer.pretokenizer.pattern.regex}\0{separator}\0{utf8_errors}".encode()
     )
     for token_id, token in sorted(tokenizer.vocab.items()):
         digest.update(b"%d\0%s\0" % (token_id, token))
@@ -119,13 +120,13 @@ def _encode_range_to_shard(
     bad = BadRecords()
     if byte_range.file.has_records:
         batches = iter_documents(byte_range, storage_options, utf8_errors=utf8_errors, bad=bad)
-        parts = [tokenizer.encode_documents(documents, separator, dtype) for documents in batches]
+        parts = [tokenizer.encode_utf8_documents(docs.data, docs.ends, separator, dtype) for docs in batches]
     else:
         texts = iter_texts(byte_range, tokenizer.pretokenizer, storage_options, utf8_errors=utf8_errors)
         parts = [tokenizer.encode_array(text, dtype) for text in texts]
     tokens = sum(len(part) for part in parts)
     if bad.count:
-        fs.pipe_file(bad_path, json.dumps(vars(bad)).encode())
+        write_bytes_atomically(json.dumps(vars(bad)).encode(), f"{path}.bad-records.json", storage_options)
     header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (tokens,)}
     with atomic_file(path, storage_options) as (fs, partial), fs.open(partial, "wb") as f:
         np.lib.format.write_array_header_1_0(f, header)  # then the ids, block by block: np.save's layout

@@ -103,7 +103,7 @@ class Job:
 
     @property
     def largest_range(self) -> int:
-        return max((r.size for r in self.ranges), default=0)
+        return max((r.text_bytes for r in self.ranges), default=0)
 
     @property
     def input_urls(self) -> list[str]:

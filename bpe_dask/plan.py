@@ -118,6 +118,10 @@ class ByteRange:
     def size(self) -> int:
         return self.end - self.start
 
+    @property
+    def text_bytes(self) -> int:
+        return self.size
+
     def key(self) -> str:
         """A digest of what this range holds: the file's identity and version, and the range."""
         text = f"{self.file.identity()}\0{self.start}\0{self.end}"
@@ -126,15 +130,17 @@ class ByteRange:
 
 @dataclass(frozen=True)
 class RowGroups:
-    """Row groups ``[start, end)`` of one Parquet file, ``size`` bytes of its text column (as stored;
-    the file's last part also counts the rest of the file), and the number of rows before them; the
-    unit of work of one map task."""
+    """Row groups ``[start, end)`` of one Parquet file, the unit of work of one map task: ``size``
+    bytes of the file (its text column as stored; the file's last part also counts the rest of the
+    file), ``text_bytes`` of text once decompressed, ``rows`` rows, and ``first_row`` before them."""
 
     file: InputFile
     start: int
     end: int
     size: int
     first_row: int = 0
+    rows: int = 0
+    text_bytes: int = 0
 
     def key(self) -> str:
         text = f"{self.file.identity()}\0row groups\0{self.start}\0{self.end}"
@@ -254,7 +260,7 @@ def plan_ranges(
 
 
 def plan_row_groups(file: InputFile, chunk_size: int, storage_options: dict) -> list[RowGroups]:
-    """Runs of whole row groups whose text column holds about ``chunk_size`` bytes (as stored)."""
+    """Runs of whole row groups whose text column holds about ``chunk_size`` bytes of text."""
     fs, path = filesystem(file.url, storage_options)
     try:
         with fs.open(path, "rb") as f:
@@ -263,20 +269,19 @@ def plan_row_groups(file: InputFile, chunk_size: int, storage_options: dict) -> 
         raise BpeDaskError(f"cannot read {file.name} as Parquet: {describe(error)}") from None
     column = text_column_index(file, metadata.schema.to_arrow_schema())
     parts: list[RowGroups] = []
-    start, size, rows, first_row = 0, 0, 0, 0
+    start, size, rows, text, first_row = 0, 0, 0, 0, 0
     for group in range(metadata.num_row_groups):
         chunk = metadata.row_group(group).column(column)
         size += chunk.total_compressed_size
+        text += chunk.total_uncompressed_size
         rows += metadata.row_group(group).num_rows
-        if size >= chunk_size or group == metadata.num_row_groups - 1:
-            parts.append(RowGroups(file, start, group + 1, size, first_row))
-            start, size, first_row = group + 1, 0, first_row + rows
-            rows = 0
+        if text >= chunk_size or group == metadata.num_row_groups - 1:
+            parts.append(RowGroups(file, start, group + 1, size, first_row, rows, text))
+            start, size, first_row, rows, text = group + 1, 0, first_row + rows, 0, 0
     # Progress counts the file's bytes: the last part also stands for the footer and other columns.
     last = parts.pop() if parts else RowGroups(file, 0, 0, 0)
-    parts.append(
-        RowGroups(file, last.start, last.end, file.size - sum(p.size for p in parts), last.first_row)
-    )
+    rest = file.size - sum(p.size for p in parts)
+    parts.append(RowGroups(file, last.start, last.end, rest, last.first_row, last.rows, last.text_bytes))
     return parts
 
 
@@ -289,7 +294,9 @@ def text_column_index(file: InputFile, schema: pa.Schema) -> int:
         )
     field = schema.field(name)
     kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)):
+    textual = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view, pa.types.is_binary,
+               pa.types.is_large_binary)  # fmt: skip
+    if not any(is_kind(kind) for is_kind in textual):
         raise BpeDaskError(f"{file.name}: column {name!r} holds {field.type}, not text")
     leaves_before = sum(_leaf_count(schema.field(i).type) for i in range(schema.get_field_index(name)))
     return leaves_before

@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from itertools import pairwise
 
 import numpy as np
 import regex
@@ -136,29 +137,29 @@ class Pretokenizer:
         bounds.append(len(data))
         return np.array(bounds, np.int64)
 
-    def document_bounds(self, documents: list[bytes]) -> tuple[bytes, np.ndarray, np.ndarray]:
+    def document_bounds(self, data: bytes, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``piece_bounds`` for UTF-8 documents that each stand alone, as if a special token stood
-        between any two: their bytes joined, the bounds of their pieces, and for each gap between
-        two pieces whether it is the end of a document (``True``, an empty gap) or a special token.
+        between any two: ``data`` holds them back to back, the ``k``-th ending at ``ends[k]``. Gives
+        the bounds of their pieces, and for each gap between two pieces whether it is the end of a
+        document (``True``, an empty gap) or a special token.
 
         The joined bytes are searched for special tokens at once. Where no occurrence crosses from
         one document into the next, the occurrences are exactly each document's own (the search
         reaches each document's start with nothing carried over, and from there finds what the
         document alone holds); where one does cross, the documents are searched one by one.
         """
-        data = b"".join(documents)
-        boundaries = np.cumsum(np.fromiter(map(len, documents), np.int64, len(documents)))[:-1]
-        specials = self._special_spans(data, documents, boundaries)
-        starts = np.concatenate([specials[:, 0], boundaries])
-        ends = np.concatenate([specials[:, 1], boundaries])
+        boundaries = np.asarray(ends, np.int64)[:-1]
+        specials = self._special_spans(data, boundaries)
+        gap_starts = np.concatenate([specials[:, 0], boundaries])
+        gap_ends = np.concatenate([specials[:, 1], boundaries])
         is_boundary = np.concatenate([np.zeros(len(specials), bool), np.ones(len(boundaries), bool)])
-        order = np.lexsort((ends, starts))  # a document's end before a token that starts there
+        order = np.lexsort((gap_ends, gap_starts))  # a document's end before a token that starts there
         bounds = np.empty(2 * len(order) + 2, np.int64)
         bounds[0], bounds[-1] = 0, len(data)
-        bounds[1:-1:2], bounds[2:-1:2] = starts[order], ends[order]
-        return data, bounds, is_boundary[order]
+        bounds[1:-1:2], bounds[2:-1:2] = gap_starts[order], gap_ends[order]
+        return bounds, is_boundary[order]
 
-    def _special_spans(self, data: bytes, documents: list[bytes], boundaries: np.ndarray) -> np.ndarray:
+    def _special_spans(self, data: bytes, boundaries: np.ndarray) -> np.ndarray:
         """``[start, end]`` of every special-token occurrence in each document, in ``data``'s offsets."""
         if self._special_bytes is None:
             return np.empty((0, 2), np.int64)
@@ -167,12 +168,11 @@ class Pretokenizer:
             following = np.searchsorted(boundaries, spans[:, 0], side="right")  # first boundary past a start
             inside = following < len(boundaries)
             if (boundaries[following[inside]] < spans[inside, 1]).any():  # an occurrence crosses one
-                spans_each, offset = [], 0
-                for document in documents:
-                    spans_each += [(offset + a, offset + b) for a, b in
-                                   (m.span() for m in self._special_bytes.finditer(document))]  # fmt: skip
-                    offset += len(document)
-                spans = np.array(spans_each, np.int64).reshape(-1, 2)
+                edges = [0, *boundaries.tolist(), len(data)]
+                each = [
+                    m.span() for a, b in pairwise(edges) for m in self._special_bytes.finditer(data, a, b)
+                ]
+                spans = np.array(each, np.int64).reshape(-1, 2)
         return spans
 
     def pretokens(self, text: str) -> list[str]:

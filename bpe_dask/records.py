@@ -1,12 +1,14 @@
-"""Reading records: one partition of a JSON Lines or Parquet file in, its documents' texts out.
+"""Reading records: one partition of a JSON Lines or Parquet file in, its documents out.
 
 Takes a ``ByteRange`` of a JSON Lines file (whole lines: the planner cuts after newlines) or a
 ``RowGroups`` of a Parquet file, and gives the text of each record (the ``--text-column`` field or
-column) in batches of about ``batch_bytes``, so memory stays bounded whatever the file's size.
-Parquet is read a batch of rows at a time, and only the text column. A bad record (a line that is
-not a JSON object, a missing field, a value that is not a string, a null) stops the job with one
-line naming the file and the row or byte offset, or, with ``on_bad_record="skip"``, is counted in
-``BadRecords`` and left out. Each document stands alone: pre-tokens never cross records.
+column) as ``Documents``, batches of about ``batch_bytes``, so memory stays bounded whatever the
+file's size. Parquet is read a batch of rows at a time, and only the text column; a batch of valid
+text with no nulls goes on as Arrow's own buffers, with no Python object per document. A bad
+record (a line that is not a JSON object, a missing field, a value that is not a string, a null)
+stops the job with one line naming the file and the row or byte offset, or, with
+``on_bad_record="skip"``, is counted in ``BadRecords`` and left out. Each document stands alone:
+pre-tokens never cross records.
 """
 
 from __future__ import annotations
@@ -14,16 +16,18 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .blocks import BLOCK_SIZE, open_range, read_range
-from .errors import InputError
+from .errors import BpeDaskError, InputError
 from .plan import ByteRange, Partition, RowGroups, text_column_index
 from .storage import describe, filesystem
 
-PARQUET_BATCH_ROWS = 8192
+MAX_LINE = 1 << 28  # a JSON Lines record this long is more likely a file that is not JSON Lines
 
 
 @dataclass
@@ -42,6 +46,26 @@ class BadRecords:
         self.first = self.first or other.first
 
 
+@dataclass(frozen=True)
+class Documents:
+    """A batch of documents: their UTF-8 bytes back to back, the ``k``-th ending at ``ends[k]``."""
+
+    data: bytes
+    ends: np.ndarray
+
+    @classmethod
+    def of(cls, texts: list[str]) -> Documents:
+        encoded = [text.encode("utf-8") for text in texts]
+        return cls(b"".join(encoded), np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded))))
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def texts(self) -> list[str]:
+        starts_ends = pairwise([0, *self.ends.tolist()])
+        return [self.data[a:b].decode("utf-8") for a, b in starts_ends]
+
+
 def iter_documents(
     part: Partition,
     storage_options: dict | None = None,
@@ -49,17 +73,17 @@ def iter_documents(
     utf8_errors: str = "strict",
     bad: BadRecords | None = None,
     batch_bytes: int = BLOCK_SIZE,
-) -> Iterator[list[str]]:
+) -> Iterator[Documents]:
     """The texts of the partition's records, in order, in batches of about ``batch_bytes``."""
     bad = BadRecords() if bad is None else bad
     if isinstance(part, RowGroups):
-        return _parquet_documents(part, storage_options, utf8_errors, bad)
+        return _parquet_documents(part, storage_options, utf8_errors, bad, batch_bytes)
     return _jsonl_documents(part, storage_options, utf8_errors, bad, batch_bytes)
 
 
 def _jsonl_documents(
     part: ByteRange, storage_options: dict | None, utf8_errors: str, bad: BadRecords, batch_bytes: int
-) -> Iterator[list[str]]:
+) -> Iterator[Documents]:
     reading = part.file.reading
     batch: list[str] = []
     size = 0
@@ -71,7 +95,7 @@ def _jsonl_documents(
             batch.append(text)
             size += len(line)
             if size >= batch_bytes:
-                yield batch
+                yield Documents.of(batch)
                 batch, size = [], 0
             continue
         where = f"{part.file.name}: the line at byte offset {offset}{_of_decompressed(part)}"
@@ -79,14 +103,16 @@ def _jsonl_documents(
             raise InputError(f"{where}: {text} (--on-bad-record skip leaves such records out)")
         bad.add(f"{where}: {text}")
     if batch:
-        yield batch
+        yield Documents.of(batch)
 
 
 def _lines(part: ByteRange, storage_options: dict | None, batch_bytes: int) -> Iterator[tuple[int, bytes]]:
-    """The range's lines (newline dropped) and the byte offset where each starts."""
+    """The range's lines (newline dropped) and the byte offset where each starts. A line is held
+    only until its newline comes, and never beyond ``MAX_LINE`` bytes."""
     with open_range(part, storage_options) as (stream, remaining):
         offset = part.start
-        held = b""
+        held: list[bytes] = []  # the start of a line whose newline has not come yet
+        held_size = 0
         while True:
             block = read_range(
                 stream, batch_bytes if remaining is None else min(batch_bytes, remaining), part
@@ -95,10 +121,19 @@ def _lines(part: ByteRange, storage_options: dict | None, batch_bytes: int) -> I
                 remaining -= len(block)
             if not block:
                 if held:
-                    yield offset, held
+                    yield offset, b"".join(held)
                 return
-            lines = (held + block).split(b"\n")
-            held = lines.pop()
+            if b"\n" not in block:  # still inside one line: look at the new bytes only
+                held.append(block)
+                held_size += len(block)
+                if held_size > MAX_LINE:
+                    where = f"{part.file.name}: the line at byte offset {offset}{_of_decompressed(part)}"
+                    raise InputError(f"{where} is longer than {MAX_LINE:,} bytes: not JSON Lines?")
+                continue
+            lines = block.split(b"\n")
+            lines[0] = b"".join([*held, lines[0]])
+            last = lines.pop()
+            held, held_size = [last], len(last)
             for line in lines:
                 yield offset, line
                 offset += len(line) + 1
@@ -113,9 +148,11 @@ def _record_text(line: bytes, field: str, utf8_errors: str) -> str:
             f"invalid UTF-8 at byte {error.start} of the line (--utf8-errors replace substitutes U+FFFD)"
         )
     try:
-        record = json.loads(data)
+        record = json.loads(data, parse_int=float)  # numbers are not read, only skipped: no digit limit
     except json.JSONDecodeError as error:
         return _Bad(f"not valid JSON ({error.msg}, column {error.colno})")
+    except (ValueError, RecursionError) as error:  # nested too deep, say
+        return _Bad(f"not JSON that can be read ({type(error).__name__})")
     if not isinstance(record, dict):
         return _Bad(f"not a JSON object but {_json_kind(record)}")
     if field not in record:
@@ -154,8 +191,8 @@ def _of_decompressed(part: ByteRange) -> str:
 
 
 def _parquet_documents(
-    part: RowGroups, storage_options: dict | None, utf8_errors: str, bad: BadRecords
-) -> Iterator[list[str]]:
+    part: RowGroups, storage_options: dict | None, utf8_errors: str, bad: BadRecords, batch_bytes: int
+) -> Iterator[Documents]:
     reading = part.file.reading
     fs, path = filesystem(part.file.url, storage_options)
     try:
@@ -163,13 +200,19 @@ def _parquet_documents(
     except Exception as error:
         raise InputError(f"cannot read {part.file.name}: {describe(error)}") from None
     with f:
-        parquet = pq.ParquetFile(f)
-        text_column_index(part.file, parquet.schema_arrow)  # the file may have changed since planning
+        try:  # the file may have changed since planning; reading it again would not help
+            parquet = pq.ParquetFile(f)
+            text_column_index(part.file, parquet.schema_arrow)
+        except BpeDaskError as error:
+            raise InputError(str(error)) from None
+        except Exception as error:
+            raise InputError(f"cannot read {part.file.name} as Parquet: {describe(error)}") from None
         row = part.first_row
         if part.start == part.end:
             return
+        rows_per_batch = max(1, batch_bytes * part.rows // max(1, part.text_bytes))
         batches = parquet.iter_batches(
-            PARQUET_BATCH_ROWS, row_groups=range(part.start, part.end), columns=[reading.text_column]
+            rows_per_batch, row_groups=range(part.start, part.end), columns=[reading.text_column]
         )
         while True:
             try:
@@ -178,16 +221,41 @@ def _parquet_documents(
                 raise InputError(f"cannot read {part.file.name}: {describe(error)}") from None
             if batch is None:
                 return
-            yield _column_texts(batch.column(0), part, row, utf8_errors, bad)
+            yield _column_documents(batch.column(0), part, row, utf8_errors, bad)
             row += batch.num_rows
+
+
+def _column_documents(
+    column: pa.Array, part: RowGroups, first_row: int, utf8_errors: str, bad: BadRecords
+) -> Documents:
+    """The batch's documents. pyarrow reads a string column without checking its UTF-8: check it,
+    and where it is invalid or holds nulls, go row by row."""
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if column.null_count == 0 and _valid_utf8(column):
+        text = column.cast(pa.large_binary())
+        _, offsets, data = text.buffers()
+        offsets = np.frombuffer(offsets, np.int64)[text.offset : text.offset + len(text) + 1]
+        data = b"" if data is None else bytes(memoryview(data)[offsets[0] : offsets[-1]])
+        return Documents(data, offsets[1:] - offsets[0])
+    return Documents.of(_column_texts(column, part, first_row, utf8_errors, bad))
+
+
+def _valid_utf8(column: pa.Array) -> bool:
+    try:
+        if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+            column.cast(pa.large_string())  # checks the UTF-8
+        else:
+            column.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
 
 
 def _column_texts(
     column: pa.Array, part: RowGroups, first_row: int, utf8_errors: str, bad: BadRecords
 ) -> list[str]:
-    """The batch's texts; a null is a bad record (Parquet strings are UTF-8, checked by the decode)."""
-    if pa.types.is_dictionary(column.type):
-        column = column.dictionary_decode()
+    """The batch's texts, row by row: a null or invalid UTF-8 is a bad record."""
     texts = []
     for i, value in enumerate(column.cast(pa.large_binary()).to_pylist()):
         problem = None

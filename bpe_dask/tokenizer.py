@@ -237,16 +237,23 @@ class Tokenizer:
         """The ids of each document in turn, each followed by the id of the special token
         ``separator`` when one is given (as nanoGPT ends every document with ``<|endoftext|>``).
         Documents stand alone: no pre-token crosses from one into the next."""
+        encoded = [text.encode("utf-8") for text in documents]
+        ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
+        return self.encode_utf8_documents(b"".join(encoded), ends, separator, dtype)
+
+    def encode_utf8_documents(
+        self, data: bytes, ends: np.ndarray, separator: str | None = None, dtype: npt.DTypeLike = np.uint32
+    ) -> np.ndarray:
+        """``encode_documents`` of UTF-8 documents back to back in ``data``, the ``k``-th ending at
+        ``ends[k]``."""
         end = [] if separator is None else [self.token_id(separator)]
-        if not self._use_compiled(sum(map(len, documents))):
+        if not self._use_compiled(len(data)):
             ids: list[int] = []
-            for text in documents:
-                ids += self._encode_python(text)
+            for a, b in pairwise([0, *np.asarray(ends).tolist()]):
+                ids += self._encode_python(data[a:b].decode("utf-8"))
                 ids += end
             return np.array(ids, dtype)
-        data, bounds, is_boundary = self.pretokenizer.document_bounds(
-            [text.encode("utf-8") for text in documents]
-        )
+        bounds, is_boundary = self.pretokenizer.document_bounds(data, ends)
         between_documents = end[0] if end else -1  # the compiled encoder writes no id for -1
         gaps = zip(bounds[1:-1:2].tolist(), bounds[2:-1:2].tolist(), is_boundary.tolist(), strict=True)
         specials = np.array(
@@ -257,7 +264,7 @@ class Tokenizer:
             np.int64,
         )
         ids = self._compiled_encoder().encode(data, bounds, specials)
-        return np.concatenate([ids, end]).astype(dtype) if end and documents else ids.astype(dtype)
+        return np.concatenate([ids, end]).astype(dtype) if end and len(ends) else ids.astype(dtype)
 
     def _use_compiled(self, length: int) -> bool:
         """The compiled encoder for ``engine="numba"``, and for ``"auto"`` on text long enough to repay

@@ -253,3 +253,72 @@ def test_dictionary_encoded_text_and_an_empty_parquet_file(tmp_path):
     pq.write_table(pa.table({"text": pa.array([], pa.string())}), folder / "b.parquet")
     result = count_words(folder, in_process=True)
     assert counts_of(result.table()) == reference.pretokenize(docs, [])
+
+
+def test_json_that_python_refuses_to_read_is_a_bad_record(tmp_path):
+    path = tmp_path / "odd.jsonl"
+    path.write_bytes(
+        b'{"text": "one", "n": ' + b"9" * 5000 + b"}\n" + b"[" * 100_000 + b"]" * 100_000 + b"\n"
+    )
+    with pytest.raises(BpeDaskError, match="byte offset 5023: not JSON that can be read"):
+        count_words(path, in_process=True)
+    skipped = count_words(path, in_process=True, on_bad_record="skip")
+    assert skipped.bad_records_skipped == 1 and counts_of(skipped.table()) == reference.pretokenize(
+        ["one"], []
+    )
+
+
+def test_long_lines_are_read_in_linear_time_and_batches_stay_bounded(tmp_path):
+    from bpe_dask.records import iter_documents
+
+    docs = ["x" * 300_000, "a b " * 100_000, "short"]
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(jsonl_bytes(docs))
+    (part,) = plan_ranges(expand_inputs([str(path)]), 1 << 30, Pretokenizer())
+    read = [text for batch in iter_documents(part, batch_bytes=64) for text in batch.texts()]
+    assert read == docs
+    parquet = write_parquet(
+        tmp_path / "many.parquet", [f"doc {i} " * 50 for i in range(2000)], row_group_size=1000
+    )
+    (group,) = plan_ranges(expand_inputs([str(parquet)]), 1 << 30, Pretokenizer())
+    batches = list(iter_documents(group, batch_bytes=20_000))
+    assert len(batches) > 10 and max(len(b.data) for b in batches) < 40_000
+    assert [t for b in batches for t in b.texts()] == [f"doc {i} " * 50 for i in range(2000)]
+
+
+def test_encode_skips_bad_records_and_a_new_utf8_setting_encodes_again(client, tmp_path):
+    path = tmp_path / "data.jsonl"
+    path.write_bytes(b'{"text": "one two"}\nnot json\n{"text": "caf\xe9"}\n{"text": "three"}\n')
+    fixtures = REPO / "tests" / "fixtures" / "cs336"
+    tokenizer = Tokenizer.from_files(fixtures / "gpt2_vocab.json", fixtures / "gpt2_merges.txt", [EOT])
+    work, out = tmp_path / "work", str(tmp_path / "ids.bin")
+    options = {"client": client, "work_dir": str(work), "document_separator": EOT, "on_bad_record": "skip"}
+    strict = encode(path, tokenizer, out, **options)
+    assert strict["bad_records_skipped"] == 2
+    assert np.fromfile(out, strict["dtype"]).tolist() == [*tokenizer.encode("one two"), 50256,
+                                                          *tokenizer.encode("three"), 50256]  # fmt: skip
+    again = encode(path, tokenizer, out, overwrite=True, **options)
+    assert again["shards_reused"] == 1 and again["bad_records_skipped"] == 2  # the reused shard remembers
+    replaced = encode(path, tokenizer, out, overwrite=True, utf8_errors="replace", **options)
+    assert replaced["shards_reused"] == 0 and replaced["bad_records_skipped"] == 1
+    assert tokenizer.decode(np.fromfile(out, replaced["dtype"])) == f"one two{EOT}caf\ufffd{EOT}three{EOT}"
+
+
+def test_a_binary_column_of_utf8_text_is_read(tmp_path):
+    path = tmp_path / "bytes.parquet"
+    pq.write_table(pa.table({"text": pa.array([b"caf\xc3\xa9 ok", b"x\xffy"], pa.binary())}), path)
+    with pytest.raises(BpeDaskError, match=r"row 1 \('text' column\): invalid UTF-8"):
+        count_words(path, in_process=True)
+    replaced = count_words(path, in_process=True, utf8_errors="replace")
+    assert counts_of(replaced.table()) == reference.pretokenize(["café ok", "x\ufffdy"], [])
+
+
+def test_a_line_past_the_limit_is_one_line(tmp_path, monkeypatch):
+    from bpe_dask import records
+
+    monkeypatch.setattr(records, "MAX_LINE", 1000)
+    path = tmp_path / "array.jsonl"
+    path.write_bytes(b'{"text": "ok"}\n[' + b'{"text": "x"},' * 200 + b"{}]")
+    (part,) = plan_ranges(expand_inputs([str(path)]), 1 << 30, Pretokenizer())
+    with pytest.raises(BpeDaskError, match=r"array.jsonl: the line at byte offset 15 is longer than 1,000"):
+        list(records.iter_documents(part, batch_bytes=64))
