@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 import pyarrow as pa
@@ -125,6 +126,11 @@ def train(
         else:
             merged = _merge_here(counts, vocab_size, opts, limits)
         workers_peak = client.run(peak_rss_bytes)
+        # The tokenizer's files take a moment to make (tiktoken's ranks are checked): made while the
+        # cluster closes.
+        background = ThreadPoolExecutor(1)
+        files = background.submit(_tokenizer_files, merged, opts.special_tokens, opts.pattern)
+        background.shutdown(wait=False)  # the thread ends with its task
     report_bad_records(bad)
     _warn_if_empty(merged.unique_words, job.input_bytes)
     report = _report(
@@ -136,7 +142,7 @@ def train(
     report["merge_ran_on"] = "worker" if on_worker else "client"
     report["workers_peak_rss_bytes"] = workers_peak
     report["timings"]["total"] = time.perf_counter() - started
-    _publish(out, merged, opts.special_tokens, report, job.storage_options, limits)
+    _publish(out, merged, opts.special_tokens, report, job.storage_options, limits, files.result())
     return report
 
 
@@ -319,10 +325,15 @@ def _publish(
     report: dict,
     storage_options: dict,
     limits: Limits,
+    files: dict[str, str] | None = None,
 ) -> None:
     _warn_if_short(merged, report["requested_vocab_size"], limits)
-    files = Tokenizer(merged.vocab, merged.merges, special_tokens, report["pattern"]).files()
+    files = files or _tokenizer_files(merged, special_tokens, report["pattern"])
     publish_directory(out, {**files, "report.json": json.dumps(report, indent=2) + "\n"}, storage_options)
+
+
+def _tokenizer_files(merged: Merged, special_tokens: Sequence[str], pattern: str) -> dict[str, str]:
+    return Tokenizer(merged.vocab, merged.merges, special_tokens, pattern).files()
 
 
 def _report(
