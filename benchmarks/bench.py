@@ -351,29 +351,39 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def rustbpe_train(path: str, vocab_size: int) -> dict:
-    """rustbpe (Rust + rayon, nanochat's trainer), GPT-2 pattern; no special tokens, so one id fewer."""
+def rustbpe_train(path: str, vocab_size: int, pattern: str = "gpt2") -> dict:
+    """rustbpe (Rust + rayon, nanochat's trainer), the same pattern; no special tokens, so one id fewer."""
     import rustbpe
 
-    from bpe_dask.pretokenize import GPT2
+    from bpe_dask.patterns import split_pattern
 
     started = time.perf_counter()
     tokenizer = rustbpe.Tokenizer()
-    tokenizer.train_from_iterator(iter(_documents(path)), vocab_size - 1, pattern=GPT2.regex)
+    tokenizer.train_from_iterator(
+        iter(_documents(path)), vocab_size - 1, pattern=split_pattern(pattern).regex
+    )
     seconds = time.perf_counter() - started
     ranks = sorted(tokenizer.get_mergeable_ranks(), key=lambda item: item[1])
     return {"seconds": seconds, "peak_rss_bytes": _peak_rss(), "tokens": [t.hex() for t, rank in ranks[256:]]}
 
 
-def huggingface_train_tokens(path: str, vocab_size: int) -> dict:
-    """Hugging Face `tokenizers` BpeTrainer, ByteLevel (GPT-2 pattern), the special token registered."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+def huggingface_train_tokens(path: str, vocab_size: int, pattern: str = "gpt2") -> dict:
+    """Hugging Face `tokenizers` BpeTrainer, ByteLevel (GPT-2 pattern, or a Split by the pattern's
+    regex), the special token registered."""
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
     from bpe_dask.gpt2_files import str_to_token
+    from bpe_dask.patterns import split_pattern
 
     started = time.perf_counter()
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if pattern != "gpt2":
+        chosen = split_pattern(pattern)
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(chosen.hf_regex or chosen.regex), behavior="removed", invert=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ])  # fmt: skip
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOT], show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
     tokenizer.train_from_iterator(_documents(path), trainer)
@@ -384,26 +394,27 @@ def huggingface_train_tokens(path: str, vocab_size: int) -> dict:
     return {"seconds": seconds, "peak_rss_bytes": _peak_rss(), "tokens": tokens}
 
 
-def bpeasy_train(path: str, vocab_size: int) -> dict:
-    """bpeasy (Rust), GPT-2 pattern; no special tokens, so one id fewer."""
+def bpeasy_train(path: str, vocab_size: int, pattern: str = "gpt2") -> dict:
+    """bpeasy (Rust), the same pattern; no special tokens, so one id fewer."""
     import bpeasy
 
-    from bpe_dask.pretokenize import GPT2
+    from bpe_dask.patterns import split_pattern
 
     started = time.perf_counter()
-    ranks = bpeasy.train_bpe(iter(_documents(path)), GPT2.regex, 128, vocab_size - 1)
+    ranks = bpeasy.train_bpe(iter(_documents(path)), split_pattern(pattern).regex, 128, vocab_size - 1)
     seconds = time.perf_counter() - started
     tokens = [t.hex() for t, rank in sorted(ranks.items(), key=lambda item: item[1]) if rank >= 256]
     return {"seconds": seconds, "peak_rss_bytes": _peak_rss(), "tokens": tokens}
 
 
-def bpe_dask_train_tokens(path: str, workers: int, vocab_size: int) -> dict:
+def bpe_dask_train_tokens(path: str, workers: int, vocab_size: int, pattern: str = "gpt2") -> dict:
     """`bpe-dask train --workers N` with default options, as a user runs it: cluster start-up included."""
     from bpe_dask.gpt2_files import parse_merges_txt
 
     with tempfile.TemporaryDirectory() as tmp:
         seconds, report = timed_cli("train", path, "--vocab-size", str(vocab_size), "--special-token", EOT,
-                                    "--workers", str(workers), out=f"{tmp}/tok")  # fmt: skip
+                                    "--workers", str(workers), "--pattern", pattern,
+                                    out=f"{tmp}/tok")  # fmt: skip
         merges = parse_merges_txt(Path(tmp, "tok", "merges.txt").read_text(encoding="utf-8"))
     return {
         "seconds": seconds, "timings": report["timings"], "partitions": report["partitions"],
@@ -644,14 +655,14 @@ def encode_job_rows(kind: str, size: str) -> list[tuple[str, str, str]]:
 def suite_peers(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     """Whole training runs, bpe-dask against rustbpe, HF tokenizers and bpeasy, in one session."""
     path = corpus_file(args.kind, args.size)
-    ours = run("bpe_dask_train_tokens", path, args.workers, args.vocab_size)
+    ours = run("bpe_dask_train_tokens", path, args.workers, args.vocab_size, args.pattern)
     rows = []
     peers = [
         ("rustbpe", "rustbpe_train"),
         ("HF tokenizers", "huggingface_train_tokens"),
         ("bpeasy", "bpeasy_train"),
     ]
-    results = {label: run(name, path, args.vocab_size) for label, name in peers}
+    results = {label: run(name, path, args.vocab_size, args.pattern) for label, name in peers}
     base = results["rustbpe"]["seconds"]
     mib = lambda n: f"{n / 2**20:,.0f} MiB"  # noqa: E731
     for label, result in results.items():
@@ -666,7 +677,8 @@ def suite_peers(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         )
     t = ours["timings"]
     rows.append((
-        f"bpe-dask train --workers {args.workers}, default options ({ours['partitions']} partitions)",
+        f"bpe-dask train --workers {args.workers} --pattern {args.pattern}, otherwise default options "
+        f"({ours['partitions']} partitions)",
         f"{ours['seconds']:.1f} s",
         f"{ours['seconds'] / base:.2f} of rustbpe (count {t['count']:.1f} s, merge {t['merge']:.1f} s); peak "
         f"{mib(ours['peak_rss_bytes'])} client + {mib(ours['workers_peak_rss_bytes'])} workers; exact: yes",
@@ -759,6 +771,7 @@ def main() -> None:
     peers.add_argument("--size", default="65MB")
     peers.add_argument("--vocab-size", type=int, default=32000)
     peers.add_argument("--workers", type=int, default=2)
+    peers.add_argument("--pattern", default="gpt2", choices=("gpt2", "gpt4", "o200k"))
     records = commands.add_parser("records", help="counting the same documents as text, Parquet, JSON Lines")
     records.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     records.add_argument("--size", default="65MB")

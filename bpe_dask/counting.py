@@ -3,10 +3,10 @@
 Takes a partition (a ``ByteRange`` of text, or of records: ``records``) and the ``CountSettings`` of
 the job; reads a text range as blocks cut at safe places (``blocks``), records as batches of
 documents that each stand alone, counts their pre-tokens with one of two engines (the ``regex`` module
-through ``pretokenize``, the reference, or the compiled scanner of ``pretokenize_numba``; both
-give the same counts) and writes ``token: binary, count: int64``, sorted by token, to a shard.
-The shard's name is derived from the range's identity and the settings, so a re-run reuses
-finished shards and never confuses them with other work.
+through ``pretokenize``, the reference, or the compiled scanners of ``pretokenize_numba`` and
+``pretokenize_numba_gpt4``; both give the same counts) and writes ``token: binary, count: int64``,
+sorted by token, to a shard. The shard's name is derived from the range's identity and the
+settings, so a re-run reuses finished shards and never confuses them with other work.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .blocks import BLOCK_SIZE, check_utf8_errors, iter_texts
 from .counts_table import counts_table, write_counts
 from .errors import BpeDaskError, retrying
 from .plan import Partition
-from .pretokenize import GPT2, Pretokenizer, split_pattern
+from .pretokenize import Pretokenizer, split_pattern
 from .records import BadRecords, Documents, iter_documents
 from .storage import filesystem
 
@@ -49,8 +49,8 @@ class CountSettings:
         check_utf8_errors(self.utf8_errors)
         object.__setattr__(self, "pattern", split_pattern(self.pattern).spec)  # "cl100k_base" is "gpt4"
         if self.engine == "numba" and not has_compiled_scanner(self.pattern):
-            raise BpeDaskError(f"the numba engine counts with the gpt2 pattern only, not {self.pattern}: "
-                               "use engine auto or python")  # fmt: skip
+            raise BpeDaskError(f"the numba engine counts with the built-in patterns only (gpt2, gpt4, "
+                               f"o200k), not {self.pattern}: use engine auto or python")  # fmt: skip
 
     def pretokenizer(self) -> Pretokenizer:
         return _pretokenizer(self.special_tokens, self.pattern)
@@ -121,15 +121,15 @@ def _compiled(settings: CountSettings, size: int) -> bool:
 
 def counting_engine(settings: CountSettings, size: int) -> str:
     """Which engine ``new_counter`` picks for ``size`` bytes, in words, for the job's log."""
-    return (
-        f"the compiled {settings.pattern} scanner (numba)"
-        if _compiled(settings, size)
-        else "the regex module"
-    )
+    if _compiled(settings, size):
+        return f"the compiled {settings.pattern} scanner (numba)"
+    return f"the regex module ({split_pattern(settings.pattern).name} pattern)"
 
 
 def has_compiled_scanner(pattern: str) -> bool:
-    return split_pattern(pattern) == GPT2
+    """Whether ``pattern`` has a compiled scanner: every built-in one has (``pretokenize_numba`` for
+    gpt2, ``pretokenize_numba_gpt4`` for gpt4 and o200k), a regex of one's own has not."""
+    return split_pattern(pattern).builtin
 
 
 @functools.cache
@@ -157,9 +157,9 @@ class CompiledCounter:
     """Pre-token counts from the compiled scanner, kept in flat arrays (``pretokenize_numba``)."""
 
     def __init__(self, pretokenizer: Pretokenizer) -> None:
-        from .pretokenize_numba import CompiledCounts
+        from .pretokenize_numba_gpt4 import compiled_counts
 
-        self.pretokenizer, self.counts = pretokenizer, CompiledCounts()
+        self.pretokenizer, self.counts = pretokenizer, compiled_counts(pretokenizer.pattern.name)
 
     def add(self, text: str) -> None:
         data = text.encode("utf-8")

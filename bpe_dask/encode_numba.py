@@ -2,8 +2,8 @@
 
 Takes a ``Tokenizer`` (its byte ids, and its merges as a table from a pair of ids to the merge's
 rank and the merged id) and the UTF-8 bytes of text with where the pieces between special tokens
-lie; gives the ids the pure-Python ``Tokenizer.encode`` gives, which the tests hold it to. Only the
-GPT-2 split pattern has a compiled scanner (``pretokenize_numba``), so only it has this encoder.
+lie; gives the ids the pure-Python ``Tokenizer.encode`` gives, which the tests hold it to. This is
+GPT-2's split pattern's (``pretokenize_numba``); ``encode_numba_gpt4`` has GPT-4's and o200k's.
 
 Each distinct pre-token is merged once and its ids kept in a cache (its bytes in one arena, its ids
 in another, found again by hash and confirmed byte by byte); the cache is emptied when full, so
@@ -248,8 +248,11 @@ class CompiledEncoder:
     """A tokenizer's merges and a cache of encoded pre-tokens, in flat arrays, for ``encode``."""
 
     def __init__(self, byte_ids: list[int], merges: dict[tuple[int, int], tuple[int, int]],
-                 cache_entries: int = 1 << 17) -> None:  # fmt: skip
-        self.classes = class_table()
+                 cache_entries: int = 1 << 17, encode=None,
+                 classes: np.ndarray | None = None) -> None:  # fmt: skip
+        # GPT-2's scanner, or another's loop and class table (encode_numba_gpt4.compiled_encoder)
+        self._encode = _encode if encode is None else encode
+        self.classes = class_table() if classes is None else classes
         self.byte_ids = np.array(byte_ids, np.int64)
         size = 1 << max(4, (2 * len(merges) + 1).bit_length())
         self.keys = np.full(size, _EMPTY, np.int64)
@@ -267,7 +270,7 @@ class CompiledEncoder:
 
     def encode(self, data: bytes, bounds: np.ndarray, specials: np.ndarray) -> np.ndarray:
         """The ids (int64) of UTF-8 ``data`` whose pieces between special tokens are ``bounds``."""
-        return _encode(
+        return self._encode(
             np.frombuffer(data, np.uint8), bounds, specials, self.classes, self.byte_ids, self.keys,
             self.pair_ranks, self.pair_merged, self.slots, self.arena, self.ids_arena, self.used,
         )  # fmt: skip

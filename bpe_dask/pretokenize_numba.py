@@ -206,10 +206,13 @@ def pretoken_ends(data, lo, hi, table):
 
 
 class CompiledCounts:
-    """Pre-token counts of GPT-2's pattern held in flat arrays (see the module's docstring)."""
+    """Pre-token counts held in flat arrays (see the module's docstring): GPT-2's pattern's, or, given
+    another scanner's counting loop and class table (``pretokenize_numba_gpt4.compiled_counts``),
+    that pattern's."""
 
-    def __init__(self, capacity: int = 1 << 16) -> None:
-        self.classes = class_table()
+    def __init__(self, capacity: int = 1 << 16, count_pieces=None, classes: np.ndarray | None = None) -> None:
+        self.count_pieces = _count_pieces if count_pieces is None else count_pieces
+        self.classes = class_table() if classes is None else classes
         self.arena = np.empty(16 * capacity, np.uint8)
         self.starts = np.empty(capacity, np.int64)
         self.lengths = np.empty(capacity, np.int64)
@@ -222,7 +225,7 @@ class CompiledCounts:
         view = np.frombuffer(data, np.uint8)
         piece, position = 0, 0
         while piece < len(bounds) // 2:
-            piece, position, self.used, self.n = _count_pieces(
+            piece, position, self.used, self.n = self.count_pieces(
                 view, bounds, piece, position, self.classes, self.arena, self.used,
                 self.starts, self.lengths, self.counts, self.n, self.slots,
             )  # fmt: skip

@@ -60,9 +60,10 @@ class Tokenizer:
         self.merges = list(merges)
         self.special_tokens = list(check_special_tokens(special_tokens or ()))
         self.pretokenizer = Pretokenizer(self.special_tokens, pattern)
-        if engine == "numba" and self.pretokenizer.pattern != GPT2:
-            raise BpeDaskError(f"the numba engine encodes with the gpt2 pattern only, not "
-                               f"{self.pretokenizer.pattern.spec}: use engine auto or python")  # fmt: skip
+        if engine == "numba" and not self.pretokenizer.pattern.builtin:
+            raise BpeDaskError(f"the numba engine encodes with the built-in patterns only (gpt2, gpt4, "
+                               f"o200k), not {self.pretokenizer.pattern.spec}: use engine auto or "
+                               "python")  # fmt: skip
         ids: dict[bytes, int] = {}
         for i, token in sorted(self.vocab.items()):
             ids.setdefault(token, i)  # where two ids hold the same bytes, the first is the token's
@@ -271,17 +272,17 @@ class Tokenizer:
         loading it (the pure-Python path below stays the reference the tests hold it to)."""
         if self.engine == "python" or (self.engine == "auto" and length < COMPILED_MIN_CHARS):
             return False
-        if self.pretokenizer.pattern != GPT2 or importlib.util.find_spec("numba") is None:
+        if not self.pretokenizer.pattern.builtin or importlib.util.find_spec("numba") is None:
             if self.engine == "numba":
-                raise BpeDaskError("the numba engine needs numba and the gpt2 pattern")
+                raise BpeDaskError("the numba engine needs numba and a built-in pattern")
             return False
         return True
 
     def _compiled_encoder(self) -> CompiledEncoder:
         if self._compiled is None:
-            from .encode_numba import CompiledEncoder
+            from .encode_numba_gpt4 import compiled_encoder
 
-            self._compiled = CompiledEncoder(self._byte_ids, self._merges)
+            self._compiled = compiled_encoder(self._byte_ids, self._merges, self.pretokenizer.pattern.name)
         return self._compiled
 
     def _encode_compiled(self, text: str) -> np.ndarray:

@@ -242,7 +242,6 @@ def test_package_matches_oracle_random(tmp_path: Path, seed: int) -> None:
 # ---------------------------------------------------------------------------
 
 OWN_PATTERN = r"""'[a-z]+|\p{L}+|\p{N}{1,2}|[^\s\p{L}\p{N}]|\s"""  # no cut rule: cut at special tokens only
-PATTERNS = ["gpt4", "o200k", OWN_PATTERN]
 PATTERN_CHUNK_SIZES = [None, 257, 16]
 # The nasty alphabet, with what GPT-4's and o200k's patterns tell apart besides: case changes inside
 # words, upper-case contractions, marks, runs of digits, "/" after punctuation.
@@ -258,16 +257,35 @@ def expected_with_pattern(name: str, pattern: str) -> tuple[Vocab, Merges]:
     return reference.train(texts, vocab_size, specials, split_pattern(pattern).regex)
 
 
+# The built-in patterns with both counting engines (auto picks the regex module for small inputs).
+PATTERN_ENGINES = [
+    ("gpt4", "auto"),
+    ("gpt4", "numba"),
+    ("o200k", "auto"),
+    ("o200k", "numba"),
+    (OWN_PATTERN, "auto"),
+]
+
+
 @pytest.mark.parametrize("chunk_size", PATTERN_CHUNK_SIZES, ids=lambda c: f"chunk{c}")
 @pytest.mark.parametrize("case", ["mixed", "multi_file"])
-@pytest.mark.parametrize("pattern", PATTERNS, ids=["gpt4", "o200k", "own"])
+@pytest.mark.parametrize(
+    ("pattern", "engine"), PATTERN_ENGINES, ids=["gpt4", "gpt4-numba", "o200k", "o200k-numba", "own"]
+)
 def test_package_matches_oracle_with_other_patterns(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, pattern: str, case: str, chunk_size: int | None
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    pattern: str,
+    engine: str,
+    case: str,
+    chunk_size: int | None,
 ) -> None:
-    """Every partitioning equals the oracle run with the same pattern; a regex of one's own is cut
-    only at special tokens, and the job says so."""
+    """Every partitioning equals the oracle run with the same pattern, with either engine; a regex
+    of one's own is cut only at special tokens, and the job says so."""
     texts, specials, vocab_size = case_data(case)
-    got = run_package(tmp_path, texts, specials, vocab_size, chunk_size=chunk_size, pattern=pattern)
+    got = run_package(
+        tmp_path, texts, specials, vocab_size, chunk_size=chunk_size, pattern=pattern, engine=engine
+    )
     assert_same(got, expected_with_pattern(case, pattern))
     warned = "the split pattern is a regex of your own" in caplog.text
     assert warned == (pattern == OWN_PATTERN and chunk_size is not None)
@@ -276,7 +294,8 @@ def test_package_matches_oracle_with_other_patterns(
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("pattern", ["gpt4", "o200k"])
 def test_package_matches_oracle_random_with_other_patterns(tmp_path: Path, pattern: str, seed: int) -> None:
-    """Short random strings over a nasty alphabet, at tiny chunk sizes."""
+    """Short random strings over a nasty alphabet, at tiny chunk sizes, counted by the compiled
+    scanner for odd seeds."""
     import random
 
     from bpe_dask.pretokenize import split_pattern
@@ -289,7 +308,10 @@ def test_package_matches_oracle_random_with_other_patterns(tmp_path: Path, patte
     specials = [special] if special else []
     vocab_size = 256 + len(specials) + 5 + seed
     chunk_size = RANDOM_CHUNK_SIZES[seed % len(RANDOM_CHUNK_SIZES)]
-    got = run_package(tmp_path, [text], specials, vocab_size, chunk_size=chunk_size, pattern=pattern)
+    engine = "numba" if seed % 2 else "auto"
+    got = run_package(
+        tmp_path, [text], specials, vocab_size, chunk_size=chunk_size, pattern=pattern, engine=engine
+    )
     assert_same(got, reference.train([text], vocab_size, specials, split_pattern(pattern).regex))
 
 

@@ -255,17 +255,19 @@ def test_a_pattern_of_ones_own_goes_through_the_files_to_hugging_face_and_tiktok
     assert list(ours.encode_iterable([text[i : i + 100] for i in range(0, len(text), 100)])) == ids
 
 
-def test_the_numba_engine_is_refused_for_other_patterns_and_auto_falls_back(trained_dirs):
+def test_the_numba_engine_is_refused_for_a_pattern_of_ones_own_and_auto_falls_back(trained_dirs):
     from bpe_dask import BpeDaskError
 
     ours = Tokenizer.load(trained_dirs["gpt4"], engine="python")
-    with pytest.raises(BpeDaskError, match="numba engine encodes with the gpt2 pattern only, not gpt4"):
-        Tokenizer(ours.vocab, ours.merges, [EOT], "gpt4", engine="numba")
-    with pytest.raises(BpeDaskError, match="gpt2 pattern only"):
-        Tokenizer.load(trained_dirs["o200k"], engine="numba")
+    with pytest.raises(BpeDaskError, match=r"built-in patterns only \(gpt2, gpt4, o200k\), not \\S\+\|"):
+        Tokenizer(ours.vocab, ours.merges, [EOT], r"\S+|\s+", engine="numba")
     text = multilingual_text(800) * (COMPILED_MIN_CHARS // 4000 + 1)
     assert len(text) > COMPILED_MIN_CHARS
-    assert Tokenizer.load(trained_dirs["gpt4"]).encode(text) == ours.encode(text)
+    assert not Tokenizer(ours.vocab, ours.merges, [EOT], r"\S+|\s+")._use_compiled(len(text))
+    assert Tokenizer.load(trained_dirs["gpt4"]).encode(text) == ours.encode(text)  # auto: compiled
+    assert Tokenizer.load(trained_dirs["o200k"], engine="numba").encode(text) == (
+        Tokenizer.load(trained_dirs["o200k"], engine="python").encode(text)
+    )
 
 
 def test_a_vocabulary_tiktoken_would_merge_otherwise_gets_no_rank_file(caplog):
