@@ -99,10 +99,11 @@ def merges_txt(merges: Sequence[tuple[bytes, bytes]]) -> str:
 def parse_vocab_json(text: str, special_tokens: Iterable[str] = ()) -> Vocab:
     """The vocabulary of a GPT-2-style ``vocab.json``: id -> token bytes. Special tokens are
     written as their own text, so a key that is one stands for its UTF-8 ("<|fin|é>" would
-    otherwise read as byte-mapped characters)."""
+    otherwise read as byte-mapped characters), except under ids 0-255, which are the bytes (GPT-2
+    writes byte 0xE9 as "é": a special token "é" is not that key)."""
     specials = set(special_tokens)
     return {
-        int(i): token.encode("utf-8") if token in specials else str_to_token(token)
+        int(i): token.encode("utf-8") if token in specials and int(i) >= 256 else str_to_token(token)
         for token, i in json.loads(text).items()
     }
 

@@ -367,3 +367,13 @@ def test_a_long_run_of_one_character_encodes_as_tiktoken_does(gpt2, tiktoken_gpt
     ids = gpt2.encode(text)
     assert ids == tiktoken_gpt2.encode(text)
     assert gpt2.decode(ids) == text
+
+
+def test_a_special_token_that_is_a_byte_s_name_in_gpt2_files():
+    """GPT-2's vocab.json names byte 0xE9 "é"; a special token "é" must not take that key over."""
+    gpt2 = Tokenizer.from_files(CS336_DIR / "gpt2_vocab.json", CS336_DIR / "gpt2_merges.txt", ["é"])
+    plain = Tokenizer.from_files(CS336_DIR / "gpt2_vocab.json", CS336_DIR / "gpt2_merges.txt")
+    byte_id = plain.token_id(b"\xe9")
+    assert byte_id < 256 and gpt2.vocab[byte_id] == b"\xe9"  # the key "é" stays byte 0xE9
+    ids = gpt2.encode("café é")
+    assert gpt2.decode(ids) == "café é" and ids.count(gpt2.special_ids["é"]) == 2
