@@ -17,7 +17,7 @@ from typing import Any
 
 from .blocks import check_utf8_errors
 from .errors import BpeDaskError
-from .options import MERGE_PLACES, parse_size, positive_int
+from .options import MERGE_PLACES, parse_size, positive_int, whole_number
 
 
 def _string(value: Any) -> str:
@@ -51,18 +51,6 @@ def _merge_on(value: Any) -> str:
     return value
 
 
-def _whole_number(value: Any) -> int:
-    """0 or more: ``min_frequency``, where 0 (Hugging Face's default) and 1 both change nothing."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            value = int(str(value))
-        except ValueError:
-            raise BpeDaskError(f"not a whole number: {value!r}") from None
-    if value < 0:
-        raise BpeDaskError(f"must be 0 or more, got {value}")
-    return value
-
-
 def _boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise BpeDaskError(f"not true or false: {value!r}")
@@ -72,7 +60,7 @@ def _boolean(value: Any) -> bool:
 OPTIONS: dict[str, Callable[[Any], Any]] = {
     "inputs": _strings,
     "vocab_size": positive_int,
-    "min_frequency": _whole_number,
+    "min_frequency": whole_number,  # 0 (Hugging Face's default) and 1 both change nothing
     "max_token_length": positive_int,
     "out": _string,
     "special_tokens": _strings,

@@ -134,11 +134,17 @@ def parse_size(value: int | str, what: str = "size") -> int:
 
 
 def positive_int(value: Any, what: str = "") -> int:
+    return whole_number(value, what, least=1)
+
+
+def whole_number(value: Any, what: str = "", least: int = 0) -> int:
+    """``value`` (an int, or text such as a flag's) as a whole number of at least ``least``."""
     if isinstance(value, bool) or not isinstance(value, int):
         try:
             value = int(str(value))
         except ValueError:
             raise BpeDaskError(f"not a whole number: {value!r}") from None
-    if value < 1:
-        raise BpeDaskError(f"{what} must be a positive number, got {value}".strip())
+    if value < least:
+        bound = "a positive number" if least == 1 else f"{least} or more"
+        raise BpeDaskError(f"{what} must be {bound}, got {value}".strip())
     return value
