@@ -90,18 +90,20 @@ def _jsonl_documents(
     for offset, line in _lines(part, storage_options, batch_bytes):
         if not line.strip():
             continue  # a blank line (the last newline of a file, say) holds no record
-        text = _record_text(line, reading.text_column, utf8_errors)
-        if not isinstance(text, _Bad):
-            batch.append(text)
-            size += len(line)
-            if size >= batch_bytes:
-                yield Documents.of(batch)
-                batch, size = [], 0
+        try:
+            batch.append(_record_text(line, reading.text_column, utf8_errors))
+        except _BadRecord as problem:
+            where = f"{part.file.name}: the line at byte offset {offset}{_of_decompressed(part)}"
+            if reading.on_bad_record == "error":
+                raise InputError(
+                    f"{where}: {problem} (--on-bad-record skip leaves such records out)"
+                ) from None
+            bad.add(f"{where}: {problem}")
             continue
-        where = f"{part.file.name}: the line at byte offset {offset}{_of_decompressed(part)}"
-        if reading.on_bad_record == "error":
-            raise InputError(f"{where}: {text} (--on-bad-record skip leaves such records out)")
-        bad.add(f"{where}: {text}")
+        size += len(line)
+        if size >= batch_bytes:
+            yield Documents.of(batch)
+            batch, size = [], 0
     if batch:
         yield Documents.of(batch)
 
@@ -140,31 +142,31 @@ def _lines(part: ByteRange, storage_options: dict | None, batch_bytes: int) -> I
 
 
 def _record_text(line: bytes, field: str, utf8_errors: str) -> str:
-    """The record's text, or, for a bad record, what is wrong with it (a ``_Bad`` string)."""
+    """The record's text; a ``_BadRecord`` says what is wrong with a bad one."""
     try:
         data = line.decode("utf-8", utf8_errors)
     except UnicodeDecodeError as error:
-        return _Bad(
+        raise _BadRecord(
             f"invalid UTF-8 at byte {error.start} of the line (--utf8-errors replace substitutes U+FFFD)"
-        )
+        ) from None
     try:
         record = json.loads(data, parse_int=float)  # numbers are not read, only skipped: no digit limit
     except json.JSONDecodeError as error:
-        return _Bad(f"not valid JSON ({error.msg}, column {error.colno})")
+        raise _BadRecord(f"not valid JSON ({error.msg}, column {error.colno})") from None
     except (ValueError, RecursionError) as error:  # nested too deep, say
-        return _Bad(f"not JSON that can be read ({type(error).__name__})")
+        raise _BadRecord(f"not JSON that can be read ({type(error).__name__})") from None
     if not isinstance(record, dict):
-        return _Bad(f"not a JSON object but {_json_kind(record)}")
+        raise _BadRecord(f"not a JSON object but {_json_kind(record)}")
     if field not in record:
-        return _Bad(f"no field {field!r}")
+        raise _BadRecord(f"no field {field!r}")
     text = record[field]
     if not isinstance(text, str):
-        return _Bad(f"field {field!r} holds {_json_kind(text)}, not a string")
+        raise _BadRecord(f"field {field!r} holds {_json_kind(text)}, not a string")
     return _valid_unicode(text, utf8_errors)
 
 
-class _Bad(str):
-    """What is wrong with a record: a string the reader tells apart from a document's text."""
+class _BadRecord(Exception):
+    """What is wrong with a record (the reader stops at it, or skips it)."""
 
 
 def _valid_unicode(text: str, utf8_errors: str) -> str:
@@ -173,9 +175,9 @@ def _valid_unicode(text: str, utf8_errors: str) -> str:
         text.encode("utf-8")
     except UnicodeEncodeError:
         if utf8_errors == "strict":
-            return _Bad(
+            raise _BadRecord(
                 "text holding a lone surrogate (an escape such as \\ud800), which is not valid Unicode"
-            )
+            ) from None
         return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
     return text
 
