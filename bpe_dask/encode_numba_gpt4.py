@@ -80,6 +80,8 @@ def _merged(data, i, end, h, out, n, parts, ranks, byte_ids, keys, pair_ranks, p
     return n + count
 
 
+# Two loops alike but for the scanner: numba caches neither a loop given its scanner as an argument
+# nor one made by a factory (``pretokenize_numba_gpt4`` says more).
 @njit(cache=True, nogil=True)
 def _encode_gpt4(data, bounds, specials, table, byte_ids, keys, pair_ranks, pair_merged,
             slots, arena, ids_arena, used):  # fmt: skip

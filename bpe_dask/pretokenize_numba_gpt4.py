@@ -239,6 +239,10 @@ def _find(data, i, end, arena, starts, lengths, slots):
     return slot, tag
 
 
+# One loop per pattern, alike but for the scanner it calls (here, in ``encode_numba_gpt4`` and in the
+# tests' ``*_ends``): numba 0.68 caches no compiled function that takes another as an argument or
+# closes over one (each process would compile it again, seconds per job), and a branch on the
+# pattern inside one loop would compile both scanners for either.
 @njit(cache=True, nogil=True)
 def _count_gpt4(data, bounds, piece, position, table, arena, used, starts, lengths, counts, n, slots):
     """``_count_pieces`` with GPT-4's scanner."""
