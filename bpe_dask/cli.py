@@ -12,12 +12,11 @@ import json
 import logging
 import signal
 import sys
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any, NoReturn
 
+from . import interrupts
 from .blocks import UTF8_ERRORS
 from .cluster import quiet_dask_errors
 from .config import resolve
@@ -208,6 +207,8 @@ def _cluster_options(parser: argparse._ActionsContainer) -> None:
     _option(
         parser, "--ship-package", action="store_true", help="upload this bpe_dask to workers that lack it"
     )
+    _option(parser, "--ship-credentials", action="store_true",
+            help="send this machine's AWS_* credentials to the tasks (default: their own)")  # fmt: skip
     _common_options(parser)
 
 
@@ -241,12 +242,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     command, config_path, verbose = args.pop("command"), args.pop("config"), args.pop("verbose")
     counts = args.pop("counts", None)
-    try:
-        with _sigterm_stops_the_job():
+    with interrupts.handled():
+        try:
             return _run(command, config_path, verbose, counts, args)
-    except Terminated:
-        print("bpe-dask: terminated", file=sys.stderr)
-        return 143
+        except BaseException as error:
+            if interrupts.received() is None and not isinstance(error, KeyboardInterrupt):
+                raise
+            terminated = interrupts.received() == signal.SIGTERM  # whatever the signal left behind
+            print(f"bpe-dask: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+            return 143 if terminated else 130
 
 
 def _run(command: str, config_path: str | None, verbose: bool, counts: str | None, args: dict) -> int:
@@ -262,33 +266,12 @@ def _run(command: str, config_path: str | None, verbose: bool, counts: str | Non
         else:
             report = _train(options)
     except BpeDaskError as error:
+        interrupts.check()  # an error the signal caused (the cluster closing under a task) is the signal
         print(f"bpe-dask: error: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("bpe-dask: interrupted", file=sys.stderr)
-        return 130
+    interrupts.check()
     log.info("done: %s", json.dumps(_summary(report)))
     return 0
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived: unwind like Ctrl-C does, closing the cluster and removing temporary files."""
-
-
-@contextmanager
-def _sigterm_stops_the_job() -> Iterator[None]:
-    if threading.current_thread() is not threading.main_thread():  # signals go to the main thread only
-        yield
-        return
-
-    def stop(signum: int, frame: object) -> NoReturn:
-        raise Terminated
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _require(options: dict[str, Any], *names: str) -> None:
@@ -375,6 +358,8 @@ def _configure_logging(quiet: bool, verbose: bool) -> None:
     log.setLevel(level)
     if not verbose:
         quiet_dask_errors()
+        for name in ("botocore", "aiobotocore", "s3fs", "fsspec"):  # "Found credentials in ...", say
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 if __name__ == "__main__":

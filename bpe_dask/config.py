@@ -41,7 +41,7 @@ def _storage_options(value: Any) -> dict:
         except json.JSONDecodeError as error:
             raise BpeDaskError(f"not JSON: {error}") from None
     if not isinstance(value, dict):
-        raise BpeDaskError(f"must be a JSON object or TOML table, got {value!r}")
+        raise BpeDaskError(f"must be a JSON object or TOML table, got a {type(value).__name__}")
     return value
 
 
@@ -74,6 +74,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "storage_options": _storage_options,
     "merge_on": _merge_on,
     "ship_package": _boolean,
+    "ship_credentials": _boolean,
     "utf8_errors": check_utf8_errors,
     "tokenizer": _string,
     "engine": _string,

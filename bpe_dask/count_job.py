@@ -21,13 +21,14 @@ from distributed import Client
 from .counting import CountSettings, count_range, count_range_to_shard, counting_engine, new_counter
 from .counts_table import read_counts
 from .errors import BpeDaskError
-from .job import Job, cluster_threads, report_bad_records, run_tasks
+from .job import Job, cluster_threads, is_embedded, report_bad_records, run_tasks
 from .options import JobOptions, PathLike, input_list
+from .outputs import check_output_file, remove_files
 from .plan import Partition
 from .progress import TaskProgress
-from .publish import check_output_file, remove_files
 from .records import BadRecords
 from .reduce import reduce_tree
+from .storage import absolute
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +85,7 @@ def count_words(
 def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> CountResult:
     """``count_words`` with its options already checked."""
     started = time.perf_counter()
+    out = absolute(out) if out else out
     if opts.in_process and out:
         raise BpeDaskError("in_process=True counts here: it cannot write out")
     job = Job.start(opts, [*inputs, out, opts.work_dir])
@@ -102,7 +104,7 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
         bad = BadRecords()
         result._table = count_in_process(job.ranges, settings, job.storage_options, bad)
     else:
-        with job.work_directory() as work, job.cluster() as client:
+        with job.cluster() as client, job.work_directory(beside=None if is_embedded(client) else out) as work:
             job.preflight(client, work, [out])
             job.plan(pretokenizer, cluster_threads(client))
             log.info("counting with %s", counting_engine(settings, job.largest_range))
@@ -145,7 +147,9 @@ def count_on_cluster(
         )
         for r in job.ranges
     ]  # fmt: skip
-    final, partial_sums = reduce_tree(shards, out, work_dir, settings.recorded(), storage_options)
+    final, partial_sums = reduce_tree(
+        shards, out, work_dir, settings.recorded(), storage_options, overwrite=job.options.overwrite
+    )
     progress = TaskProgress("count", len(shards), job.input_bytes) if job.options.show_progress else None
     *finished, counts = run_tasks(client, [*shards, final], progress, [r.size for r in job.ranges])
     remove_files(partial_sums, storage_options)

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .errors import BpeDaskError
-from .publish import atomic_file
+from .publish import output_file
 from .storage import filesystem
 
 COUNTS_SCHEMA = pa.schema([("token", pa.binary()), ("count", pa.int64())])
@@ -54,13 +54,18 @@ def sum_counts(tables: list[pa.Table]) -> pa.Table:
 
 
 def write_counts(
-    table: pa.Table, url: str, storage_options: dict | None = None, settings: dict | None = None
+    table: pa.Table,
+    url: str,
+    storage_options: dict | None = None,
+    settings: dict | None = None,
+    overwrite: bool = True,
 ) -> None:
-    """Write the table under a temporary name and move it into place when complete; ``settings``
-    (what the counts were made with) go into the file's metadata."""
+    """Write the table under a temporary name and commit it when complete (``publish.output_file``:
+    exclusively unless ``overwrite``); ``settings`` (what the counts were made with) go into the
+    file's metadata."""
     if settings is not None:
         table = table.replace_schema_metadata({SETTINGS_KEY: json.dumps(settings)})
-    with atomic_file(url, storage_options) as (fs, partial), fs.open(partial, "wb") as f:
+    with output_file(url, storage_options, overwrite) as f:
         pq.write_table(table, f)
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
+from functools import partial as partial_function
 
 import dask
 from dask.base import tokenize
@@ -25,6 +26,7 @@ from .encoding import (
     encode_range_to_shard,
     encoding_key,
     is_encoded_file,
+    remove_sidecar,
     shard_name,
     shard_path,
     stream_shards,
@@ -33,10 +35,11 @@ from .encoding import (
 from .errors import BpeDaskError
 from .job import Job, cluster_threads, is_embedded, report_bad_records, run_tasks
 from .options import JobOptions, PathLike, check_replacement_character, input_list
+from .outputs import check_output_dir, check_output_file
 from .progress import TaskProgress
-from .publish import atomic_file, check_output_dir, check_output_file, staged_directory
+from .publish import atomic_file, staged_directory
 from .records import BadRecords
-from .storage import filesystem, is_local
+from .storage import absolute, filesystem, is_local
 from .tokenizer import Tokenizer
 from .version import __version__
 
@@ -66,8 +69,8 @@ def encode(
     started = time.perf_counter()
     opts = JobOptions.of(**options)
     fmt = output_format(out, format)
-    inputs = input_list(inputs)
-    source = tokenizer if isinstance(tokenizer, Tokenizer) else os.fspath(tokenizer)
+    inputs, out = input_list(inputs), absolute(os.fspath(out))
+    source = tokenizer if isinstance(tokenizer, Tokenizer) else absolute(os.fspath(tokenizer))
     job = Job.start(opts, [*inputs, out, opts.work_dir, source if isinstance(source, str) else None])
     tokenizer = _tokenizer(source, special_tokens, opts.engine, job.storage_options)
     check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
@@ -153,7 +156,7 @@ def _encode_ranges(
 def _publish_shards(client: Client, job: Job, shards: list[EncodedShard], out: str, report: dict) -> None:
     """The output directory: the shards under their place in the plan, ``index.json``, ``report.json``."""
     storage_options = job.storage_options
-    with staged_directory(out, storage_options) as staging:
+    with staged_directory(out, storage_options, job.options.overwrite) as staging:
         names = [shard_name(i, len(shards)) for i in range(len(shards))]
         copies = [
             dask.delayed(copy_shard, pure=False)(shard, f"{staging}/{name}", storage_options)
@@ -173,11 +176,14 @@ def _publish_shards(client: Client, job: Job, shards: list[EncodedShard], out: s
 def _publish_bin(client: Client, job: Job, shards: list[EncodedShard], out: str, report: dict) -> None:
     """One flat file of ids, then its sidecar. Where the file is local and the workers share the disk,
     each shard is written at its offset by a task (ranged writes, side by side); elsewhere one task
-    streams them in order into the store."""
-    storage_options = job.storage_options
+    streams them in order into the store. The ``.bin`` is committed (exclusively unless
+    ``--overwrite``) once whole, an earlier sidecar removed just before, and the new sidecar after:
+    a ``.bin`` with a ``.json`` beside it is always described by it (docs/outputs.md)."""
+    storage_options, overwrite = job.storage_options, job.options.overwrite
     itemsize = 2 if report["dtype"] == "uint16" else 4
     if is_local(out) and is_embedded(client):
-        with atomic_file(out, storage_options) as (_, partial):
+        unsidecar = partial_function(remove_sidecar, out, storage_options)
+        with atomic_file(out, storage_options, overwrite, unsidecar) as (_, partial):
             with open(partial, "wb") as f:
                 f.truncate(report["tokens"] * itemsize)
             offsets = [0]
@@ -189,7 +195,7 @@ def _publish_bin(client: Client, job: Job, shards: list[EncodedShard], out: str,
             ]
             run_tasks(client, writes)
     else:
-        streaming = dask.delayed(stream_shards, pure=False)(shards, out, storage_options)
+        streaming = dask.delayed(stream_shards, pure=False)(shards, out, storage_options, overwrite)
         run_tasks(client, [streaming])
     with atomic_file(f"{out}.json", storage_options) as (fs, partial):
         fs.pipe_file(partial, (json.dumps(report, indent=2) + "\n").encode())

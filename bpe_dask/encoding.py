@@ -24,7 +24,7 @@ import numpy as np
 from .blocks import iter_texts
 from .errors import retrying
 from .plan import Partition, RowGroups
-from .publish import atomic_file, write_bytes_atomically
+from .publish import atomic_file, output_file, write_bytes_atomically
 from .records import BadRecords, iter_documents
 from .storage import filesystem
 from .tokenizer import Tokenizer
@@ -163,12 +163,22 @@ def write_at(shard: EncodedShard, path: str, offset: int, storage_options: dict 
     return len(data)
 
 
-def stream_shards(shards: list[EncodedShard], url: str, storage_options: dict | None = None) -> int:
-    """Write the shards' ids in order into the file ``url`` (an object store's multipart upload),
-    holding one shard at a time; returns the bytes written."""
-    fs, path = filesystem(url, storage_options)
+def stream_shards(
+    shards: list[EncodedShard], url: str, storage_options: dict | None = None, overwrite: bool = False
+) -> int:
+    """Write the shards' ids in order into the file ``url`` (an object store's multipart upload, or a
+    temporary local file), holding one shard at a time, and commit it (``publish.output_file``), the
+    sidecar ``url + ".json"`` of an earlier run removed just before; returns the bytes written."""
     written = 0
-    with fs.open(path, "wb") as f:
+    with output_file(url, storage_options, overwrite, lambda: remove_sidecar(url, storage_options)) as f:
         for shard in shards:
             written += f.write(_read_shard(shard, storage_options).tobytes())
     return written
+
+
+def remove_sidecar(url: str, storage_options: dict | None) -> None:
+    """Remove an earlier run's ``.json`` beside the ``.bin`` about to be committed: it describes
+    the file being replaced, and must never be read as describing the new one."""
+    fs, path = filesystem(f"{url}.json", storage_options)
+    if fs.exists(path):
+        fs.rm_file(path)

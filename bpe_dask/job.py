@@ -29,11 +29,11 @@ from .counting import CountSettings
 from .errors import BpeDaskError
 from .options import JobOptions
 from .plan import InputFile, Partition, expand_inputs, plan_ranges
-from .preflight import check_workers
+from .preflight import Place, check_workers
 from .pretokenize import Pretokenizer
 from .progress import TaskProgress
 from .records import BadRecords
-from .storage import describe, filesystem, job_storage_options, required_packages
+from .storage import describe, filesystem, is_local, job_storage_options, required_packages
 from .wording import format_bytes, plural
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,8 @@ class Job:
     @classmethod
     def start(cls, options: JobOptions, urls: Sequence[str | None]) -> Job:
         """A job that reads and writes ``urls``: an ``s3://`` job takes the AWS environment along."""
-        return cls(options, job_storage_options(options.storage_options, [u for u in urls if u]))
+        urls = [u for u in urls if u]
+        return cls(options, job_storage_options(options.storage_options, urls, options.ship_credentials))
 
     def find_inputs(self, inputs: Sequence[str], exclude: Sequence[str | None] = ()) -> None:
         """The files the inputs name; the job's own outputs (``exclude``) are never read back as inputs."""
@@ -115,15 +116,19 @@ class Job:
             yield client
 
     def preflight(self, client: Client, work_dir: str, outputs: Sequence[str | None] = ()) -> None:
-        """Check before any task that every worker can read the inputs and write the outputs."""
+        """Check before any task that every worker can read the inputs and write the work directory
+        and the ``outputs`` the tasks write (all absolute by now: ``storage.absolute``)."""
         urls = [*self.input_urls, work_dir, *[o for o in outputs if o]]
         packages = required_packages(urls, [f.compression for f in self.files])
+        places = [Place(url, "input") for url in self.input_urls[:1]]
+        places += [Place(work_dir, "--work-dir", True)] + [Place(o, "--out", True) for o in outputs if o]
+        if is_embedded(client):  # the LocalCluster's workers share this machine's disk
+            places = [p for p in places if not (p.writes and is_local(p.url))]
         check_workers(
             client,
             packages,
-            work_dir=None if is_embedded(client) else work_dir,  # LocalCluster workers share our disk
+            places=places,
             embedded=not (self.options.client or self.options.scheduler),  # the LocalCluster we started
-            inputs=self.input_urls[:1],
             storage_options=self.storage_options,
             ship_package=self.options.ship_package,
         )

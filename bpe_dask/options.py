@@ -22,6 +22,7 @@ from .counting import ENGINES, CountSettings
 from .errors import BpeDaskError
 from .plan import Reading
 from .pretokenize import check_special_tokens, split_pattern
+from .storage import absolute
 
 MERGE_PLACES = ("auto", "client", "worker")
 
@@ -48,6 +49,7 @@ class JobOptions:
     in_process: bool | None = None  # count in this process (None: for small inputs, with no cluster asked)
     merge_on: str = "auto"  # where the merge loop runs: auto, client or worker
     ship_package: bool = False  # upload this bpe_dask to workers that lack it
+    ship_credentials: bool = False  # send this machine's AWS_* credentials to the tasks (not by default)
     overwrite: bool = False  # replace results already in the output
     show_progress: bool = False  # progress bars and log lines on stderr
 
@@ -67,13 +69,15 @@ class JobOptions:
             set_(self, "chunk_size", parse_size(self.chunk_size, "chunk size"))
         if self.workers is not None:
             set_(self, "workers", positive_int(self.workers, "workers"))
-        if not isinstance(self.storage_options or {}, dict):
-            raise BpeDaskError(f"storage options must be a dict, got {self.storage_options!r}")
+        if not isinstance(self.storage_options or {}, dict):  # its value may hold a secret: not shown
+            raise BpeDaskError(f"storage options must be a dict, got a {type(self.storage_options).__name__}")
         set_(self, "storage_options", dict(self.storage_options or {}))
         for name in ("work_dir", "scheduler", "pattern", "utf8_errors", "merge_on", "engine", "input_format"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
                 raise BpeDaskError(f"{name} must be a string, got {getattr(self, name)!r}")
-        for name in ("ship_package", "overwrite", "show_progress") + (
+        if self.work_dir:
+            set_(self, "work_dir", absolute(self.work_dir))  # as the workers must read it
+        for name in ("ship_package", "ship_credentials", "overwrite", "show_progress") + (
             ("in_process",) if self.in_process is not None else ()
         ):
             if not isinstance(getattr(self, name), bool):

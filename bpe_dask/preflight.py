@@ -12,15 +12,18 @@ from __future__ import annotations
 import logging
 import sys
 import tempfile
+import uuid
 import zipfile
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import cloudpickle
 from distributed import Client, WorkerPlugin
 
 from .errors import BpeDaskError
-from .storage import describe, filesystem
+from .outputs import missing_folders as _missing_folders
+from .storage import describe, filesystem, is_local
 from .version import __version__
 
 log = logging.getLogger(__name__)
@@ -43,15 +46,25 @@ def probe_modules(names: list[str]) -> dict[str, str | None]:
     return found
 
 
-def probe_path(url: str, storage_options: dict | None) -> bool:
-    """On a worker: whether it sees the file ``url``."""
+def probe_path(url: str, storage_options: dict | None, write: bool = False) -> str | None:
+    """On a worker: None if it sees the file ``url`` (and, with ``write``, can write beside it),
+    else why not, in a few words."""
+    import uuid
+
     import fsspec
 
     try:
         fs, path = fsspec.core.url_to_fs(url, **({} if "://" not in url else storage_options or {}))
-        return bool(fs.exists(path))
-    except Exception:
-        return False
+        if not fs.exists(path):
+            return "not there"
+        if write:
+            probe = f"{path.rpartition('/')[0]}/.bpe-dask-probe-{uuid.uuid4().hex}"
+            fs.pipe_file(probe, b"")
+            fs.rm_file(probe)
+        return None
+    except Exception as error:
+        text = " ".join(str(error).split())[:200]
+        return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 class QuietUserErrors(WorkerPlugin):
@@ -91,21 +104,31 @@ class QuietDaskErrors(WorkerPlugin):
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
+@dataclass(frozen=True)
+class Place:
+    """A path the job's tasks read or write: ``url`` (absolute), what it is for the user (``role``:
+    "input", "--work-dir", "--out"), and whether the tasks write into its folder."""
+
+    url: str
+    role: str
+    writes: bool = False
+
+
 def check_workers(
     client: Client,
     packages: Iterable[str] = (),
     *,
-    work_dir: str | None = None,
-    inputs: Iterable[str] = (),
+    places: Iterable[Place] = (),
     storage_options: dict | None = None,
     ship_package: bool = False,
     embedded: bool = False,
     wait_seconds: float = 60,
 ) -> None:
-    """Fail at once, in one line, if any worker lacks a package or cannot see ``work_dir``.
+    """Fail at once, in one line, if any worker lacks a package or cannot reach one of ``places``.
 
-    ``inputs`` are files every worker must see too (one is enough to catch a ``memory://``
-    or client-local input that the workers cannot reach).
+    An input is looked for as it is (one is enough to catch a ``memory://`` or client-local input
+    that the workers cannot reach); a place the tasks write is checked by a marker this client
+    writes into its folder, which every worker must see, and which it must be able to write beside.
     """
     needs = [*BASE_PACKAGES, *sorted(set(packages) - set(BASE_PACKAGES))]
     _wait_for_a_worker(client, wait_seconds)
@@ -122,10 +145,8 @@ def check_workers(
             f"{len(lacking)} of {len(client.scheduler_info()['workers'])} workers cannot run this job: "
             f"{worker} lacks {', '.join(what)}{' (and others)' if len(lacking) > 1 else ''}; {fix}"
         )
-    for url in inputs:
-        _check_visible(client, url, storage_options, "input")
-    if work_dir:
-        _check_shared(client, work_dir, storage_options)
+    for place in places:
+        _check_place(client, place, storage_options)
     client.register_plugin(QuietUserErrors())
     if embedded:
         client.register_plugin(QuietDaskErrors())
@@ -170,28 +191,46 @@ def upload_package(client: Client) -> None:
     log.info("uploaded bpe_dask %s to the workers", __version__)
 
 
-def _check_shared(client: Client, work_dir: str, storage_options: dict | None) -> None:
-    """Write a marker into the work directory and ask every worker whether it sees it."""
-    import uuid
-
-    marker = f"{work_dir.rstrip('/')}/.bpe-dask-probe-{uuid.uuid4().hex}"
-    fs, path = filesystem(marker, storage_options)
-    fs.makedirs(fs._parent(path), exist_ok=True)
-    fs.pipe_file(path, b"")
+def _check_place(client: Client, place: Place, storage_options: dict | None) -> None:
+    """Ask every worker whether it reaches ``place``; for a place the tasks write, through a marker
+    written here into its folder (the work directory itself; an output's parent, where it is
+    staged), in folders made for the check and removed after it."""
+    if not place.writes:
+        return _ask_workers(client, place, place.url, storage_options)
+    folder = place.url.rstrip("/") if place.role == "--work-dir" else place.url.rstrip("/").rpartition("/")[0]
+    fs, path = filesystem(f"{folder}/.bpe-dask-probe-{uuid.uuid4().hex}", storage_options)
+    made = _missing_folders(fs, fs._parent(path)) if is_local(folder) else []
+    for new_folder in made:
+        fs.mkdir(new_folder)
     try:
-        _check_visible(client, marker, storage_options, "work directory", shown=work_dir)
+        fs.pipe_file(path, b"")
+        _ask_workers(client, place, fs.unstrip_protocol(path) if not is_local(folder) else path,
+                     storage_options)  # fmt: skip
     finally:
-        fs.rm_file(path)
+        if fs.exists(path):
+            fs.rm_file(path)
+        for new_folder in reversed(made):
+            fs.rmdir(new_folder)
 
 
-def _check_visible(
-    client: Client, url: str, storage_options: dict | None, what: str, shown: str = ""
-) -> None:
-    seen = client.run(probe_path, url, storage_options, on_error="return")
-    blind = sorted(worker for worker, ok in seen.items() if ok is not True)
-    if blind:
-        where = "--work-dir" if what == "work directory" else "inputs"
+def _ask_workers(client: Client, place: Place, url: str, storage_options: dict | None) -> None:
+    answers = client.run(probe_path, url, storage_options, place.writes, on_error="return")
+    failed = {w: answer for w, answer in answers.items() if answer is not None}
+    if not failed:
+        return
+    worker, why = sorted(failed.items())[0]
+    why = describe(why) if isinstance(why, BaseException) else why
+    what = "the input" if place.role == "input" else place.role
+    few = f"{len(failed)} of {len(answers)} workers (first {worker}) cannot"
+    if is_local(place.url) and why == "not there":
         raise BpeDaskError(
-            f"{len(blind)} workers (first {blind[0]}) cannot see the {what} {shown or url}: "
-            f"give {where} on storage every worker reaches, e.g. s3://bucket/prefix"
+            f"{few} see {what} {place.url}, a path on this machine: the tasks "
+            f"{'write' if place.writes else 'read'} it, so give it on storage every worker reaches at "
+            "the same path (a shared filesystem, or e.g. s3://bucket/prefix)"
         )
+    credentials = "" if is_local(place.url) else (
+        "; workers use their own credentials (--ship-credentials sends this machine's)"
+    )  # fmt: skip
+    raise BpeDaskError(
+        f"{few} {'write beside' if place.writes else 'see'} {what} {place.url} ({why}){credentials}"
+    )

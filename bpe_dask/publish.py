@@ -1,40 +1,141 @@
-"""Publishing: files and directories that appear whole or not at all, and checks on outputs.
+"""Publishing: every output is a transaction, written under a temporary name and committed whole.
 
-Takes an output URL and what to write; gives files written under a hidden temporary name and
-moved into place, and directories published whole: locally a staging directory renamed into
-place, in an object store (which has no rename) the old contents removed first and ``_SUCCESS``
-written last. ``check_output_dir`` and ``check_output_file`` refuse an output before any work.
+Takes an output URL, what to write and whether it may replace what is there (``overwrite``); gives
+a file or directory that appears whole or not at all, by one exclusive commit step, checked again
+at that moment, so of two jobs aimed at one output without ``overwrite`` one succeeds and the other
+fails with one line, and neither leaves anything that blocks a later run:
+
+- a local file: written beside its name, then hard-linked into place (``link`` fails if the name
+  exists) or, with ``overwrite``, renamed over it;
+- a file in an object store: a multipart upload, invisible until completed, and completed with
+  ``If-None-Match: *`` unless ``overwrite``; a failed write aborts the upload (``output_file``);
+- a local directory: a hidden sibling renamed into place (``rename`` fails onto a directory that
+  holds anything), the previous one moved aside first with ``overwrite`` and removed after;
+- a directory in an object store (which has no rename): staged under a hidden sibling prefix, then,
+  holding a lock object created with ``If-None-Match: *``, ``_SUCCESS`` removed, the old files
+  removed, the staged ones copied in (server side) and ``_SUCCESS`` written last.
+
+docs/outputs.md says why each step is safe, and what is not covered.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from typing import IO
 
 import fsspec
 
 from .errors import BpeDaskError
-from .storage import describe, filesystem, is_local
+from .storage import filesystem, is_local
 
 SUCCESS = "_SUCCESS"  # written last: its presence says the directory is complete
+_TAKEN = (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR)
+
+
+class OutputExists(BpeDaskError):
+    """The output holds results (maybe another job's, committed meanwhile) and ``overwrite`` is off."""
+
+
+def _nothing() -> None:
+    pass
+
+
+def taken(url: str) -> OutputExists:
+    return OutputExists(f"output {url} already holds results; pass --overwrite to replace them")
+
+
+# --- files ------------------------------------------------------------------------------------------
 
 
 @contextmanager
 def atomic_file(
-    url: str, storage_options: dict | None = None
+    url: str,
+    storage_options: dict | None = None,
+    overwrite: bool = True,
+    before_commit: Callable[[], None] = _nothing,
 ) -> Iterator[tuple[fsspec.AbstractFileSystem, str]]:
-    """A hidden temporary path beside ``url`` to write, moved to ``url`` if the block succeeds."""
+    """A hidden temporary path beside ``url`` to write, committed to ``url`` if the block succeeds
+    (exclusively unless ``overwrite``: ``OutputExists`` if something is there by then). An object
+    store commits by a server-side move, so there only ``overwrite`` (the work directory's shards,
+    named by their content) is offered; ``output_file`` is the exclusive way."""
     fs, path = filesystem(url, storage_options)
+    if not overwrite and not is_local(url):
+        raise ValueError("an exclusive commit in an object store is output_file's")
     parent, _, name = path.rpartition("/")
     fs.makedirs(parent, exist_ok=True)
     partial = f"{parent}/.partial-{uuid.uuid4().hex}-{name}"
     try:
         yield fs, partial
-        fs.mv(partial, path)
+        before_commit()
+        if is_local(url):
+            commit_local_file(partial, path, overwrite, url)
+        else:
+            fs.mv(partial, path)
     except BaseException:
         if fs.exists(partial):
             fs.rm_file(partial)
+        raise
+
+
+def commit_local_file(partial: str, path: str, overwrite: bool, url: str) -> None:
+    """Move the finished ``partial`` to ``path`` in one step: a rename over it with ``overwrite``,
+    else a hard link, which fails if ``path`` exists (a filesystem without hard links falls back to
+    a rename after a look, which a job committing at the same instant can slip between)."""
+    if overwrite:
+        os.replace(partial, path)
+        return
+    try:
+        os.link(partial, path)
+    except FileExistsError:
+        raise taken(url) from None
+    except OSError as error:
+        if error.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+        if os.path.lexists(path):
+            raise taken(url) from None
+        os.rename(partial, path)
+        return
+    os.unlink(partial)
+
+
+@contextmanager
+def output_file(
+    url: str,
+    storage_options: dict | None = None,
+    overwrite: bool = False,
+    before_commit: Callable[[], None] = _nothing,
+) -> Iterator[IO[bytes]]:
+    """A file to write that becomes ``url`` only if the block succeeds; streamed, so any size.
+
+    Locally a hidden temporary file, committed by ``commit_local_file``; in an object store a
+    multipart upload to ``url`` itself, which nobody sees until it completes, completed exclusively
+    unless ``overwrite`` (``If-None-Match: *``) and aborted if the block fails (fsspec would
+    otherwise complete it on ``close``, even while an exception goes by, leaving half a file)."""
+    if is_local(url):
+        with atomic_file(url, storage_options, overwrite, before_commit) as (_, partial):  # noqa: SIM117
+            with open(partial, "wb") as f:  # closed before the commit
+                yield f
+        return
+    fs, path = filesystem(url, storage_options)
+    f = fs.open(path, "wb" if overwrite else "xb")
+    try:
+        yield f
+        before_commit()
+    except BaseException:
+        discard = getattr(f, "discard", None)
+        if discard is not None:
+            discard()
+            f.closed = True  # discarded: nothing left for fsspec to flush when the object goes
+        raise
+    try:
+        f.close()
+    except (FileExistsError, OSError) as error:
+        if isinstance(error, FileExistsError) or getattr(error, "errno", None) == errno.EINVAL:
+            raise taken(url) from None
         raise
 
 
@@ -43,135 +144,94 @@ def write_bytes_atomically(data: bytes, url: str, storage_options: dict | None =
         fs.pipe_file(partial, data)
 
 
-def publish_directory(url: str, files: Mapping[str, str], storage_options: dict | None = None) -> None:
+# --- directories ------------------------------------------------------------------------------------
+
+
+def publish_directory(
+    url: str, files: Mapping[str, str], storage_options: dict | None = None, overwrite: bool = True
+) -> None:
     """Make ``url`` a directory holding exactly ``files`` plus ``_SUCCESS``, never half of them."""
-    with staged_directory(url, storage_options) as staging:
+    with staged_directory(url, storage_options, overwrite) as staging:
         fs, path = filesystem(staging, storage_options)
         for filename, text in files.items():
             fs.pipe_file(f"{path}/{filename}", text.encode("utf-8"))
 
 
 @contextmanager
-def staged_directory(url: str, storage_options: dict | None = None) -> Iterator[str]:
-    """A directory to fill (by this process or by workers) that becomes ``url`` whole.
-
-    When the block ends without an error, ``url`` holds what was written plus ``_SUCCESS``,
-    and whatever it held before is gone. Locally the directory is a hidden sibling, renamed
-    into place, so ``url`` is never seen half-written and survives a failure. Object stores
-    have no rename: the old contents are removed first, files go straight to ``url``, and
-    ``_SUCCESS`` comes last, so readers that wait for it never see a mix.
-    """
+def staged_directory(url: str, storage_options: dict | None = None, overwrite: bool = True) -> Iterator[str]:
+    """A hidden sibling directory to fill (by this process or by workers) that becomes ``url`` whole
+    when the block ends without an error, holding what was written plus ``_SUCCESS``; whatever
+    ``url`` held before is gone then, and only then (``OutputExists`` if it held results and
+    ``overwrite`` is off). Nothing is left behind either way."""
     fs, path = filesystem(url, storage_options)
     path = path.rstrip("/")
+    parent, _, name = path.rpartition("/")
+    tag = uuid.uuid4().hex[:12]
+    staging = f"{parent}/.{name}.partial-{tag}"
     if is_local(url):
-        parent, _, name = path.rpartition("/")
-        tag = uuid.uuid4().hex[:12]
-        staging, retired = f"{parent}/.{name}.partial-{tag}", f"{parent}/.{name}.old-{tag}"
         fs.makedirs(staging)
-        try:
-            yield staging
-            fs.pipe_file(f"{staging}/{SUCCESS}", b"")
-            _swap_into_place(fs, staging, path, retired)
-        finally:
-            if fs.exists(staging):
-                fs.rm(staging, recursive=True)
-    else:
-        if fs.exists(path):
-            fs.rm(path, recursive=True)
-        yield url.rstrip("/")
-        fs.pipe_file(f"{path}/{SUCCESS}", b"")
-        fs.invalidate_cache(path)
-
-
-def _swap_into_place(fs: fsspec.AbstractFileSystem, staging: str, path: str, retired: str) -> None:
-    had_previous = fs.exists(path)
-    if had_previous:
-        fs.mv(path, retired, recursive=True)
     try:
-        fs.mv(staging, path, recursive=True)
-    except BaseException:
-        if had_previous:
-            fs.mv(retired, path, recursive=True)  # put the previous results back
-        raise
-    if had_previous:
-        fs.rm(retired, recursive=True)
-
-
-def check_output_dir(
-    url: str, overwrite: bool, ours: Callable[[str], bool], storage_options: dict | None = None
-) -> None:
-    """Refuse an output directory that already holds results (unless ``overwrite``) or other files.
-
-    ``ours`` says which file names a previous run of the same job writes.
-    """
-    fs, path = filesystem(url, storage_options)
-    try:
-        exists = fs.exists(path)
-        names = {e.rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(path, detail=False)} if exists else set()
-    except (OSError, ValueError) as error:
-        raise BpeDaskError(f"cannot use output {url}: {describe(error)}") from None
-    if exists and not fs.isdir(path):
-        raise BpeDaskError(f"output {url} exists and is not a directory")
-    foreign = sorted(name for name in names if not (ours(name) or name == SUCCESS))
-    if foreign:
-        raise BpeDaskError(
-            f"output directory {url} holds other files ({foreign[0]}, ...); choose another --out"
-        )
-    if names and not overwrite:
-        raise BpeDaskError(f"output directory {url} already holds results; pass --overwrite to replace them")
-    check_writable(url, storage_options)
-
-
-def check_output_file(url: str, overwrite: bool, storage_options: dict | None = None) -> None:
-    fs, path = filesystem(url, storage_options)
-    try:
-        exists = fs.exists(path)
-    except (OSError, ValueError) as error:
-        raise BpeDaskError(f"cannot use output {url}: {describe(error)}") from None
-    if exists and fs.isdir(path):
-        raise BpeDaskError(f"output {url} is a directory; name a file for the counts")
-    if exists and not overwrite:
-        raise BpeDaskError(f"output {url} already exists; pass --overwrite to replace it")
-    check_writable(url, storage_options, beside=True)
-
-
-def check_writable(url: str, storage_options: dict | None = None, beside: bool = False) -> None:
-    """Write and delete a small file where ``url`` will be written (in it, or ``beside`` it), so a
-    job learns before its work, not after, that it cannot publish. Folders made for the probe
-    are removed again: a job that stops leaves nothing behind."""
-    fs, path = filesystem(url, storage_options)
-    path = path.rstrip("/")
-    # Locally a directory is published by renaming a sibling into place, so its parent must be
-    # writable; an object store writes under the URL itself.
-    folder = path.rpartition("/")[0] or "/" if beside or is_local(url) else path
-    made = []
-    try:
-        for ancestor in _missing_folders(fs, folder) if is_local(url) else []:
-            fs.mkdir(ancestor)
-            made.append(ancestor)
-        probe = f"{folder}/.bpe-dask-probe-{uuid.uuid4().hex}"
-        fs.pipe_file(probe, b"")
-        fs.rm_file(probe)
-    except Exception as error:
-        reason = error.strerror if isinstance(error, OSError) and error.strerror else describe(error)
-        raise BpeDaskError(f"cannot write the output {url}: {reason}") from None
+        yield staging if is_local(url) else fs.unstrip_protocol(staging)
+        fs.pipe_file(f"{staging}/{SUCCESS}", b"")
+        if is_local(url):
+            _rename_into_place(staging, path, f"{parent}/.{name}.old-{tag}", overwrite, url)
+        else:
+            _copy_into_place(fs, staging, path, f"{parent}/.{name}.publishing", overwrite, url)
     finally:
-        for folder_made in reversed(made):
-            fs.rmdir(folder_made)
+        if fs.exists(staging):
+            fs.rm(staging, recursive=True)
 
 
-def _missing_folders(fs: fsspec.AbstractFileSystem, folder: str) -> list[str]:
-    """``folder`` and its ancestors that do not exist yet, outermost first."""
-    missing = []
-    while folder not in ("", "/") and not fs.exists(folder):
-        missing.append(folder)
-        folder = folder.rpartition("/")[0]
-    return missing[::-1]
+def _rename_into_place(staging: str, path: str, retired: str, overwrite: bool, url: str) -> None:
+    """``rename`` is the commit: it fails onto a directory that holds anything (and moves nothing
+    inside it, as ``shutil.move`` would). With ``overwrite`` the previous directory is moved aside
+    first, put back if the commit fails, and removed after it."""
+    moved_aside = False
+    if overwrite and os.path.lexists(path):
+        os.rename(path, retired)
+        moved_aside = True
+    try:
+        os.rename(staging, path)
+    except OSError as error:
+        if moved_aside:
+            try:
+                os.rename(retired, path)
+            except OSError:  # another job committed meanwhile: its results stand, ours and the old go
+                fsspec.filesystem("file").rm(retired, recursive=True)
+        if error.errno in _TAKEN:
+            raise taken(url) from None
+        raise
+    if moved_aside:
+        fsspec.filesystem("file").rm(retired, recursive=True)
 
 
-def remove_files(urls: list[str], storage_options: dict | None = None) -> None:
-    """Delete intermediate files a job wrote (never a whole folder another job may share)."""
-    for url in urls:
-        fs, path = filesystem(url, storage_options)
-        if fs.exists(path):
-            fs.rm_file(path)
+def _copy_into_place(
+    fs: fsspec.AbstractFileSystem, staging: str, path: str, lock: str, overwrite: bool, url: str
+) -> None:
+    """The commit in an object store, under a lock object that only one job can create."""
+    try:
+        fs.pipe_file(lock, uuid.uuid4().hex.encode(), mode="create")
+    except (FileExistsError, OSError) as error:
+        if isinstance(error, FileExistsError) or getattr(error, "errno", None) == errno.EINVAL:
+            raise OutputExists(
+                f"another job is publishing {url} right now; run again when it is done (if none is, "
+                f"delete {fs.unstrip_protocol(lock)})"
+            ) from None
+        raise
+    try:
+        fs.invalidate_cache(path)
+        old = fs.find(path) if fs.exists(path) else []
+        if old and not overwrite:
+            raise taken(url)
+        if f"{path}/{SUCCESS}" in old:
+            fs.rm_file(f"{path}/{SUCCESS}")  # first: a reader waiting for it sees no mix
+        for stale in old:
+            if not stale.endswith(f"/{SUCCESS}"):
+                fs.rm_file(stale)
+        staged = sorted(p for p in fs.find(staging) if not p.endswith(f"/{SUCCESS}"))
+        for source in staged:
+            fs.copy(source, f"{path}/{source[len(staging) + 1 :]}")
+        fs.pipe_file(f"{path}/{SUCCESS}", b"")
+    finally:
+        fs.rm_file(lock)
+        fs.invalidate_cache(path)

@@ -31,6 +31,7 @@ def combine(
     storage_options: dict | None = None,
     *,
     settings: dict | None = None,
+    overwrite: bool = True,
 ) -> str | pa.Table:
     """Sum the counts of ``parts`` (shards or earlier sums, each sorted by token) into the Parquet
     file ``out``, sorted the same way; the last combine records the counting ``settings`` in it.
@@ -40,17 +41,21 @@ def combine(
     that share bytes sit together in memory, so a pair's holders do too (1.6 s against 2.0 s for
     419K words to 32K).
     """
-    return retrying(_combine, parts, out, storage_options, settings)
+    return retrying(_combine, parts, out, storage_options, settings, overwrite)
 
 
 def _combine(
-    parts: Sequence[Shard | str], out: str | None, storage_options: dict | None, settings: dict | None
+    parts: Sequence[Shard | str],
+    out: str | None,
+    storage_options: dict | None,
+    settings: dict | None,
+    overwrite: bool,
 ) -> str | pa.Table:
     paths = [p.path if isinstance(p, Shard) else p for p in parts]
     table = sum_sorted([read_counts(p, storage_options) for p in paths])  # shards are sorted by token
     if out is None:
         return table
-    write_counts(table, out, storage_options, settings)
+    write_counts(table, out, storage_options, settings, overwrite)
     return out
 
 
@@ -61,6 +66,7 @@ def reduce_tree(
     settings: dict,
     storage_options: dict | None = None,
     fan_in: int = DEFAULT_FAN_IN,
+    overwrite: bool = True,
 ) -> tuple[Delayed, list[str]]:
     """A Dask graph that sums ``shards`` level by level into ``out`` (sorted by token, ``settings``
     recorded), or into a table the graph gives back when there is no ``out``.
@@ -77,7 +83,10 @@ def reduce_tree(
             dask.delayed(combine, pure=True)(group, path, storage_options)
             for group, path in zip(groups, paths, strict=True)
         ]
-    return dask.delayed(combine, pure=True)(level, out, storage_options, settings=settings), partial_sums
+    final = dask.delayed(combine, pure=True)(
+        level, out, storage_options, settings=settings, overwrite=overwrite
+    )
+    return final, partial_sums
 
 
 def _partial_path(work_dir: str, group: Sequence[Delayed]) -> str:

@@ -23,8 +23,9 @@ import numpy as np
 
 from . import gpt2_files
 from .errors import BpeDaskError
+from .outputs import check_output_dir
 from .pretokenize import GPT2, Pretokenizer, SplitPattern, check_special_tokens, split_pattern
-from .publish import check_output_dir, publish_directory
+from .publish import publish_directory
 from .storage import describe, filesystem
 
 if TYPE_CHECKING:

@@ -29,8 +29,10 @@ from .gpt2_files import check_special_token_names
 from .job import Job, cluster_threads, is_embedded, peak_rss_bytes, report_bad_records
 from .merging import train_merges, warm_up
 from .options import JobOptions, PathLike, input_list
+from .outputs import check_output_dir
 from .pretokenize import split_pattern
-from .publish import check_output_dir, publish_directory
+from .publish import publish_directory
+from .storage import absolute
 from .tokenizer import FILES, Tokenizer
 from .version import __version__
 
@@ -104,15 +106,15 @@ def train(
     started = time.perf_counter()
     opts = _training_options(vocab_size, special_tokens, options)
     limits = Limits(min_frequency, max_token_length)
-    inputs = input_list(inputs)
+    inputs, out = input_list(inputs), absolute(out)
     job = Job.start(opts, [*inputs, out, opts.work_dir])
     check_output_dir(out, opts.overwrite, _is_output_file, job.storage_options)
     job.find_inputs(inputs, exclude=[out, opts.work_dir])
     settings = opts.count_settings()
     if opts.merge_on != "worker" and not (opts.scheduler or opts.client):
         warm_up(opts.engine)  # the merge loop compiles (or loads) while the cluster starts and counts
-    with job.work_directory() as work, job.cluster() as client:
-        job.preflight(client, work, [out])
+    with job.cluster() as client, job.work_directory(beside=None if is_embedded(client) else out) as work:
+        job.preflight(client, work)  # the tokenizer is published from here, not by the tasks
         job.plan(settings.pretokenizer(), cluster_threads(client))
         log.info("counting with %s", counting_engine(settings, job.largest_range))
         on_worker = opts.merge_on == "worker" or (opts.merge_on == "auto" and not is_embedded(client))
@@ -142,7 +144,7 @@ def train(
     report["merge_ran_on"] = "worker" if on_worker else "client"
     report["workers_peak_rss_bytes"] = workers_peak
     report["timings"]["total"] = time.perf_counter() - started
-    _publish(out, merged, opts.special_tokens, report, job.storage_options, limits, files.result())
+    _publish(out, merged, opts, report, job.storage_options, limits, files.result())
     return report
 
 
@@ -165,6 +167,7 @@ def merge(
     """
     started = time.perf_counter()
     limits = Limits(min_frequency, max_token_length)
+    counts, out = absolute(counts), absolute(out)
     recorded = recorded_settings(counts, JobOptions.of(**options).storage_options)
     special_tokens = _special_tokens_for(counts, special_tokens, recorded)
     options = {**options, "pattern": _pattern_for(counts, options.get("pattern"), recorded)}
@@ -175,7 +178,7 @@ def merge(
     base = {"counts": counts, "counted_with": recorded, "pattern": opts.pattern}
     report = _report(base, merged, opts.special_tokens, vocab_size, limits, {})
     report["timings"]["total"] = time.perf_counter() - started
-    _publish(out, merged, opts.special_tokens, report, job.storage_options, limits)
+    _publish(out, merged, opts, report, job.storage_options, limits)
     return report
 
 
@@ -321,15 +324,16 @@ def _end_early(bar: progress.MergeProgress | None, merged: Merged) -> None:
 def _publish(
     out: str,
     merged: Merged,
-    special_tokens: Sequence[str],
+    opts: JobOptions,
     report: dict,
     storage_options: dict,
     limits: Limits,
     files: dict[str, str] | None = None,
 ) -> None:
     _warn_if_short(merged, report["requested_vocab_size"], limits)
-    files = files or _tokenizer_files(merged, special_tokens, report["pattern"])
-    publish_directory(out, {**files, "report.json": json.dumps(report, indent=2) + "\n"}, storage_options)
+    files = files or _tokenizer_files(merged, opts.special_tokens, report["pattern"])
+    files = {**files, "report.json": json.dumps(report, indent=2) + "\n"}
+    publish_directory(out, files, storage_options, overwrite=opts.overwrite)  # checked again as it commits
 
 
 def _tokenizer_files(merged: Merged, special_tokens: Sequence[str], pattern: str) -> dict[str, str]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import shutil
 import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -75,9 +78,12 @@ def s3_server(enforce_auth: bool = False) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
 
 
-def worker_command(address: str, *, without_bpe_dask: bool = False, without: str | None = None) -> list[str]:
-    """A `dask worker`; optionally one that cannot import bpe_dask, or some other module."""
-    options = [address, "--nthreads", "1", "--no-dashboard", "--host", "127.0.0.1"]
+def worker_command(
+    address: str, *, without_bpe_dask: bool = False, without: str | None = None, nthreads: int = 1
+) -> list[str]:
+    """A `dask worker` of ``nthreads`` threads; optionally one that cannot import bpe_dask, or some
+    other module."""
+    options = [address, "--nthreads", str(nthreads), "--no-dashboard", "--host", "127.0.0.1"]
     if without_bpe_dask:
         # -S skips the .pth files, among them the one that makes the editable bpe_dask importable;
         # PYTHONPATH (see worker_env) still finds every other installed package.
@@ -91,8 +97,15 @@ def worker_command(address: str, *, without_bpe_dask: bool = False, without: str
     return [DASK, "worker", *options]
 
 
-def worker_env(without_bpe_dask: bool = False) -> dict[str, str]:
+# What a worker of a real cluster has of its own: credentials (an instance role, its environment), but
+# not the endpoint of the store a job means, which the job names.
+WORKER_CREDENTIALS = {k: v for k, v in S3_ENV.items() if k != "AWS_EC2_METADATA_DISABLED"}
+
+
+def worker_env(without_bpe_dask: bool = False, credentials: bool = True) -> dict[str, str]:
     env = env_without_aws()
+    if credentials:
+        env.update(WORKER_CREDENTIALS)
     if without_bpe_dask:
         env["PYTHONPATH"] = sysconfig.get_paths()["purelib"]
     return env
@@ -146,3 +159,234 @@ def kill_process_tree(pid: int) -> None:
     for process in family:
         with suppress(psutil.NoSuchProcess):
             process.kill()
+
+
+# --- clusters that behave like other machines ------------------------------------------------------
+#
+# Every cluster above shares the client's working directory and its disk. A real cluster does not:
+# its scheduler and workers run on other machines, each in its own directory with its own /tmp
+# and $HOME, and a path on the client's disk does not exist there. `separate_machines` starts
+# such a cluster on this machine: each process in a directory of its own (outside the test's
+# tmp tree), with its own TMPDIR and HOME, without the AWS variables, and, on Linux where mount
+# namespaces are allowed, each worker in a mount namespace of its own in which a private empty
+# tmpfs lies over the client's scratch area (`hidden`, the test's tmp tree where the client's
+# inputs and outputs live), so that the client's files are not there for it and anything it
+# writes to such a path lands on its own tmpfs (`Machine.private_files` lists it).
+
+
+@dataclass
+class Machine:
+    """One process of a cluster, as if on a machine of its own: its folder (its working directory,
+    holding ``tmp/`` (its TMPDIR), ``home/`` (its HOME) and ``log.txt``, its stdout and stderr)."""
+
+    name: str
+    root: Path
+    process: subprocess.Popen | None = None
+    hidden: tuple[Path, ...] = ()  # client paths under a private tmpfs in this process's view
+
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "log.txt"
+
+    def env(self, base: dict[str, str]) -> dict[str, str]:
+        return {**base, "TMPDIR": str(self.tmp), "HOME": str(self.home)}
+
+    def files(self) -> set[str]:
+        """The files in this machine's own folder (relative paths), except its log, Dask's worker
+        space (``dask-scratch-space``) and Python's caches: where a job's output must never be."""
+        found = set()
+        for path in self.root.rglob("*"):
+            relative = path.relative_to(self.root)
+            if relative.parts[0] == "log.txt" or {"dask-scratch-space", "__pycache__"} & set(relative.parts):
+                continue
+            if not path.is_dir():
+                found.add(str(relative))
+        return found
+
+    def private_files(self) -> list[str]:
+        """What this process wrote under a hidden client path, on its private tmpfs: seen through
+        ``/proc/PID/root``, which opens paths in the process's own mount namespace."""
+        if self.process is None or self.process.poll() is not None:
+            return []
+        found = []
+        for hidden in self.hidden:
+            view = Path(f"/proc/{self.process.pid}/root") / hidden.relative_to("/")
+            found += [str(hidden / p.relative_to(view)) for p in view.rglob("*") if not p.is_dir()]
+        return sorted(found)
+
+
+@dataclass
+class SeparateCluster:
+    """A `dask scheduler` and `dask worker` processes, each as if on another machine (`separate_machines`)."""
+
+    address: str
+    scheduler: Machine
+    workers: list[Machine]
+    nthreads: int
+    hidden: tuple[Path, ...]
+    # "private": each worker sees an empty tmpfs over ``hidden`` (the client's files are not there);
+    # "shared": the workers see the client's disk (only their directories differ).
+    view: str
+
+    @property
+    def machines(self) -> list[Machine]:
+        return [self.scheduler, *self.workers]
+
+    def files(self) -> dict[str, set[str]]:
+        """Every file in each machine's folder, by machine name."""
+        return {m.name: m.files() for m in self.machines}
+
+    def private_files(self) -> list[str]:
+        return sorted({f for m in self.workers for f in m.private_files()})
+
+    def transitions(self) -> int:
+        """How many task transitions the scheduler has made: unchanged by a job that stopped before
+        submitting any task (its checks run through ``Client.run``, which makes none)."""
+        from distributed import Client
+
+        with Client(self.address, timeout="30s") as client:
+            return client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
+
+    def logs(self, lines: int = 20) -> str:
+        """The last ``lines`` of each process's log, for a failure message."""
+        parts = []
+        for m in self.machines:
+            text = m.log.read_text(errors="replace").splitlines() if m.log.exists() else []
+            parts.append(f"--- {m.name} ---\n" + "\n".join(text[-lines:]))
+        return "\n".join(parts)
+
+
+UNSHARE_PREFIXES = (
+    ["unshare", "--mount", "--propagation", "private"],  # root
+    ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private"],  # a user namespace
+)
+# Run as `sh -c MOUNT_AND_EXEC sh N DIR... COMMAND...`: an empty tmpfs over each DIR, then COMMAND
+# in this same process (so its pid is the one Popen knows, and signals reach it).
+MOUNT_AND_EXEC = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do '
+    'mount -t tmpfs -o mode=0755,size=256m bpe-dask-private "$1" || exit 97; shift; n=$((n - 1)); done; '
+    'exec "$@"'
+)
+
+
+@functools.cache
+def private_view_prefix() -> tuple[str, ...] | None:
+    """The command prefix that gives a process a mount namespace of its own, in which it may mount a
+    tmpfs over a path; None where there is none (not Linux, no `unshare`, not permitted)."""
+    if not sys.platform.startswith("linux") or shutil.which("unshare") is None:
+        return None
+    candidates = UNSHARE_PREFIXES if os.geteuid() == 0 else UNSHARE_PREFIXES[1:]
+    for prefix in candidates:
+        with tempfile.TemporaryDirectory(prefix="bpe-dask-unshare-probe-") as folder:
+            Path(folder, "client-file").write_text("the client's")
+            check = 'test ! -e "$1/client-file" && touch "$1/private-file" && test -e "$1/private-file"'
+            probe = [*prefix, "sh", "-c", MOUNT_AND_EXEC, "sh", "1", folder, "sh", "-c", check, "sh", folder]
+            try:
+                done = subprocess.run(probe, capture_output=True, timeout=20)
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if done.returncode == 0 and sorted(os.listdir(folder)) == ["client-file"]:
+                return tuple(prefix)
+    return None
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+@contextmanager
+def separate_machines(
+    hidden: list[Path] | tuple[Path, ...],
+    n_workers: int = 2,
+    nthreads: int = 1,
+    private: bool = True,
+    worker_env_extra: dict[str, str] | None = None,
+) -> Iterator[SeparateCluster]:
+    """A `dask scheduler` and ``n_workers`` `dask worker` processes (``nthreads`` threads each), each
+    in a folder of its own with its own TMPDIR and HOME and without the AWS variables (plus
+    ``worker_env_extra`` for the workers: credentials of their own, say).
+
+    With ``private`` (and where the system permits it, see ``private_view_prefix``) each worker runs
+    in a mount namespace of its own with an empty tmpfs over each of the client's ``hidden`` paths,
+    so that they do not exist for it: ``view`` is then "private", else "shared" (only the folders
+    differ, as for workers started by hand on the client's machine or a shared filesystem).
+    Every process is stopped afterwards, its children too, and the folders removed.
+    """
+    from distributed import Client
+
+    hidden = tuple(Path(h).resolve() for h in hidden)
+    prefix = private_view_prefix() if private else None
+    base = Path(tempfile.mkdtemp(prefix="bpe-dask-machines-")).resolve()
+    assert not any(_within(base, h) or _within(h, base) for h in hidden), (base, hidden)
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    scheduler = Machine("scheduler", base / "scheduler")
+    workers = [
+        Machine(f"worker-{i}", base / f"worker-{i}", hidden=hidden if prefix else ())
+        for i in range(n_workers)
+    ]
+    started: list[subprocess.Popen] = []
+    try:
+        for machine in (scheduler, *workers):
+            for folder in (machine.root, machine.tmp, machine.home):
+                folder.mkdir(parents=True, exist_ok=True)
+        command = [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"]
+        scheduler.process = _start(command, scheduler, env_without_aws())
+        started.append(scheduler.process)
+        wait_for_port(port)
+        for machine in workers:
+            command = worker_command(address, nthreads=nthreads)
+            if prefix:
+                mounts = [str(len(hidden)), *map(str, hidden)]
+                command = [*prefix, "sh", "-c", MOUNT_AND_EXEC, "sh", *mounts, *command]
+            machine.process = _start(command, machine, {**env_without_aws(), **(worker_env_extra or {})})
+            started.append(machine.process)
+        with Client(address, timeout="30s") as client:
+            try:
+                client.wait_for_workers(n_workers, timeout=60)
+            except TimeoutError:
+                logs = SeparateCluster(address, scheduler, workers, nthreads, hidden, "?").logs()
+                raise TimeoutError(f"the workers did not join {address}:\n{logs}") from None
+        view = "private" if prefix else "shared"
+        yield SeparateCluster(address, scheduler, workers, nthreads, hidden, view)
+    finally:
+        _stop(started)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _start(command: list[str], machine: Machine, env: dict[str, str]) -> subprocess.Popen:
+    with open(machine.log, "ab") as log:
+        return subprocess.Popen(
+            command, cwd=machine.root, env=machine.env(env), stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+
+def _stop(started: list[subprocess.Popen]) -> None:
+    """Stop the processes (workers first, then the scheduler) and every child they started."""
+    import psutil
+
+    family = []
+    for p in started:
+        with suppress(psutil.NoSuchProcess):
+            family += psutil.Process(p.pid).children(recursive=True)
+    for p in reversed(started):
+        with suppress(ProcessLookupError):
+            p.terminate()
+    for p in reversed(started):
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            kill_process_tree(p.pid)
+            p.wait(timeout=10)
+    for child in family:  # a worker whose nanny is gone
+        with suppress(psutil.NoSuchProcess):
+            child.kill()
