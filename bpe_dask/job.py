@@ -29,7 +29,7 @@ from .counting import CountSettings
 from .errors import BpeDaskError
 from .options import JobOptions
 from .plan import InputFile, Partition, expand_inputs, plan_ranges
-from .preflight import Place, check_workers
+from .preflight import Place, check_workers, unregister_plugins
 from .pretokenize import Pretokenizer
 from .progress import TaskProgress
 from .records import BadRecords
@@ -55,6 +55,7 @@ class Job:
     storage_options: dict = field(repr=False)  # may hold credentials
     files: list[InputFile] = field(default_factory=list)
     ranges: list[Partition] = field(default_factory=list)
+    plugins: list[str] = field(default_factory=list)  # registered on the workers by ``preflight``
 
     @classmethod
     def start(cls, options: JobOptions, urls: Sequence[str | None]) -> Job:
@@ -113,7 +114,11 @@ class Job:
     @contextmanager
     def cluster(self) -> Iterator[Client]:
         with dask_client(self.options.scheduler, self.options.workers, self.options.client) as client:
-            yield client
+            try:
+                yield client
+            finally:
+                if self.plugins and (self.options.client or self.options.scheduler):  # it outlives the job
+                    unregister_plugins(client, self.plugins)
 
     def preflight(self, client: Client, work_dir: str, outputs: Sequence[str | None] = ()) -> None:
         """Check before any task that every worker can read the inputs and write the work directory
@@ -124,7 +129,7 @@ class Job:
         places += [Place(work_dir, "--work-dir", True)] + [Place(o, "--out", True) for o in outputs if o]
         if is_embedded(client):  # the LocalCluster's workers share this machine's disk
             places = [p for p in places if not (p.writes and is_local(p.url))]
-        check_workers(
+        self.plugins = check_workers(
             client,
             packages,
             places=places,

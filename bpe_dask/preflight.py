@@ -81,9 +81,13 @@ class QuietUserErrors(WorkerPlugin):
         from bpe_dask.errors import BpeDaskError  # present: the package check has passed
 
         user_errors = tuple(f"{kind.__name__}(" for kind in (BpeDaskError, *BpeDaskError.__subclasses__()))
-        logging.getLogger("distributed.worker").addFilter(
-            lambda record: not any(name in record.getMessage() for name in user_errors)
-        )
+        self._filter = lambda record: not any(name in record.getMessage() for name in user_errors)
+        logging.getLogger("distributed.worker").addFilter(self._filter)
+
+    def teardown(self, worker) -> None:  # the job is over: a shared cluster's workers log as before
+        import logging
+
+        logging.getLogger("distributed.worker").removeFilter(getattr(self, "_filter", None))
 
 
 class QuietDaskErrors(WorkerPlugin):
@@ -123,8 +127,10 @@ def check_workers(
     ship_package: bool = False,
     embedded: bool = False,
     wait_seconds: float = 60,
-) -> None:
-    """Fail at once, in one line, if any worker lacks a package or cannot reach one of ``places``.
+) -> list[str]:
+    """Fail at once, in one line, if any worker lacks a package or cannot reach one of ``places``;
+    then register the job's worker plugins, whose names are returned (to unregister after the job
+    on a cluster that outlives it: ``unregister_plugins``).
 
     An input is looked for as it is (one is enough to catch a ``memory://`` or client-local input
     that the workers cannot reach); a place the tasks write is checked by a marker this client
@@ -147,9 +153,20 @@ def check_workers(
         )
     for place in places:
         _check_place(client, place, storage_options)
-    client.register_plugin(QuietUserErrors())
-    if embedded:
-        client.register_plugin(QuietDaskErrors())
+    plugins = [QuietUserErrors(), *([QuietDaskErrors()] if embedded else [])]
+    for plugin in plugins:
+        client.register_plugin(plugin)
+    return [plugin.name for plugin in plugins]
+
+
+def unregister_plugins(client: Client, names: Iterable[str]) -> None:
+    """Take the job's plugins off a cluster that outlives the job (best effort: a cluster that is
+    going away takes them along)."""
+    for name in names:
+        try:
+            client.unregister_worker_plugin(name)
+        except Exception:
+            log.debug("could not unregister the worker plugin %s", name, exc_info=True)
 
 
 def _wait_for_a_worker(client: Client, seconds: float) -> None:
