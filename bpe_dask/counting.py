@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -192,13 +193,71 @@ def count_range(
                 byte_range, storage_options, utf8_errors=errors, bad=bad, batch_bytes=block_size
             )
             for documents in batches:
-                counter.add_documents(documents)
+                _add_documents(counter, documents, pretokenizer, block_size)
         else:
             for text in iter_texts(
                 byte_range, pretokenizer, storage_options, utf8_errors=errors, block_size=block_size
             ):
                 counter.add(text)
     return counter
+
+
+def _add_documents(
+    counter: RegexCounter | CompiledCounter, documents: Documents, pretokenizer: Pretokenizer, limit: int
+) -> None:
+    """Count the documents; one longer than ``limit`` bytes is counted in pieces of at most ``limit``
+    bytes cut at safe places, as a text file is read in blocks, so that a long record takes no more
+    memory than the same text in a text file. A document stands alone, as if special tokens
+    surrounded it, so its pieces, cut where pre-tokens never cross, count as the whole would."""
+    ends = documents.ends
+    starts = np.concatenate(([0], ends[:-1])).astype(np.int64)
+    done = 0  # the documents before this one are counted
+    for k in np.flatnonzero(ends - starts > limit).tolist():
+        if k > done:
+            counter.add_documents(_documents_slice(documents, starts, done, k))
+        for piece in _safe_pieces(documents.data[starts[k] : ends[k]], pretokenizer, limit):
+            counter.add_documents(Documents(piece, np.array([len(piece)], np.int64)))
+        done = k + 1
+    if done == 0:
+        counter.add_documents(documents)
+    elif done < len(documents):
+        counter.add_documents(_documents_slice(documents, starts, done, len(documents)))
+
+
+def _documents_slice(documents: Documents, starts: np.ndarray, first: int, end: int) -> Documents:
+    """Documents ``first`` to ``end`` (not included) of the batch."""
+    base = int(starts[first])
+    return Documents(documents.data[base : int(documents.ends[end - 1])], documents.ends[first:end] - base)
+
+
+def _safe_pieces(data: bytes, pretokenizer: Pretokenizer, limit: int) -> Iterator[bytes]:
+    """A document's UTF-8 in pieces of at most ``limit`` bytes, each ending at the last safe cut that
+    allows; where there is none for ``limit`` bytes, the piece runs on to the next cut. Only a
+    window of about ``limit`` bytes is decoded at a time."""
+    position = 0
+    while len(data) - position > limit:
+        end = _character_start_back(data, position + limit)  # the furthest a piece may end
+        # Enough characters past ``end`` to judge a cut there (``context``, four bytes at most each).
+        window_end = _character_start_back(data, min(len(data), end + 4 * pretokenizer.context + 4))
+        text = data[position:window_end].decode("utf-8")
+        hi = len(text) - len(data[end:window_end].decode("utf-8"))  # ``end`` in characters
+        cut = pretokenizer.last_cut(text, 1, hi + 1)
+        if cut is None:  # rare: decode the rest and look on
+            text = data[position:].decode("utf-8")
+            cut = pretokenizer.first_cut(text, hi + 1, len(text))
+            if cut is None:
+                break
+        size = len(text[:cut].encode("utf-8"))
+        yield data[position : position + size]
+        position += size
+    yield data[position:]
+
+
+def _character_start_back(data: bytes, p: int) -> int:
+    """``p``, moved back past UTF-8 continuation bytes to where a character starts."""
+    while 0 < p < len(data) and 0x80 <= data[p] < 0xC0:
+        p -= 1
+    return p
 
 
 @contextmanager

@@ -102,8 +102,10 @@ def _jsonl_documents(
             continue
         size += len(line)
         if size >= batch_bytes:
-            yield Documents.of(batch)
-            batch, size = [], 0
+            # Hold no copy of a long record while it is counted: not its line, nor its text.
+            del line
+            documents, batch, size = Documents.of(batch), [], 0
+            yield documents
     if batch:
         yield Documents.of(batch)
 
@@ -136,9 +138,10 @@ def _lines(part: ByteRange, storage_options: dict | None, batch_bytes: int) -> I
             lines[0] = b"".join([*held, lines[0]])
             last = lines.pop()
             held, held_size = [last], len(last)
-            for line in lines:
-                yield offset, line
-                offset += len(line) + 1
+            lines.reverse()
+            while lines:  # each line let go of once given out
+                start, offset = offset, offset + len(lines[-1]) + 1
+                yield start, lines.pop()
 
 
 def _record_text(line: bytes, field: str, utf8_errors: str) -> str:

@@ -17,7 +17,7 @@ import pytest
 
 from bpe_dask import BpeDaskError, Tokenizer, count_words, encode, reference, train
 from bpe_dask.plan import ByteRange, Reading, RowGroups, expand_inputs, plan_ranges
-from bpe_dask.pretokenize import Pretokenizer
+from bpe_dask.pretokenize import Pretokenizer, split_pattern
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent
@@ -322,3 +322,39 @@ def test_a_line_past_the_limit_is_one_line(tmp_path, monkeypatch):
     (part,) = plan_ranges(expand_inputs([str(path)]), 1 << 30, Pretokenizer())
     with pytest.raises(BpeDaskError, match=r"array.jsonl: the line at byte offset 15 is longer than 1,000"):
         list(records.iter_documents(part, batch_bytes=64))
+
+
+class _PieceSizes:
+    """A counter that notes the longest document it is given."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.longest = inner, 0
+
+    def add_documents(self, documents) -> None:
+        starts = np.concatenate(([0], documents.ends[:-1]))
+        self.longest = max(self.longest, int((documents.ends - starts).max(initial=0)))
+        self.inner.add_documents(documents)
+
+    def table(self) -> pa.Table:
+        return self.inner.table()
+
+
+@pytest.mark.parametrize("engine", ["python", "numba"])
+@pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "o200k"])
+def test_a_long_record_is_counted_in_safe_pieces_no_longer_than_a_block(tmp_path, engine, pattern):
+    """A record longer than a block is counted in pieces cut at safe places (bounded memory, as for
+    a text file), and the counts are the whole documents' (special tokens inside them included)."""
+    from bpe_dask.counting import CountSettings, count_range, new_counter
+
+    long = [corpus.words_corpus(seed, 3000) for seed in (1, 2)]  # words, specials, punctuation
+    docs = ["short one", long[0], "", "x" * 10, long[1], "tail"]
+    expected = reference.pretokenize(docs, [EOT], pattern=split_pattern(pattern).regex)
+    (tmp_path / "docs.jsonl").write_bytes(jsonl_bytes(docs))
+    files = [tmp_path / "docs.jsonl", write_parquet(tmp_path / "docs.parquet", docs, row_group_size=6)]
+    settings = CountSettings((EOT,), pattern=pattern, engine=engine)
+    for path in files:
+        (part,) = plan_ranges(expand_inputs([str(path)]), 1 << 30, Pretokenizer([EOT]))
+        spy = _PieceSizes(new_counter(settings, 1 << 30))
+        count_range(part, settings, block_size=500, counter=spy)
+        assert counts_of(spy.table()) == expected, path.name
+        assert max(len(d.encode()) for d in docs) > 10_000 and 0 < spy.longest <= 500, path.name
