@@ -258,3 +258,43 @@ def test_a_crash_after_counting_leaves_the_previous_outputs_intact(client, tmp_p
         train_job.train([path], 400, str(out), [EOT], client=client, overwrite=True)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out"]  # no staging left behind
+
+
+# --- what is retried: only what may be transient -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        (ConnectionResetError("reset by peer"), True),
+        (TimeoutError("read timed out"), True),
+        (OSError(5, "Input/output error"), True),
+        (FileNotFoundError(2, "No such file"), False),
+        (PermissionError(13, "Access denied"), False),
+        (OSError(28, "No space left on device"), False),
+        (KeyError("a bug"), False),
+        (MemoryError(), False),
+        (BpeDaskError("a user error"), False),
+    ],
+    ids=lambda value: type(value).__name__ if isinstance(value, BaseException) else str(value),
+)
+def test_only_what_may_be_transient_is_tried_again(error, transient, monkeypatch):
+    """A bug (KeyError) or a MemoryError ran three times inside the same worker thread before."""
+    from bpe_dask import errors
+
+    monkeypatch.setattr(errors, "FIRST_PAUSE", 0.001)
+    calls = []
+
+    def task():
+        calls.append(1)
+        if len(calls) == 1:
+            raise error
+        return "done"
+
+    if transient:
+        assert errors.retrying(task) == "done"
+        assert len(calls) == 2
+    else:
+        with pytest.raises(type(error)):
+            errors.retrying(task)
+        assert len(calls) == 1
