@@ -1,9 +1,9 @@
 """The word-count table: pre-token counts in, a Parquet file out, and back, checked.
 
 Takes a ``{pre-token: count}`` dict or a table; gives Parquet with the schema ``token: binary``
-(UTF-8 bytes of a pre-token), ``count: int64``. The same schema serves the map tasks' shards, the
-reduce's partial sums, and the counts file ``bpe-dask count`` writes; ``read_counts`` is the one
-reader for all of them.
+(UTF-8 bytes of a pre-token; ``large_binary`` past 2 GiB of them), ``count: int64``. The same
+schema serves the map tasks' shards, the reduce's partial sums, and the counts file ``bpe-dask
+count`` writes; ``read_counts`` is the one reader for all of them.
 """
 
 from __future__ import annotations
@@ -21,24 +21,40 @@ from .publish import output_file
 from .storage import filesystem
 
 COUNTS_SCHEMA = pa.schema([("token", pa.binary()), ("count", pa.int64())])
+# Arrow's binary type finds its bytes by int32 offsets: a column holds at most this many bytes of
+# tokens. A table with more (a task with over 2 GiB of distinct pre-tokens) has its tokens as
+# large_binary, with int64 offsets, and every reader takes both. Tests lower it.
+BINARY_LIMIT = 2**31 - 1
+LARGE_COUNTS_SCHEMA = pa.schema([("token", pa.large_binary()), ("count", pa.int64())])
 SETTINGS_KEY = b"bpe_dask.counting"  # Parquet metadata: the settings the counts were made with
 
 
 def counts_table(counts: Mapping[str, int]) -> pa.Table:
     """Word counts in the table schema."""
+    tokens = [word.encode("utf-8") for word in counts]
+    large = sum(map(len, tokens)) > BINARY_LIMIT
     return pa.table(
         {
-            "token": pa.array([word.encode("utf-8") for word in counts], pa.binary()),
+            "token": pa.array(tokens, pa.large_binary() if large else pa.binary()),
             "count": pa.array(list(counts.values()), pa.int64()),
         },
-        schema=COUNTS_SCHEMA,
+        schema=LARGE_COUNTS_SCHEMA if large else COUNTS_SCHEMA,
     )
+
+
+def tokens_array(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """The tokens ``data[offsets[k]:offsets[k + 1]]`` (uint8 bytes, offsets from 0) as an Arrow
+    array over ``data`` itself: binary, or large_binary past ``BINARY_LIMIT`` bytes."""
+    large = int(offsets[-1]) > BINARY_LIMIT
+    offsets = offsets.astype(np.int64 if large else np.int32)
+    kind = pa.large_binary() if large else pa.binary()
+    return pa.Array.from_buffers(kind, len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def as_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The table's tokens back to back (uint8), where each starts and the last ends (int64), and the
     counts (int64): Arrow's own buffers where it can, with no Python object per word."""
-    tokens = table.column("token").combine_chunks().cast(pa.large_binary())
+    tokens = table.column("token").cast(pa.large_binary()).combine_chunks()  # past 2 GiB, too
     _, offsets, data = tokens.buffers()
     offsets = np.frombuffer(offsets, np.int64)[tokens.offset : tokens.offset + len(tokens) + 1]
     data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
@@ -48,9 +64,12 @@ def as_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def sum_counts(tables: list[pa.Table]) -> pa.Table:
     """One table in which each token appears once, with the sum of its counts."""
-    table = pa.concat_tables(tables) if tables else COUNTS_SCHEMA.empty_table()
+    tables = [table.cast(LARGE_COUNTS_SCHEMA) for table in tables]  # binary, large, or both
+    table = pa.concat_tables(tables) if tables else LARGE_COUNTS_SCHEMA.empty_table()
     summed = table.group_by("token").aggregate([("count", "sum")])
-    return pa.table({"token": summed["token"], "count": summed["count_sum"]}, schema=COUNTS_SCHEMA)
+    size = pc.sum(pc.binary_length(summed["token"])).as_py() or 0
+    schema = LARGE_COUNTS_SCHEMA if size > BINARY_LIMIT else COUNTS_SCHEMA
+    return pa.table({"token": summed["token"], "count": summed["count_sum"]}).cast(schema)
 
 
 def write_counts(
@@ -96,10 +115,11 @@ def read_counts(url: str, storage_options: dict | None = None) -> pa.Table:
     except (pa.ArrowException, OSError) as error:
         raise BpeDaskError(f"{url}: not a readable Parquet counts table ({error})") from None
     try:
-        table = table.select(COUNTS_SCHEMA.names).cast(COUNTS_SCHEMA)
+        large = table.schema.field("token").type in (pa.large_binary(), pa.large_string())
+        table = table.select(COUNTS_SCHEMA.names).cast(LARGE_COUNTS_SCHEMA if large else COUNTS_SCHEMA)
     except (KeyError, pa.ArrowException):
         raise BpeDaskError(
-            f"{url}: counts need columns token (binary) and count (int64); found "
+            f"{url}: counts need columns token (binary or large_binary) and count (int64); found "
             + ", ".join(f"{field.name} ({field.type})" for field in table.schema)
         ) from None
     if table.column("token").null_count or table.column("count").null_count:

@@ -29,6 +29,8 @@ import pyarrow as pa
 import regex
 from numba import njit
 
+from .counts_table import tokens_array
+
 OTHER, LETTER, NUMBER, SPACE = 0, 1, 2, 3
 _EMPTY = -1
 _FNV_OFFSET, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
@@ -249,11 +251,9 @@ class CompiledCounts:
         return self.n
 
     def table(self) -> pa.Table:
-        """The counts as Arrow columns ``token`` (binary) and ``count`` (int64), the arena shared."""
-        offsets = np.append(self.starts[: self.n], self.used).astype(np.int32)
-        tokens = pa.Array.from_buffers(
-            pa.binary(), self.n, [None, pa.py_buffer(offsets), pa.py_buffer(self.arena[: self.used])]
-        )
+        """The counts as Arrow columns ``token`` (binary, or large_binary past 2 GiB) and ``count``
+        (int64), the arena shared."""
+        tokens = tokens_array(self.arena[: self.used], np.append(self.starts[: self.n], self.used))
         return pa.table({"token": tokens, "count": pa.array(self.counts[: self.n], pa.int64())})
 
 

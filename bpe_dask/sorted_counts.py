@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit
 
-from .counts_table import as_arrays
+from .counts_table import COUNTS_SCHEMA, as_arrays, tokens_array
 
 
 @njit(cache=True, nogil=True)
@@ -76,9 +76,6 @@ def sum_sorted(tables: list[pa.Table]) -> pa.Table:
             for k in range(0, len(runs), 2)
         ]
     if not runs:
-        return pa.table({"token": pa.array([], pa.binary()), "count": pa.array([], pa.int64())})
-    data, offsets, counts = runs[0]
-    tokens = pa.Array.from_buffers(
-        pa.large_binary(), len(counts), [None, pa.py_buffer(offsets), pa.py_buffer(data)]
-    ).cast(pa.binary())
-    return pa.table({"token": tokens, "count": pa.array(counts, pa.int64())})
+        return COUNTS_SCHEMA.empty_table()
+    data, offsets, counts = runs[0]  # binary tokens, or large_binary past 2 GiB of them
+    return pa.table({"token": tokens_array(data, offsets), "count": pa.array(counts, pa.int64())})
