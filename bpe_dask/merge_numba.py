@@ -30,6 +30,7 @@ from collections.abc import Callable
 import numpy as np
 from numba import njit
 
+from . import interrupts
 from .pair_heap import sift_down, sift_up
 from .pair_map import (
     COUNT,
@@ -342,6 +343,7 @@ def train_merges(
     merges: list[tuple[bytes, bytes]] = []
     out_pairs = np.empty((_BATCH, 2), np.int64)
     while len(vocab) < vocab_size:
+        interrupts.check()  # between batches: compiled code sees no signal, and garbles one raised in it
         first = len(vocab)
         want = min(vocab_size, first + _BATCH) - first
         (made, below, state.pairs_used, state.pool, state.pool_used, state.heap_counts, state.heap_keys,

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import interrupts
 from .counts_table import as_arrays
 from .errors import BpeDaskError
 
@@ -90,6 +91,7 @@ def train_merges(
     merges: list[tuple[bytes, bytes]] = []
     state = _MergeState(word_counts, vocab, max_token_length)
     while len(vocab) < vocab_size:
+        interrupts.check()  # a signal is raised here, between merges, not in whatever C called back
         best = state.pop_best()
         if best is None:
             if state.pair_counts and stopped is not None:  # pairs are left, all too long
