@@ -19,12 +19,12 @@ from typing import BinaryIO
 
 from .errors import BpeDaskError, InputError
 from .plan import ByteRange
-from .pretokenize import NoCutError, Pretokenizer
+from .pretokenize import NoCutError, Pretokenizer, SplitPattern
 from .storage import describe, filesystem
 
 BLOCK_SIZE = 8 * 2**20
-# Text with no safe cut for this long is one giant pre-token (a run of a single letter, digit,
-# punctuation or whitespace class): the task stops rather than let its memory grow unbounded.
+# Text with no safe cut for this long is one giant pre-token (a run of letters, digits, punctuation
+# or whitespace): the task stops rather than let its memory grow unbounded.
 MAX_UNCUT = 64 * 2**20
 
 UTF8_ERRORS = ("strict", "replace")
@@ -65,7 +65,7 @@ def iter_texts(
             yield data.decode("utf-8", "replace") if utf8_errors == "replace" else text
             offset += len(data)
     except NoCutError:
-        raise _uncut_error(byte_range, offset, max_uncut, pretokenizer.pattern.cut_rule is None) from None
+        raise _uncut_error(byte_range, offset, max_uncut, pretokenizer.pattern) from None
 
 
 def _decoded(
@@ -132,17 +132,17 @@ def _read_error(byte_range: ByteRange, error: Exception) -> BpeDaskError:
     return kind(f"cannot read {byte_range.file.name}: {describe(error)}")
 
 
-def _uncut_error(byte_range: ByteRange, offset: int, max_uncut: int, custom_pattern: bool) -> InputError:
+def _uncut_error(byte_range: ByteRange, offset: int, max_uncut: int, pattern: SplitPattern) -> InputError:
     where = (
         f"{byte_range.file.name}: no place to split the text in the {_characters(max_uncut)} "
         f"after byte offset {offset}{_of_decompressed(byte_range)}"
     )
-    if custom_pattern:  # no cut rule: only special tokens cut the text
+    if pattern.cut_rule is None:  # only special tokens cut the text
         return InputError(f"{where} (no special token; a split pattern of your own is cut only there): "
                           "put special tokens between documents, or use a built-in pattern")  # fmt: skip
     return InputError(
-        f"{where} (no whitespace, special token, or "
-        "change between letters, digits and punctuation): a single pre-token that long cannot be counted"
+        f"{where} (no special token, and nowhere the {pattern.name} pattern may be cut: a run of letters, "
+        "of digits, of punctuation or of whitespace): a single pre-token that long cannot be counted"
     )
 
 

@@ -23,7 +23,7 @@ texts, the two scans agree up to ``p``, and as each pattern matches every charac
 tile the text), a match ends at ``p``. No pattern looks behind, so the scan from ``p`` on is the
 same in ``text[p:]``. Such a cut is safe whatever surrounds the pair, so any number of them may be
 made at once. Below, *other* means neither whitespace, a letter (``\\p{L}``) nor a digit
-(``\\p{N}``), and "x|y" lists what a rule allows, ``x`` never whitespace.
+(``\\p{N}``), and "x|y" lists what a rule allows, ``x`` whitespace only in the line-end cut.
 
 - GPT-2's pattern ``'(?:[sdmt]|ll|ve|re)| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``
   joins two letters, two digits, two others, two whitespace characters, a space to what follows
@@ -37,9 +37,9 @@ made at once. Below, *other* means neither whitespace, a letter (``\\p{L}``) nor
   boundary: digit|digit is never a cut (as no pair in a joined class is). The contractions are
   case-insensitive, but their case variants are letters too. Rule: a letter or digit before any
   whitespace, an other before whitespace but ``\\r`` and ``\\n``; letter|digit, letter|other (the
-  apostrophe too: contractions stand alone here), digit|letter, digit|other, other|digit. ``$``
-  comes after ``\\s++``, which has taken any final newline, so it matches at the end only, as in
-  tiktoken's Rust engine.
+  apostrophe too: contractions stand alone here), digit|letter, digit|other, other|digit; and a
+  line end before anything but whitespace (below). ``$`` comes after ``\\s++``, which has taken
+  any final newline, so it matches at the end only, as in tiktoken's Rust engine.
 - o200k's (tiktoken's ``o200k_base``) splits a run of letters where lower case turns to upper
   case, taking marks (``\\p{M}``) as letters there, while ``[^\\s\\p{L}\\p{N}]`` takes them as
   others. It joins letters and marks to each other (whatever the case: the case-insensitive
@@ -49,9 +49,32 @@ made at once. Below, *other* means neither whitespace, a letter (``\\p{L}``) nor
   and to ``\\r``, ``\\n`` and ``/`` after them, a space to an other, and whitespace to whitespace.
   Rule: a letter or digit before any whitespace, an other or mark before whitespace but ``\\r``
   and ``\\n``; letter|digit, letter|other (but neither a mark nor an apostrophe), digit|anything
-  but a digit or whitespace, other|digit and mark|digit. It never cuts inside a run of letters.
+  but a digit or whitespace, other|digit and mark|digit; and a line end before anything but
+  whitespace or ``/`` (below). It never cuts inside a run of letters.
 - A pattern given as a regex of one's own has no rule: it is cut only at special tokens and
   between files, which is safe for any pattern.
+
+The line-end cut (GPT-4's and o200k's rules), where ``x`` is whitespace. ``x`` is ``\\r`` or
+``\\n`` and ``y`` is not whitespace (nor, for o200k, ``/``, which its ``[\\r\\n/]*`` takes after
+line ends). Without it, lines of only punctuation (a Markdown table, ``|---|---|\\r\\n``) have no
+cut at all. (a) holds: a line end is taken only at the end of a punctuation run (``[\\r\\n]*+``),
+never as the character that may start a word (``[^\\r\\n\\p{L}\\p{N}]``), and otherwise only by the
+alternatives of whitespace alone. (b) fails, so what differs between ``text`` and ``text[:p]``
+is only a look-around at ``p`` (``$`` and ``(?!\\S)``, after ``\\s``), which only a path that has
+read whitespace from its start up to ``p`` reaches: one starting at an ``s`` inside the run of
+whitespace ``text[a:p]`` that ends at ``p``. Paths from starts before ``a`` end alike in both
+texts, as above. From any ``s`` in ``[a, p)``, in both texts, the alternatives before the
+whitespace ones fail: all from ``s`` to ``p - 1`` is whitespace, so a letter, digit or other
+could come only at ``p``, after a single space or a word's first character at ``p - 1``, which
+holds a line end instead. Then GPT-4's ``\\s++$`` takes ``text[s:p]`` in ``text[:p]``; in
+``text``, ``$`` fails before ``y``, the possessive ``\\s++`` gives nothing back, and
+``\\s*[\\r\\n]`` backtracks to end on the line end at ``p - 1``: ``text[s:p]`` again (``$`` is
+never tried at ``p - 1``, before the final newline of ``text[:p]``: ``\\s++`` has taken it).
+o200k has no ``$``, and its ``\\s*[\\r\\n]+`` takes ``text[s:p]`` in both before ``\\s+(?!\\S)``
+is tried. So in both texts the match holding ``x`` ends at ``p``, and the scans from ``p`` on are
+the same. GPT-2's ``\\s+(?!\\S)``, with no line-end alternative before it, leaves a run's last
+whitespace character to what follows (``"\\t\\n|"``): there the cut is not safe, and not needed, as
+GPT-2's punctuation does not take line ends (other|``\\r`` is its cut).
 
 All three rules allow every cut between a non-whitespace character and whitespace other than
 ``\\r`` and ``\\n``, so text is cut often; their ``chunk`` patterns cut only there (GPT-2's also
@@ -141,6 +164,7 @@ GPT4 = SplitPattern(
         r"|\p{L}(?=[^\s\p{L}])"  # a letter before a digit or other
         r"|\p{N}(?=[^\s\p{N}])"  # a digit before a letter or other
         r"|[^\s\p{L}\p{N}](?=\p{N})"  # other before a digit
+        r"|[\r\n](?=\S)"  # a line end before anything but whitespace (see the docstring)
     ),
     chunk=_CHUNK_BEFORE_SPACE,
     hf_regex=(
@@ -167,6 +191,7 @@ O200K = SplitPattern(
         r"|\p{L}(?=[^\s\p{L}\p{M}'])"  # a letter before a digit or other, neither a mark nor '
         r"|\p{N}(?=[^\s\p{N}])"  # a digit before a letter, mark or other
         r"|[^\s\p{L}\p{N}](?=\p{N})"  # other or mark before a digit
+        r"|[\r\n](?=[^\s/])"  # a line end before anything but whitespace or / (see the docstring)
     ),
     chunk=_CHUNK_BEFORE_SPACE,
 )

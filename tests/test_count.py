@@ -141,6 +141,7 @@ def test_a_giant_pre_token_stops_with_the_file_and_offset(tmp_path, content, wha
     assert message.startswith(f"{path}: no place to split the text in the 1 Mi characters after byte offset ")
     assert int(message.split("byte offset ")[1].split()[0]) < (1 << 16)
     assert "\n" not in message
+    assert "nowhere the gpt2 pattern may be cut: a run of letters, of digits, of punctuation" in message
 
 
 def test_whitespace_only_file_below_the_limit_is_one_pre_token(tmp_path):
@@ -219,3 +220,29 @@ def test_a_pattern_of_ones_own_cuts_blocks_at_special_tokens_only_and_says_so(tm
     (byte_range,) = plan_ranges(expand_inputs([str(path)]), 1 << 40, own)
     with pytest.raises(BpeDaskError, match="no special token; a split pattern of your own is cut only there"):
         list(iter_texts(byte_range, own, block_size=64, max_uncut=1 << 12))
+
+
+@pytest.mark.parametrize("pattern", ["gpt4", "o200k"])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_lines_of_only_punctuation_are_cut_after_their_line_ends(tmp_path, pattern, engine):
+    """A Markdown table's lines are punctuation and line ends, which GPT-4's and o200k's patterns
+    keep together; the cut after a line end keeps a range of them in bounded blocks, and the counts
+    exact (the text's own, split by ``regex``), however the file is cut into ranges."""
+    from bpe_dask.patterns import split_pattern
+
+    text = "| a | b |\n" + "|---|---|\r\n" * 20_000 + "|/|\n/x\n" * 3000 + "|\n\n\n" * 10 + "end"
+    path = tmp_path / "table.md"
+    path.write_bytes(text.encode())
+    (byte_range,) = plan_ranges(expand_inputs([str(path)]), 1 << 40, Pretokenizer(pattern=pattern))
+    blocks = list(iter_texts(byte_range, Pretokenizer(pattern=pattern), block_size=4096, max_uncut=1 << 14))
+    assert "".join(blocks) == text and max(map(len, blocks)) < 2 * 4096
+    whole = {}
+    for token in split_pattern(pattern).compiled.findall(text):
+        whole[token.encode()] = whole.get(token.encode(), 0) + 1
+    settings = CountSettings(pattern=pattern, engine=engine)
+    for chunk_size in (1 << 30, 5000):
+        total = {}
+        for part in plan_ranges(expand_inputs([str(path)]), chunk_size, Pretokenizer(pattern=pattern)):
+            for word, count in counts_of(count_range(part, settings, block_size=4096)).items():
+                total[word] = total.get(word, 0) + count
+        assert total == whole, chunk_size

@@ -8,6 +8,7 @@ and the encoder against the pure-Python engine.
 
 from __future__ import annotations
 
+import functools
 import random
 import sys
 from itertools import product
@@ -212,3 +213,30 @@ def test_the_compiled_encoder_equals_the_python_one_with_a_vocabulary_trained_on
     assert (
         compiled.encode_documents(documents, EOT).tolist() == python.encode_documents(documents, EOT).tolist()
     )
+
+
+@pytest.mark.parametrize("name", PATTERNS)
+def test_the_line_end_cut_in_punctuation_heavy_text(name):
+    """Text of table rules, line ends and a few words: cut at every place the rule allows after a
+    line end, the two halves give the whole text's pre-tokens, by the compiled scanner and by the
+    ``regex`` module alike."""
+    from bpe_dask.pretokenize import Pretokenizer
+
+    scanned, findall, rules = scanner(name), PATTERNS[name].compiled.findall, Pretokenizer(pattern=name)
+    alphabet = ["|", "-", "\r", "\n", "\r\n", "a", "1", " ", "\t", "/", ".", "'", "'s", "A", "\u0301",
+                "\x0b", "\u2028", "\x85", "|---", "\n\n", " \n", "\t\r\n"]  # fmt: skip
+    rng = random.Random(f"line ends {name}")
+    checked = 0
+    for _ in range(3000):
+        text = "".join(rng.choices(alphabet, k=rng.randint(2, 40)))
+        whole = findall(text)
+        assert scanned(text) == whole, repr(text)
+        for p in range(1, len(text)):
+            if text[p - 1] in "\r\n" and rules.first_cut(text, p, p + 1) == p:
+                assert findall(text[:p]) + findall(text[p:]) == whole, (repr(text), p)
+                assert scanned(text[:p]) + scanned(text[p:]) == whole, (repr(text), p)
+                checked += 1
+    assert checked > 5000
+    cut = functools.partial(rules.first_cut, hi=2)
+    assert cut("\n|", 1) == 1 and cut("\ra", 1) == 1 and cut("\n7", 1) == 1 and cut("\n\n", 1) is None
+    assert cut("\n/", 1) == (1 if name == "gpt4" else None) and cut("\t|", 1) is None
