@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import dask
 from distributed import Client, KilledWorker, LocalCluster
@@ -23,6 +23,7 @@ from distributed.comm import parse_address, parse_host_port
 from distributed.comm.core import CommClosedError
 from distributed.utils import CancelledError
 
+from . import interrupts
 from .errors import BpeDaskError
 from .storage import describe
 
@@ -92,21 +93,24 @@ def _local_client(workers: int) -> Iterator[Client]:
     # Distributed's statistical profiler samples the worker's stack every 10 ms; on pure-Python
     # tasks that costs several percent, for a dashboard view the embedded cluster rarely needs.
     verbose = logging.getLogger("distributed").getEffectiveLevel() <= logging.DEBUG
-    with (
-        dask.config.set({"distributed.worker.profile.enabled": False}),
-        LocalCluster(
-            n_workers=workers,
-            threads_per_worker=1,
-            processes=True,
-            # Its HTTP server on a free port (8787 may be another cluster's); the dashboard on it
-            # only with bokeh, without which it would be a page asking for bokeh.
-            dashboard_address="127.0.0.1:0",
-            scheduler_kwargs={"dashboard": has_bokeh()},
-            silence_logs=logging.DEBUG if verbose else logging.WARNING,  # the workers' own level
-            preload=["bpe_dask.cluster"],  # dask_setup below: the workers warm up as they start
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with dask.config.set({"distributed.worker.profile.enabled": False}), ExitStack() as stack:
+        # Started with SIGINT blocked, so that its processes never get a terminal's Ctrl-C (each would
+        # print a traceback): a signal meanwhile is raised once it is up, and closes it.
+        with interrupts.deferred(shield_children=True):
+            cluster = stack.enter_context(
+                LocalCluster(
+                    n_workers=workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    # Its HTTP server on a free port (8787 may be another cluster's); the dashboard on it
+                    # only with bokeh, without which it would be a page asking for bokeh.
+                    dashboard_address="127.0.0.1:0",
+                    scheduler_kwargs={"dashboard": has_bokeh()},
+                    silence_logs=logging.DEBUG if verbose else logging.WARNING,  # the workers' own level
+                    preload=["bpe_dask.cluster"],  # dask_setup below: the workers warm up as they start
+                )
+            )
+            client = stack.enter_context(Client(cluster))
         link = f" (dashboard: {client.dashboard_link})" if has_bokeh() else ""
         log.info("started a LocalCluster of %d worker processes%s", workers, link)
         yield client

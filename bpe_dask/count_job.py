@@ -21,7 +21,7 @@ from distributed import Client
 from .counting import CountSettings, count_range, count_range_to_shard, counting_engine, new_counter
 from .counts_table import read_counts
 from .errors import BpeDaskError
-from .job import Job, cluster_threads, is_embedded, report_bad_records, run_tasks
+from .job import Job, cluster_threads, report_bad_records, run_tasks
 from .options import JobOptions, PathLike, input_list
 from .outputs import check_output_file, remove_files
 from .plan import Partition
@@ -104,7 +104,7 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
         bad = BadRecords()
         result._table = count_in_process(job.ranges, settings, job.storage_options, bad)
     else:
-        with job.cluster() as client, job.work_directory(beside=None if is_embedded(client) else out) as work:
+        with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
             job.preflight(client, work, [out])
             job.plan(pretokenizer, cluster_threads(client))
             log.info("counting with %s", counting_engine(settings, job.largest_range))

@@ -80,7 +80,7 @@ def encode(
         check_output_dir(out, opts.overwrite, is_encoded_file, job.storage_options)
     job.find_inputs(inputs, exclude=[out, opts.work_dir])
     _check_separator(document_separator, tokenizer, job)
-    with job.cluster() as client, job.work_directory(beside=None if is_embedded(client) else out) as work:
+    with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
         job.preflight(client, work, [out])
         job.plan(tokenizer.pretokenizer, cluster_threads(client))
         shards = _encode_ranges(client, job, tokenizer, work, document_separator)

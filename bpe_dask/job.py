@@ -111,6 +111,12 @@ class Job:
     def input_urls(self) -> list[str]:
         return [f.url for f in self.files]
 
+    @property
+    def embedded(self) -> bool:
+        """Whether the job's cluster is a LocalCluster on this machine (``is_embedded``), before it starts."""
+        client = self.options.client
+        return is_embedded(client) if client is not None else not self.options.scheduler
+
     @contextmanager
     def cluster(self) -> Iterator[Client]:
         with dask_client(self.options.scheduler, self.options.workers, self.options.client) as client:

@@ -29,6 +29,7 @@ from typing import IO
 
 import fsspec
 
+from . import interrupts
 from .errors import BpeDaskError
 from .storage import filesystem, is_local
 
@@ -172,11 +173,12 @@ def staged_directory(url: str, storage_options: dict | None = None, overwrite: b
         fs.makedirs(staging)
     try:
         yield staging if is_local(url) else fs.unstrip_protocol(staging)
-        fs.pipe_file(f"{staging}/{SUCCESS}", b"")
-        if is_local(url):
-            _rename_into_place(staging, path, f"{parent}/.{name}.old-{tag}", overwrite, url)
-        else:
-            _copy_into_place(fs, staging, path, f"{parent}/.{name}.publishing", overwrite, url)
+        with interrupts.deferred():  # not after a signal, nor cut in half by one (raised after it)
+            fs.pipe_file(f"{staging}/{SUCCESS}", b"")
+            if is_local(url):
+                _rename_into_place(staging, path, f"{parent}/.{name}.old-{tag}", overwrite, url)
+            else:
+                _copy_into_place(fs, staging, path, f"{parent}/.{name}.publishing", overwrite, url)
     finally:
         if fs.exists(staging):
             fs.rm(staging, recursive=True)

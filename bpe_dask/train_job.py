@@ -19,7 +19,7 @@ import pyarrow as pa
 from dask.base import tokenize
 from distributed import Client
 
-from . import progress
+from . import interrupts, progress
 from .cluster import failures_explained
 from .count_job import count_on_cluster, count_with
 from .counting import counting_engine
@@ -113,7 +113,7 @@ def train(
     settings = opts.count_settings()
     if opts.merge_on != "worker" and not (opts.scheduler or opts.client):
         warm_up(opts.engine)  # the merge loop compiles (or loads) while the cluster starts and counts
-    with job.cluster() as client, job.work_directory(beside=None if is_embedded(client) else out) as work:
+    with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
         job.preflight(client, work)  # the tokenizer is published from here, not by the tasks
         job.plan(settings.pretokenizer(), cluster_threads(client))
         log.info("counting with %s", counting_engine(settings, job.largest_range))
@@ -333,6 +333,7 @@ def _publish(
     _warn_if_short(merged, report["requested_vocab_size"], limits)
     files = files or _tokenizer_files(merged, opts.special_tokens, report["pattern"])
     files = {**files, "report.json": json.dumps(report, indent=2) + "\n"}
+    interrupts.check()  # nothing is published after a signal, even one some library swallowed
     publish_directory(out, files, storage_options, overwrite=opts.overwrite)  # checked again as it commits
 
 

@@ -1,0 +1,232 @@
+"""Interrupts: Ctrl-C (SIGINT to the whole process group, as a terminal sends it) or SIGTERM at any
+phase of `bpe-dask train` ends it within seconds, with exit 130 or 143 and one line on stderr, no
+traceback (the embedded LocalCluster's workers included), nothing published or replaced, and no
+process or temporary directory left behind.
+
+Real processes throughout: the CLI in a session of its own, run by a small wrapper that slows one
+phase down where a phase is too short to hit (and says on stderr when it is there).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SECONDS = 15  # from the signal to the exit, on a slow shared machine
+OLD = {"vocab.json": "{}\n", "merges.txt": "#version: old\n", "report.json": '{"old": true}\n', "_SUCCESS": ""}
+
+# The CLI, with one phase slowed down and announced ("test: <phase>") where it needs to be.
+WRAPPER = r"""
+import os, sys, time
+import dask
+import fsspec.implementations.local as local
+from bpe_dask import cli, count_job, job
+
+phase = sys.argv[1]
+
+def say(what):
+    print("test: " + what, file=sys.stderr, flush=True)
+
+def slowed(function, seconds=60):
+    def slow(*args, **kwargs):
+        say(phase)
+        time.sleep(seconds)
+        return function(*args, **kwargs)
+    return slow
+
+if phase == "finding inputs":
+    job.Job.find_inputs = slowed(job.Job.find_inputs)
+elif phase == "planning":
+    job.Job.plan = slowed(job.Job.plan)
+elif phase == "reducing":  # the last task, on a worker, which inherits this stderr
+    reduce_tree = count_job.reduce_tree
+    def slow_reduce(*args, **kwargs):
+        final, partial_sums = reduce_tree(*args, **kwargs)
+        return dask.delayed(slowed(lambda table: table, 20), pure=True)(final), partial_sums
+    count_job.reduce_tree = slow_reduce
+elif phase == "writing report.json":
+    pipe_file = local.LocalFileSystem.pipe_file
+    def slow_pipe_file(self, path, *args, **kwargs):
+        if str(path).endswith("report.json"):
+            say(phase)
+            time.sleep(60)
+        return pipe_file(self, path, *args, **kwargs)
+    local.LocalFileSystem.pipe_file = slow_pipe_file
+elif phase == "committing":  # the staged directory renamed into place: slow, but it happens
+    rename = os.rename
+    def slow_rename(source, target, *args, **kwargs):
+        if ".partial-" in str(source):
+            say(phase)
+            time.sleep(3)
+        return rename(source, target, *args, **kwargs)
+    os.rename = slow_rename
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory) -> Path:
+    """4 MB of random lowercase words, some 300,000 of them unique: a merge loop of seconds."""
+    rng = np.random.default_rng(0)
+    letters = np.frombuffer(b"etaoinshrdlucmfwypvbgkjqxz", np.uint8)
+    weights = 1 / np.arange(1, 27) ** 0.9
+    text = letters[rng.choice(26, size=4_000_000, p=weights / weights.sum())]
+    text[rng.random(text.size) < 0.14] = ord(" ")
+    text[rng.random(text.size) < 0.002] = ord("\n")
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_bytes(text.tobytes())
+    return path
+
+
+class Run:
+    """The CLI in a session of its own, its stderr read as it comes, each line with its time."""
+
+    def __init__(self, phase: str, args: list[str], cwd: Path) -> None:
+        (cwd / "tmp").mkdir()
+        env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(cwd / "tmp")}
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", WRAPPER, phase, *args], cwd=cwd, env=env, text=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+        )  # fmt: skip
+        self.lines: list[tuple[float, str]] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.process.stderr:
+            self.lines.append((time.monotonic(), line))
+
+    def wait_for(self, marker: str, seconds: float = 120) -> None:
+        deadline = time.monotonic() + seconds
+        while not any(marker in line for _, line in self.lines):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                pytest.fail(f"never saw {marker!r}:\n{self.stderr()}")
+            time.sleep(0.01)
+
+    def stderr(self, since: float = 0.0) -> str:
+        return "".join(line for at, line in list(self.lines) if at >= since)
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
+
+
+def interrupted(run: Run, signum: int, expected_line: str, code: int) -> str:
+    """Send ``signum`` (SIGINT to the process group, SIGTERM to the process) and check the exit."""
+    sent = time.monotonic()
+    if signum == signal.SIGINT:
+        os.killpg(run.process.pid, signum)  # a terminal's Ctrl-C reaches the LocalCluster's workers too
+    else:
+        os.kill(run.process.pid, signum)  # `kill`, or a scheduler pre-empting the machine
+    try:
+        returncode = run.process.wait(timeout=SECONDS)
+    except subprocess.TimeoutExpired:
+        run.stop()
+        pytest.fail(f"still running {SECONDS} s after the signal:\n{run.stderr()}")
+    took = time.monotonic() - sent
+    run.reader.join(timeout=5)
+    everything = run.stderr()
+    after = [line for line in run.stderr(since=sent).splitlines() if line.strip()]
+    assert returncode == code, everything
+    assert "Traceback" not in everything, everything
+    assert after == [expected_line], everything
+    assert took < SECONDS
+    _no_process_left(run.process.pid)
+    return everything
+
+
+def _no_process_left(group: int) -> None:
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return
+        if time.monotonic() > deadline:
+            os.killpg(group, signal.SIGKILL)
+            pytest.fail("processes of the job's group outlived it")
+        time.sleep(0.05)
+
+
+def previous_output(tmp_path: Path) -> Path:
+    out = tmp_path / "out"
+    out.mkdir()
+    for name, text in OLD.items():
+        (out / name).write_text(text)
+    return out
+
+
+def unchanged(out: Path) -> bool:
+    return sorted(p.name for p in out.iterdir()) == sorted(OLD) and all(
+        (out / name).read_text() == text for name, text in OLD.items()
+    )
+
+
+def nothing_left_beside(tmp_path: Path) -> None:
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["out", "tmp"], names  # no staging (.out.partial-*), no moved-aside (.out.old-*)
+    leftovers = [p.name for p in (tmp_path / "tmp").iterdir() if not p.name.startswith("dask-scratch")]
+    assert leftovers == [], leftovers  # the temporary work directory is gone
+
+
+def train_args(corpus_file: Path, *extra: str, vocab_size: int = 50_000) -> list[str]:
+    return ["train", str(corpus_file), "--vocab-size", str(vocab_size), "--out", "out", "--workers", "2",
+            "--overwrite", *extra]  # fmt: skip
+
+
+SIGNALS = {
+    "SIGINT": (signal.SIGINT, "bpe-dask: interrupted", 130),
+    "SIGTERM": (signal.SIGTERM, "bpe-dask: terminated", 143),
+}
+
+
+@pytest.mark.parametrize(
+    ("phase", "marker", "engine", "how"),
+    [
+        ("finding inputs", "test: finding inputs", "numba", "SIGINT"),
+        ("planning", "test: planning", "numba", "SIGTERM"),
+        ("counting", "counting with", "numba", "SIGINT"),
+        ("reducing", "test: reducing", "numba", "SIGINT"),
+        ("merging", "merging", "numba", "SIGINT"),
+        ("merging", "merging", "numba", "SIGTERM"),
+        ("merging", "merging", "python", "SIGINT"),
+        ("writing report.json", "test: writing report.json", "numba", "SIGINT"),
+    ],
+)
+def test_a_signal_stops_the_job_with_one_line_and_publishes_nothing(
+    corpus_file, tmp_path, phase, marker, engine, how
+):
+    out = previous_output(tmp_path)
+    vocab_size = 12_000 if engine == "python" else 50_000
+    run = Run(phase, train_args(corpus_file, "--engine", engine, vocab_size=vocab_size), tmp_path)
+    run.wait_for(marker)
+    time.sleep(0.3 if phase in ("counting", "merging") else 0.1)  # well inside the phase
+    signum, line, code = SIGNALS[how]
+    interrupted(run, signum, line, code)
+    assert unchanged(out), "the previous output was replaced"
+    nothing_left_beside(tmp_path)
+
+
+def test_a_signal_while_committing_leaves_the_old_output_or_the_new_one_whole(corpus_file, tmp_path):
+    out = previous_output(tmp_path)
+    run = Run("committing", train_args(corpus_file, vocab_size=300), tmp_path)
+    run.wait_for("test: committing")
+    signum, line, code = SIGNALS["SIGTERM"]
+    interrupted(run, signum, line, code)
+    if not unchanged(out):  # the new one, whole
+        assert (out / "_SUCCESS").exists() and (out / "report.json").exists()
+        assert len((out / "merges.txt").read_text().splitlines()) > 1
+    nothing_left_beside(tmp_path)
