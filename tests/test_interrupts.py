@@ -9,6 +9,7 @@ phase down where a phase is too short to hit (and says on stderr when it is ther
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -22,7 +23,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 SECONDS = 15  # from the signal to the exit, on a slow shared machine
-OLD = {"vocab.json": "{}\n", "merges.txt": "#version: old\n", "report.json": '{"old": true}\n', "_SUCCESS": ""}
+OLD = {"vocab.json": "{}\n", "merges.txt": "#version: old\n", "report.json": "{}\n", "_SUCCESS": ""}
 
 # The CLI, with one phase slowed down and announced ("test: <phase>") where it needs to be.
 WRAPPER = r"""
@@ -117,10 +118,8 @@ class Run:
         return "".join(line for at, line in list(self.lines) if at >= since)
 
     def stop(self) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         self.process.wait()
 
 
