@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
 import dask
+from dask.utils import parse_timedelta
 from distributed import Client, KilledWorker, LocalCluster
 from distributed.comm import parse_address, parse_host_port
 from distributed.comm.core import CommClosedError
@@ -51,9 +52,11 @@ def dask_client(
 
 
 def _remote_client(address: str) -> Iterator[Client]:
+    seconds = connect_timeout()
+    log.info("connecting to %s", address)
     try:
-        _refused_at_once(address)
-        client = Client(address, timeout="10s")
+        _answers_as_a_scheduler(address, seconds)
+        client = Client(address, timeout=f"{seconds}s")
     except (OSError, TimeoutError, ValueError) as error:
         raise BpeDaskError(f"cannot reach the Dask scheduler at {address}: {describe(error)}") from None
     with client:
@@ -61,12 +64,32 @@ def _remote_client(address: str) -> Iterator[Client]:
         yield client
 
 
-def _refused_at_once(address: str) -> None:
-    """Raise at once if nothing listens at a ``tcp://`` address: Dask would retry for its timeout."""
+def connect_timeout() -> float:
+    """Seconds to wait for a scheduler to answer: Dask's ``distributed.comm.timeouts.connect``."""
+    return float(parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="seconds"))
+
+
+def _answers_as_a_scheduler(address: str, seconds: float) -> None:
+    """Raise at once if nothing listens at a ``tcp://`` address (Dask would retry for its timeout),
+    and within ``seconds`` if what listens is not a Dask server: Dask's own client would wait
+    forever for a handshake from, say, the dashboard's HTTP port. A Dask server speaks first (its
+    handshake), so a server that says nothing, or something else, is not one."""
     protocol, location = parse_address(address)
-    if protocol == "tcp":
-        host, port = parse_host_port(location)
-        socket.create_connection((host, port), timeout=5).close()
+    if protocol != "tcp":
+        return  # TLS and others: Dask's own connect, with its timeout
+    host, port = parse_host_port(location)
+    with socket.create_connection((host, port), timeout=min(5.0, seconds)) as probe:
+        probe.settimeout(seconds)
+        try:
+            first = probe.recv(256)
+        except TimeoutError:
+            first = b""
+    if b"compression" not in first:  # the first key of Dask's handshake
+        heard = "said nothing" if not first else "answered in another protocol"
+        raise TimeoutError(
+            f"it {heard} in {seconds:g} s, so it is not a Dask scheduler (the dashboard's HTTP port, "
+            "8787 by default?); a scheduler listens on 8786 unless told otherwise"
+        )
 
 
 def has_bokeh() -> bool:
