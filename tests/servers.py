@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 DASK = str(Path(sys.executable).parent / "dask")
 # Credentials for the test S3 server; nothing here ever leaves 127.0.0.1.
@@ -235,6 +236,7 @@ class SeparateCluster:
     # "private": each worker sees an empty tmpfs over ``hidden`` (the client's files are not there);
     # "shared": the workers see the client's disk (only their directories differ).
     view: str
+    client: Any = None  # the test's own Client of the scheduler, to look at it (never to run a job)
 
     @property
     def machines(self) -> list[Machine]:
@@ -250,10 +252,7 @@ class SeparateCluster:
     def transitions(self) -> int:
         """How many task transitions the scheduler has made: unchanged by a job that stopped before
         submitting any task (its checks run through ``Client.run``, which makes none)."""
-        from distributed import Client
-
-        with Client(self.address, timeout="30s") as client:
-            return client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
+        return self.client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
 
     def logs(self, lines: int = 20) -> str:
         """The last ``lines`` of each process's log, for a failure message."""
@@ -355,8 +354,8 @@ def separate_machines(
             except TimeoutError:
                 logs = SeparateCluster(address, scheduler, workers, nthreads, hidden, "?").logs()
                 raise TimeoutError(f"the workers did not join {address}:\n{logs}") from None
-        view = "private" if prefix else "shared"
-        yield SeparateCluster(address, scheduler, workers, nthreads, hidden, view)
+            view = "private" if prefix else "shared"
+            yield SeparateCluster(address, scheduler, workers, nthreads, hidden, view, client)
     finally:
         _stop(started)
         shutil.rmtree(base, ignore_errors=True)
