@@ -55,7 +55,11 @@ class Documents:
 
     @classmethod
     def of(cls, texts: list[str]) -> Documents:
-        encoded = [text.encode("utf-8") for text in texts]
+        return cls.joined([text.encode("utf-8") for text in texts])
+
+    @classmethod
+    def joined(cls, encoded: list[bytes]) -> Documents:
+        """The documents of UTF-8 ``encoded`` (one alone is not copied)."""
         return cls(b"".join(encoded), np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded))))
 
     def __len__(self) -> int:
@@ -85,13 +89,15 @@ def _jsonl_documents(
     part: ByteRange, storage_options: dict | None, utf8_errors: str, bad: BadRecords, batch_bytes: int
 ) -> Iterator[Documents]:
     reading = part.file.reading
-    batch: list[str] = []
+    batch: list[bytes] = []
     size = 0
     for offset, line in _lines(part, storage_options, batch_bytes):
         if not line.strip():
             continue  # a blank line (the last newline of a file, say) holds no record
+        length, held = len(line), [line]
+        del line  # a long record's line, its text and the text's UTF-8 are held one or two at a time
         try:
-            batch.append(_record_text(line, reading.text_column, utf8_errors))
+            batch.append(_record_text(held, reading.text_column, utf8_errors))
         except _BadRecord as problem:
             where = f"{part.file.name}: the line at byte offset {offset}{_of_decompressed(part)}"
             if reading.on_bad_record == "error":
@@ -100,14 +106,12 @@ def _jsonl_documents(
                 ) from None
             bad.add(f"{where}: {problem}")
             continue
-        size += len(line)
+        size += length
         if size >= batch_bytes:
-            # Hold no copy of a long record while it is counted: not its line, nor its text.
-            del line
-            documents, batch, size = Documents.of(batch), [], 0
+            documents, batch, size = Documents.joined(batch), [], 0
             yield documents
     if batch:
-        yield Documents.of(batch)
+        yield Documents.joined(batch)
 
 
 def _lines(part: ByteRange, storage_options: dict | None, batch_bytes: int) -> Iterator[tuple[int, bytes]]:
@@ -144,20 +148,24 @@ def _lines(part: ByteRange, storage_options: dict | None, batch_bytes: int) -> I
                 yield start, lines.pop()
 
 
-def _record_text(line: bytes, field: str, utf8_errors: str) -> str:
-    """The record's text; a ``_BadRecord`` says what is wrong with a bad one."""
+def _record_text(held: list[bytes], field: str, utf8_errors: str) -> bytes:
+    """The UTF-8 of the text of the record whose line ``held`` holds (let go of once decoded); a
+    ``_BadRecord`` says what is wrong with a bad one."""
+    line = held.pop()
     try:
         data = line.decode("utf-8", utf8_errors)
     except UnicodeDecodeError as error:
         raise _BadRecord(
             f"invalid UTF-8 at byte {error.start} of the line (--utf8-errors replace substitutes U+FFFD)"
         ) from None
+    del line
     try:
         record = json.loads(data, parse_int=float)  # numbers are not read, only skipped: no digit limit
     except json.JSONDecodeError as error:
         raise _BadRecord(f"not valid JSON ({error.msg}, column {error.colno})") from None
     except (ValueError, RecursionError) as error:  # nested too deep, say
         raise _BadRecord(f"not JSON that can be read ({type(error).__name__})") from None
+    del data
     if not isinstance(record, dict):
         raise _BadRecord(f"not a JSON object but {_json_kind(record)}")
     if field not in record:
@@ -165,24 +173,24 @@ def _record_text(line: bytes, field: str, utf8_errors: str) -> str:
     text = record[field]
     if not isinstance(text, str):
         raise _BadRecord(f"field {field!r} holds {_json_kind(text)}, not a string")
-    return _valid_unicode(text, utf8_errors)
+    return _utf8(text, utf8_errors)
 
 
 class _BadRecord(Exception):
     """What is wrong with a record (the reader stops at it, or skips it)."""
 
 
-def _valid_unicode(text: str, utf8_errors: str) -> str:
-    """JSON's ``\\ud800`` escapes give lone surrogates, which are not text: an error, or U+FFFD."""
+def _utf8(text: str, utf8_errors: str) -> bytes:
+    """The text's UTF-8. JSON's ``\\ud800`` escapes give lone surrogates, which are not text: an
+    error, or U+FFFD."""
     try:
-        text.encode("utf-8")
+        return text.encode("utf-8")
     except UnicodeEncodeError:
         if utf8_errors == "strict":
             raise _BadRecord(
                 "text holding a lone surrogate (an escape such as \\ud800), which is not valid Unicode"
             ) from None
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-    return text
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
 
 
 def _json_kind(value: object) -> str:
