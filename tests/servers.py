@@ -363,10 +363,21 @@ def separate_machines(
 
 def _start(command: list[str], machine: Machine, env: dict[str, str]) -> subprocess.Popen:
     with open(machine.log, "ab") as log:
+        die_with_parent = _die_with_parent if sys.platform.startswith("linux") else None
         return subprocess.Popen(
             command, cwd=machine.root, env=machine.env(env), stdout=log, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL, preexec_fn=die_with_parent,
         )  # fmt: skip
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM it when the test process dies, even by SIGKILL, so that
+    no scheduler or worker outlives a killed test run (the setting survives `unshare` and `exec`)."""
+    import ctypes
+    import signal
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _stop(started: list[subprocess.Popen]) -> None:
