@@ -10,6 +10,7 @@ phase down where a phase is too short to hit (and says on stderr when it is ther
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import subprocess
@@ -229,3 +230,34 @@ def test_a_signal_while_committing_leaves_the_old_output_or_the_new_one_whole(co
         assert (out / "_SUCCESS").exists() and (out / "report.json").exists()
         assert len((out / "merges.txt").read_text().splitlines()) > 1
     nothing_left_beside(tmp_path)
+
+
+GC_CALLBACK = """
+import signal
+pending = [1]
+
+def callback(phase, info):
+    if phase == "start" and pending:
+        pending.pop()
+        signal.raise_signal(signal.SIGINT)
+        for _ in range(1000):  # the handler runs in here, inside the callback
+            pass
+"""
+
+
+def test_a_signal_in_dasks_gc_callback_is_raised_after_it_not_dropped(capfd):
+    """Python prints and drops what a ``gc`` callback raises; Dask's (``distributed/gc.py``) runs
+    often, in the main thread too: a signal that lands in it must come again, outside it."""
+    from bpe_dask import interrupts
+
+    namespace: dict = {}
+    exec(compile(GC_CALLBACK, os.path.join("site-packages", "distributed", "gc.py"), "exec"), namespace)
+    gc.callbacks.append(namespace["callback"])
+    try:
+        with interrupts.handled(), pytest.raises(KeyboardInterrupt):
+            gc.collect()
+            time.sleep(5)  # the signal, sent again, is raised here
+    finally:
+        gc.callbacks.remove(namespace["callback"])
+    assert namespace["pending"] == []
+    assert "Exception ignored" not in capfd.readouterr().err
