@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     _option(encode, "--document-separator", metavar="TOKEN",
             help="with records (Parquet, JSON Lines): end each document with this special token's id, "
                  "e.g. '<|endoftext|>'")  # fmt: skip
+    _option(encode, "--trust-pattern", action="store_true",
+            help="run the tokenizer's split pattern even if not built in (gpt2, gpt4, o200k)")  # fmt: skip
     _cluster_options(encode)
     return parser
 
@@ -327,6 +329,7 @@ def _encode(options: dict[str, Any]) -> dict:
         special_tokens,
         format=fmt,
         document_separator=options.get("document_separator"),
+        trust_pattern=options.get("trust_pattern", False),
         **_job_options(options),
     )
 

@@ -54,6 +54,7 @@ def encode(
     *,
     format: str | None = None,
     document_separator: str | None = None,
+    trust_pattern: bool = False,
     **options,
 ) -> dict:
     """Encode ``inputs`` with ``tokenizer`` into ``out``; returns the report.
@@ -63,7 +64,8 @@ def encode(
     ``tokenizer`` is a ``Tokenizer`` or a directory ``bpe-dask train`` wrote; ``special_tokens``
     default to those its ``tokenizer.json`` registers. With inputs of records (Parquet, JSON Lines)
     each document is encoded alone and, with ``document_separator`` (a special token), followed by
-    that token's id. ``options`` are ``JobOptions`` fields; a
+    that token's id. A tokenizer directory whose split pattern is not built in is refused unless
+    ``trust_pattern`` (``Tokenizer.load``). ``options`` are ``JobOptions`` fields; a
     ``work_dir`` keeps the shards, so that a re-run after an interruption reuses them.
     """
     started = time.perf_counter()
@@ -72,7 +74,7 @@ def encode(
     inputs, out = input_list(inputs), absolute(os.fspath(out))
     source = tokenizer if isinstance(tokenizer, Tokenizer) else absolute(os.fspath(tokenizer))
     job = Job.start(opts, [*inputs, out, opts.work_dir, source if isinstance(source, str) else None])
-    tokenizer = _tokenizer(source, special_tokens, opts.engine, job.storage_options)
+    tokenizer = _tokenizer(source, special_tokens, opts.engine, job.storage_options, trust_pattern)
     check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
     if fmt == "bin":
         check_output_file(out, opts.overwrite, job.storage_options)
@@ -102,12 +104,16 @@ def output_format(out: str, format: str | None) -> str:
 
 
 def _tokenizer(
-    source: str | Tokenizer, special_tokens: Sequence[str] | None, engine: str, storage_options: dict
+    source: str | Tokenizer,
+    special_tokens: Sequence[str] | None,
+    engine: str,
+    storage_options: dict,
+    trust_pattern: bool = False,
 ) -> Tokenizer:
     """The tokenizer to encode with: loaded, or the one given, with the job's special tokens and,
     unless it is ``auto``, the job's engine."""
     if isinstance(source, str):
-        return Tokenizer.load(source, special_tokens, storage_options, engine)
+        return Tokenizer.load(source, special_tokens, storage_options, engine, trust_pattern=trust_pattern)
     engine = source.engine if engine == "auto" else engine
     if special_tokens is None and engine == source.engine:
         return source

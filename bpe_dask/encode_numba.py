@@ -7,13 +7,18 @@ GPT-2's split pattern's (``pretokenize_numba``); ``encode_numba_gpt4`` has GPT-4
 
 Each distinct pre-token is merged once and its ids kept in a cache (its bytes in one arena, its ids
 in another, found again by hash and confirmed byte by byte); the cache is emptied when full, so
-memory stays bounded. Merging applies the lowest-ranked adjacent pair first, the leftmost where it
-occurs twice, one occurrence at a time, as ``Tokenizer._merge`` does. A short pre-token takes the
-plain loop; a long one (a run of one letter, a line of "=") keeps its parts in a linked list and
-its pairs in a heap, so a pre-token of n bytes costs O(n log n), not O(n²).
+memory stays bounded. The merge tables are read-only and shared; a cache is written as it is read,
+so each call borrows one of its own (``CompiledEncoder.encode``): threads may share an encoder.
+
+Merging applies the lowest-ranked adjacent pair first, the leftmost where it occurs twice, one
+occurrence at a time, as ``Tokenizer._merge`` does. A short pre-token takes the plain loop; a long
+one (a run of one letter, a line of "=") keeps its parts in a linked list and its pairs in a heap,
+so a pre-token of n bytes costs O(n log n), not O(n²).
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 from numba import njit
@@ -24,6 +29,7 @@ _EMPTY = np.int64(-1)
 _NONE = np.int64(1) << 62  # the rank of a pair no merge joins
 _SHORT = 24  # pre-tokens up to this many bytes take the plain loop
 _CACHED_MAX = 256  # longer pre-tokens are merged each time, not kept
+CACHE_ENTRIES = 1 << 17  # pre-tokens a cache holds: about 20 MB of arrays (one cache per concurrent call)
 # The cache: slots of [hash, start in the byte arena, length, start in the id arena, id count].
 _HASH, _START, _LENGTH, _IDS, _COUNT = range(5)
 
@@ -245,10 +251,11 @@ def _encode(data, bounds, specials, classes, byte_ids, keys, pair_ranks, pair_me
 
 
 class CompiledEncoder:
-    """A tokenizer's merges and a cache of encoded pre-tokens, in flat arrays, for ``encode``."""
+    """A tokenizer's merges in flat arrays, shared, and caches of encoded pre-tokens, one per call under
+    way, for ``encode``."""
 
     def __init__(self, byte_ids: list[int], merges: dict[tuple[int, int], tuple[int, int]],
-                 cache_entries: int = 1 << 17, encode=None,
+                 cache_entries: int | None = None, encode=None,
                  classes: np.ndarray | None = None) -> None:  # fmt: skip
         # GPT-2's scanner, or another's loop and class table (encode_numba_gpt4.compiled_encoder)
         self._encode = _encode if encode is None else encode
@@ -263,14 +270,29 @@ class CompiledEncoder:
             values = np.array(list(merges.values()), np.int64)
             _fill_pairs(pairs[:, 0], pairs[:, 1], values[:, 0], values[:, 1], self.keys, self.pair_ranks,
                         self.pair_merged)  # fmt: skip
-        self.slots = np.zeros((2 * cache_entries, 5), np.int64)
-        self.arena = np.empty(16 * cache_entries, np.uint8)
-        self.ids_arena = np.empty(8 * cache_entries, np.int64)
-        self.used = np.zeros(3, np.int64)
+        self.cache_entries = CACHE_ENTRIES if cache_entries is None else cache_entries
+        self._idle: list[tuple[np.ndarray, ...]] = []  # caches no call holds, kept warm for the next
+        self._lock = threading.Lock()
+
+    def _new_cache(self) -> tuple[np.ndarray, ...]:
+        """Slots, byte arena, id arena and their use (arena use, id-arena use, entries)."""
+        entries = self.cache_entries
+        return (np.zeros((2 * entries, 5), np.int64), np.empty(16 * entries, np.uint8),
+                np.empty(8 * entries, np.int64), np.zeros(3, np.int64))  # fmt: skip
 
     def encode(self, data: bytes, bounds: np.ndarray, specials: np.ndarray) -> np.ndarray:
-        """The ids (int64) of UTF-8 ``data`` whose pieces between special tokens are ``bounds``."""
-        return self._encode(
-            np.frombuffer(data, np.uint8), bounds, specials, self.classes, self.byte_ids, self.keys,
-            self.pair_ranks, self.pair_merged, self.slots, self.arena, self.ids_arena, self.used,
-        )  # fmt: skip
+        """The ids (int64) of UTF-8 ``data`` whose pieces between special tokens are ``bounds``.
+
+        The compiled loop runs without the GIL and writes the cache it reads, so each call holds a
+        cache no other call holds: one idle since an earlier call, or a new one. As many exist as
+        calls have ever been under way at once, and each keeps what it learned for the next call."""
+        with self._lock:
+            cache = self._idle.pop() if self._idle else None
+        if cache is None:
+            cache = self._new_cache()
+        try:
+            return self._encode(np.frombuffer(data, np.uint8), bounds, specials, self.classes, self.byte_ids,
+                                self.keys, self.pair_ranks, self.pair_merged, *cache)  # fmt: skip
+        finally:
+            with self._lock:
+                self._idle.append(cache)

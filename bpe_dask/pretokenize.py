@@ -41,6 +41,7 @@ import numpy as np
 import regex
 
 from .errors import BpeDaskError
+from .pattern_limit import finder
 from .patterns import GPT2, WHITESPACE, SplitPattern, split_pattern
 
 __all__ = [  # the patterns' names are here too, beside the rest of the rules
@@ -91,7 +92,7 @@ class Pretokenizer:
         # matches bytes exactly where it matches the text.
         escaped = b"|".join(regex.escape(token.encode("utf-8")) for token in self.special_tokens)
         self._special_bytes = regex.compile(escaped) if self.special_tokens else None
-        self._pretoken = self.pattern.compiled
+        self._pretoken = finder(self.pattern)  # a pattern of one's own under a time limit
         rule = self.pattern.cut_rule
         self._cuts = regex.compile(rule) if rule else None
         self._cuts_backwards = regex.compile(rule, flags=regex.REVERSE) if rule else None

@@ -4,46 +4,49 @@ Takes ``vocab`` (id -> bytes), ``merges`` (in the order learned) and special tok
 ``train_bpe`` returns them; gives ``encode``, ``encode_iterable`` and ``decode`` with GPT-2's
 semantics: special tokens are split out first (longest first where several match at one place),
 the rest is pre-tokenized with the split pattern, and each pre-token's bytes are merged by rank,
-lowest first. The interface is CS336's. ``save`` and ``load`` own the directory a training job
-writes: ``vocab.json``, ``merges.txt``, ``tokenizer.json`` (which records the split pattern) and
-``tokenizer.tiktoken`` (tiktoken's ranks), the writer beside the reader.
+lowest first. The interface is CS336's, with tiktoken's ``encode_batch``, ``allowed_special`` and
+``disallowed_special`` (``encode_options``; CS336's defaults). ``save`` and ``load`` own the
+directory a training job writes (``tokenizer_files``).
+
+Threads may share a tokenizer: its merge tables are read-only once built (the compiled ones
+under a lock, once), the Python path's cache is a dict read and written one whole entry at a time
+under the GIL, and the compiled encoder lends each call a cache of its own.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import logging
-import os
-from collections.abc import Iterable, Iterator
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from itertools import pairwise
-from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import gpt2_files
+from .encode_options import Allowed, SpecialTokenRules, refuse_disallowed, valid_text
 from .errors import BpeDaskError
-from .outputs import check_output_dir
-from .pretokenize import GPT2, Pretokenizer, SplitPattern, check_special_tokens, split_pattern
-from .publish import publish_directory
-from .storage import describe, filesystem
+from .pattern_limit import finder
+from .pretokenize import GPT2, Pretokenizer, SplitPattern, check_special_tokens
+from .tokenizer_files import FILES, TokenizerFiles
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
     from .encode_numba import CompiledEncoder
 
-log = logging.getLogger(__name__)
+__all__ = ["FILES", "Tokenizer"]
 
 CACHE_LIMIT = 1 << 20
 ENGINES = ("auto", "python", "numba")
 COMPILED_MIN_CHARS = 1 << 16  # below this, loading compiled code costs more than it saves
 LONG_PRETOKEN = 256  # characters: past this, the pure-Python merge's O(n²) starts to show
 _UNMERGEABLE = (float("inf"), -1)  # (rank, merged id) of a pair no merge joins
-FILES = ("vocab.json", "merges.txt", "tokenizer.json", "tokenizer.tiktoken")
+_BETWEEN = np.int64(1) << 62  # marks a document's end in one compiled call over many: no token's id
 
 
-class Tokenizer:
+class Tokenizer(TokenizerFiles):
     """Byte-level BPE encoding and decoding with a trained vocabulary."""
 
     def __init__(
@@ -75,11 +78,18 @@ class Tokenizer:
         self._merges = {
             (ids[a], ids[b]): (rank, ids[a + b]) for rank, (a, b) in enumerate(self.merges) if a + b in ids
         }
+        self._special_rules = SpecialTokenRules(self.pretokenizer)
         self._cache: dict[str, tuple[int, ...]] = {}
         self._compiled: CompiledEncoder | None = None
+        self._compiling = threading.Lock()
 
     def __getstate__(self) -> dict:  # caches and compiled state are rebuilt where the tokenizer lands
-        return {**self.__dict__, "_cache": {}, "_compiled": None}
+        state = {**self.__dict__, "_cache": {}, "_compiled": None}
+        del state["_compiling"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _compiling=threading.Lock())
 
     def _special_id(self, token: str) -> int:
         """The first id past the 256 bytes that holds the token (a special token "\n" is not byte 10),
@@ -93,145 +103,75 @@ class Tokenizer:
         self._ids.setdefault(data, new_id)
         return new_id
 
-    # --- the directory contract ----------------------------------------------------------------
-
-    def files(self) -> dict[str, str]:
-        """The files ``save`` writes, by name: what a directory `bpe-dask train` wrote holds.
-
-        ``tokenizer.tiktoken`` is left out, with a warning, for a vocabulary whose ranks tiktoken
-        would merge differently (``tiktoken_ranks``); one that training made never is."""
-        pattern = self.pretokenizer.pattern
-        files = {
-            "vocab.json": gpt2_files.vocab_json(self.vocab, self.special_ids),
-            "merges.txt": gpt2_files.merges_txt(self.merges),
-            "tokenizer.json": gpt2_files.tokenizer_json(self.vocab, self.merges, self.special_ids, pattern),
-        }
-        try:
-            files["tokenizer.tiktoken"] = gpt2_files.tiktoken_bpe(self.tiktoken_ranks())
-        except BpeDaskError as error:
-            log.warning("no tokenizer.tiktoken: %s", error)
-        return files
-
-    # Why tiktoken, given these ranks, encodes as ``_merge`` does. tiktoken merges a pre-token's bytes
-    # by rank: it joins the two neighbouring parts whose concatenation is the token of lowest rank (the
-    # leftmost on a tie), again and again, and it takes a pre-token that is a whole token at once.
-    # ``_merge`` joins the two neighbouring parts that are a merge, lowest merge rank first, leftmost
-    # first. The ranks are the ids, and they are written only if: (1) no two tokens but special ones
-    # hold the same bytes; (2) the tokens of two or more bytes, in id order, are exactly what the merges
-    # make, in merge order, so each is made by one merge and ranks as it; (3) each merge's parts come
-    # before what it makes; (4) ``_merge`` makes each token's bytes into that one token.
-    #
-    # Training makes (2) and (3) so. [L]: a stretch of a pre-token whose two ends have stayed boundaries
-    # between parts so far has been merged by ``_merge`` exactly as it would be alone: no pair across an
-    # end was joined, so inside the stretch the leftmost-first choices of pairs to join are those made
-    # alone. Training splits each word as ``_merge`` does with the merges so far, and learns a merge
-    # from a word in which its token's bytes were two neighbouring parts, so by [L] those bytes alone
-    # are the same two parts then, and (4) follows; so does (1): bytes that a merge made into one token
-    # can never again be two parts for a later merge to join.
-    #
-    # Given (1)-(4), the two agree at every step. By (3) a merge only makes pairs of higher rank, so
-    # ``_merge`` goes through the ranks in order. Take any state of ``_merge`` on any pre-token, while
-    # it is at rank r, and two neighbouring parts x, y whose bytes x + y are a token t. The ends of
-    # their stretch have been boundaries from the start, so by [L] the stretch is in a state that t's
-    # bytes alone reach at rank r. By (4) those are split at least as finely as [a, b], t's own merge,
-    # up to t's rank, and are [t] after it, so a state of two parts is [a, b]: x, y is t's merge, and
-    # t's rank is r or later (parts are joined, never split). The pairs tiktoken may join are
-    # then exactly those ``_merge`` may join, ranked alike by (2), and both join the lowest and
-    # leftmost. A pre-token that is one token is that token in both, by (4). Special tokens are not
-    # ranks: tiktoken splits them out first, as ``Pretokenizer.split`` does, though where two overlap it
-    # does not take the longer first. The split pattern is the same regex for both (its ``regex``).
-    def tiktoken_ranks(self) -> dict[bytes, int]:
-        """The ``mergeable_ranks`` of a ``tiktoken.Encoding`` that encodes as this tokenizer does
-        (its special tokens go apart: ``special_ids``), or a ``BpeDaskError`` saying why none does."""
-        specials = set(self.special_ids.values())
-        ranks: dict[bytes, int] = {}
-        for i, token in sorted(self.vocab.items()):
-            if i in specials:
-                continue
-            if token in ranks:
-                raise BpeDaskError(f"ids {ranks[token]} and {i} hold the same bytes {token!r}")
-            ranks[token] = i
-        missing = [b for b in range(256) if bytes([b]) not in ranks]
-        if missing:
-            raise BpeDaskError(f"byte {missing[0]} is not a token")
-        longer = [token for token in ranks if len(token) > 1]  # in id order
-        made = [a + b for a, b in self.merges]
-        if longer != made:
-            raise BpeDaskError("its tokens of several bytes are not, in id order, what its merges make")
-        for (a, b), token in zip(self.merges, made, strict=True):
-            rank = ranks[token]
-            if not (ranks.get(a, rank) < rank and ranks.get(b, rank) < rank):
-                raise BpeDaskError(f"merge {a!r} {b!r} joins what is no token before {token!r}")
-            if self._merge(token) != (rank,):
-                raise BpeDaskError(f"its merges do not make {token!r} from its own bytes")
-        return ranks
-
-    def save(self, directory: str | os.PathLike, storage_options: dict | None = None) -> None:
-        """Make ``directory`` (a path or URL) hold the tokenizer's files, published whole: a
-        tokenizer saved there before is replaced; a directory holding other files is refused."""
-        directory = os.fspath(directory)
-        check_output_dir(directory, True, lambda name: name in (*FILES, "report.json"), storage_options)
-        publish_directory(directory, self.files(), storage_options)
-
-    @classmethod
-    def load(
-        cls,
-        directory: str | os.PathLike,
-        special_tokens: Iterable[str] | None = None,
-        storage_options: dict | None = None,
-        engine: str = "auto",
-    ) -> Tokenizer:
-        """The tokenizer ``save`` (or `bpe-dask train`) wrote into ``directory``, with the special
-        tokens its ``tokenizer.json`` registers unless ``special_tokens`` are given."""
-        folder = os.fspath(directory).rstrip("/")
-        try:
-            fs, path = filesystem(f"{folder}/tokenizer.json", storage_options)
-            described = fs.cat_file(path).decode() if fs.exists(path) else None
-            if special_tokens is None:
-                special_tokens = gpt2_files.special_tokens_in(described) if described else []
-            pattern = gpt2_files.pattern_in(described) if described else GPT2
-            vocab, merges = f"{folder}/vocab.json", f"{folder}/merges.txt"
-            return cls.from_files(vocab, merges, special_tokens, storage_options, engine, pattern)
-        except FileNotFoundError as error:
-            missing = PurePosixPath(error.filename or "").name or "vocab.json"
-            raise BpeDaskError(
-                f"tokenizer {folder}: no {missing} there (a directory `bpe-dask train` wrote)"
-            ) from None
-        except (OSError, ValueError, KeyError) as error:
-            raise BpeDaskError(f"tokenizer {folder}: cannot read it ({describe(error)})") from None
-
-    @classmethod
-    def from_files(
-        cls,
-        vocab_filepath: str | os.PathLike,
-        merges_filepath: str | os.PathLike,
-        special_tokens: Iterable[str] | None = None,
-        storage_options: dict | None = None,
-        engine: str = "auto",
-        pattern: str | SplitPattern = GPT2,
-    ) -> Tokenizer:
-        """A tokenizer from GPT-2-style ``vocab.json`` and ``merges.txt`` (CS336's interface),
-        local paths or any URL fsspec reads."""
-        special_tokens = check_special_tokens(special_tokens or ())
-        pattern = split_pattern(pattern)
-        vocab = gpt2_files.parse_vocab_json(_read_text(vocab_filepath, storage_options), special_tokens)
-        merges = gpt2_files.parse_merges_txt(_read_text(merges_filepath, storage_options))
-        return cls(vocab, merges, special_tokens, pattern, engine)
-
     # --- encoding and decoding -----------------------------------------------------------------
+    #
+    # ``allowed_special`` and ``disallowed_special`` are tiktoken's, with CS336's defaults: every
+    # special token in the text is split out as its id, none is refused. A special token neither
+    # allowed nor disallowed is ordinary text; text holding a disallowed one (``"all"``: every one not
+    # allowed) raises ``DisallowedSpecialTokenError``, a ``BpeDaskError`` and a ``ValueError``. Lone
+    # surrogates become U+FFFD first, as in tiktoken.
 
-    def encode(self, text: str) -> list[int]:
-        """The token ids of ``text``."""
+    def encode(
+        self, text: str, *, allowed_special: Allowed = "all", disallowed_special: Allowed = ()
+    ) -> list[int]:
+        """The token ids of ``text`` (special tokens: see above)."""
+        pretokenizer, disallowed = self._special_rules.of(allowed_special, disallowed_special)
+        refuse_disallowed(text, disallowed)
         if self._use_compiled(len(text)):
-            return self._encode_compiled(text).tolist()
-        return self._encode_python(text)
+            return self._encode_compiled(text, pretokenizer).tolist()
+        try:
+            return self._encode_python(text, pretokenizer)
+        except UnicodeEncodeError:
+            return self._encode_python(valid_text(text), pretokenizer)
 
-    def encode_array(self, text: str, dtype: npt.DTypeLike = np.uint32) -> np.ndarray:
+    def encode_array(self, text: str, dtype: npt.DTypeLike = np.uint32, *, allowed_special: Allowed = "all",
+                     disallowed_special: Allowed = ()) -> np.ndarray:  # fmt: skip
         """``encode`` as a NumPy array (of ``dtype``, which must hold every id): no Python int per
         token."""
+        pretokenizer, disallowed = self._special_rules.of(allowed_special, disallowed_special)
+        refuse_disallowed(text, disallowed)
         if self._use_compiled(len(text)):
-            return self._encode_compiled(text).astype(dtype)
-        return np.array(self._encode_python(text), dtype)
+            return self._encode_compiled(text, pretokenizer).astype(dtype)
+        try:
+            return np.array(self._encode_python(text, pretokenizer), dtype)
+        except UnicodeEncodeError:
+            return np.array(self._encode_python(valid_text(text), pretokenizer), dtype)
+
+    def encode_batch(self, texts: Sequence[str], *, num_threads: int = 8, allowed_special: Allowed = "all",
+                     disallowed_special: Allowed = ()) -> list[list[int]]:  # fmt: skip
+        """The ids of each text, in order, as ``encode`` gives them, encoded by ``num_threads`` threads
+        (the compiled encoder runs without the GIL), as tiktoken's ``Encoding.encode_batch``.
+
+        >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
+        >>> tokenizer.encode_batch(["hi", "a<|endoftext|>"])
+        [[104, 105], [97, 256]]
+        """
+        texts = list(texts)
+        pretokenizer, disallowed = self._special_rules.of(allowed_special, disallowed_special)
+        for text in texts:
+            refuse_disallowed(text, disallowed)
+        size = sum(map(len, texts))
+        if not self._use_compiled(size):
+            one = partial(self.encode, allowed_special=allowed_special, disallowed_special=disallowed_special)
+            if num_threads <= 1 or size < COMPILED_MIN_CHARS:
+                return [one(text) for text in texts]
+            with ThreadPoolExecutor(num_threads) as pool:
+                return list(pool.map(one, texts))
+        # Texts in groups of about equal size, each group one compiled call, a few groups a thread.
+        groups, group, group_size = [], [], 0
+        share = max(COMPILED_MIN_CHARS, size // (4 * max(1, num_threads)))
+        for text in texts:
+            group.append(text)
+            group_size += len(text)
+            if group_size >= share:
+                groups.append(group)
+                group, group_size = [], 0
+        groups += [group] if group else []
+        encode_group = partial(self._encode_compiled_texts, pretokenizer=pretokenizer)
+        if num_threads <= 1 or len(groups) <= 1:
+            return [ids for g in groups for ids in encode_group(g)]
+        with ThreadPoolExecutor(min(num_threads, len(groups))) as pool:
+            return [ids for encoded in pool.map(encode_group, groups) for ids in encoded]
 
     def encode_documents(
         self, documents: list[str], separator: str | None = None, dtype: npt.DTypeLike = np.uint32
@@ -239,7 +179,7 @@ class Tokenizer:
         """The ids of each document in turn, each followed by the id of the special token
         ``separator`` when one is given (as nanoGPT ends every document with ``<|endoftext|>``).
         Documents stand alone: no pre-token crosses from one into the next."""
-        encoded = [text.encode("utf-8") for text in documents]
+        encoded = [_utf8(text) for text in documents]
         ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
         return self.encode_utf8_documents(b"".join(encoded), ends, separator, dtype)
 
@@ -252,21 +192,29 @@ class Tokenizer:
         if not self._use_compiled(len(data)):
             ids: list[int] = []
             for a, b in pairwise([0, *np.asarray(ends).tolist()]):
-                ids += self._encode_python(data[a:b].decode("utf-8"))
+                ids += self._encode_python(data[a:b].decode("utf-8"), self.pretokenizer)
                 ids += end
             return np.array(ids, dtype)
-        bounds, is_boundary = self.pretokenizer.document_bounds(data, ends)
-        between_documents = end[0] if end else -1  # the compiled encoder writes no id for -1
-        gaps = zip(bounds[1:-1:2].tolist(), bounds[2:-1:2].tolist(), is_boundary.tolist(), strict=True)
-        specials = np.array(
-            [
-                between_documents if boundary else self.special_ids[data[a:b].decode()]
-                for a, b, boundary in gaps
-            ],
-            np.int64,
-        )
-        ids = self._compiled_encoder().encode(data, bounds, specials)
+        ids = self._encode_compiled_documents(data, ends, end[0] if end else -1, self.pretokenizer)
         return np.concatenate([ids, end]).astype(dtype) if end and len(ends) else ids.astype(dtype)
+
+    def _encode_compiled_documents(self, data: bytes, ends: np.ndarray, between_documents: int,
+                                   pretokenizer: Pretokenizer) -> np.ndarray:  # fmt: skip
+        """The ids of UTF-8 documents in one compiled call, ``between_documents`` (unless negative: the
+        compiled encoder writes no id for -1) after each but the last."""
+        bounds, is_boundary = pretokenizer.document_bounds(data, ends)
+        gaps = zip(bounds[1:-1:2].tolist(), bounds[2:-1:2].tolist(), is_boundary.tolist(), strict=True)
+        special_id = self.special_ids
+        specials = [between_documents if edge else special_id[data[a:b].decode()] for a, b, edge in gaps]
+        return self._compiled_encoder().encode(data, bounds, np.array(specials, np.int64))
+
+    def _encode_compiled_texts(self, texts: list[str], pretokenizer: Pretokenizer) -> list[list[int]]:
+        """The ids of each text, all in one compiled call, cut apart where a mark between them falls."""
+        encoded = [_utf8(text) for text in texts]
+        ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
+        ids = self._encode_compiled_documents(b"".join(encoded), ends, _BETWEEN, pretokenizer)
+        marks = np.flatnonzero(ids == _BETWEEN)
+        return [ids[a + 1 : b].tolist() for a, b in pairwise([-1, *marks.tolist(), len(ids)])]
 
     def _use_compiled(self, length: int) -> bool:
         """The compiled encoder for ``engine="numba"``, and for ``"auto"`` on text long enough to repay
@@ -280,24 +228,28 @@ class Tokenizer:
         return True
 
     def _compiled_encoder(self) -> CompiledEncoder:
+        """Built once, by whichever thread asks first (the others wait for it), then shared."""
         if self._compiled is None:
-            from .encode_numba_gpt4 import compiled_encoder
+            with self._compiling:
+                if self._compiled is None:
+                    from .encode_numba_gpt4 import compiled_encoder
 
-            self._compiled = compiled_encoder(self._byte_ids, self._merges, self.pretokenizer.pattern.name)
+                    pattern = self.pretokenizer.pattern.name
+                    self._compiled = compiled_encoder(self._byte_ids, self._merges, pattern)
         return self._compiled
 
-    def _encode_compiled(self, text: str) -> np.ndarray:
-        data = text.encode("utf-8")
-        bounds = self.pretokenizer.piece_bounds(data)
+    def _encode_compiled(self, text: str, pretokenizer: Pretokenizer | None = None) -> np.ndarray:
+        data = _utf8(text)
+        bounds = (pretokenizer or self.pretokenizer).piece_bounds(data)
         between = [data[bounds[k] : bounds[k + 1]].decode("utf-8") for k in range(1, len(bounds) - 1, 2)]
         specials = np.array([self.special_ids[token] for token in between], np.int64)
         return self._compiled_encoder().encode(data, bounds, specials)
 
-    def _encode_python(self, text: str) -> list[int]:
+    def _encode_python(self, text: str, pretokenizer: Pretokenizer) -> list[int]:
         ids: list[int] = []
         cache = self._cache
-        findall = self.pretokenizer.pattern.compiled.findall
-        for piece, is_special in self.pretokenizer.split(text):
+        findall = finder(pretokenizer.pattern).findall
+        for piece, is_special in pretokenizer.split(text):
             if is_special:
                 ids.append(self.special_ids[piece])
                 continue
@@ -308,24 +260,27 @@ class Tokenizer:
                 ids.extend(encoded)
         return ids
 
-    def encode_iterable(self, iterable: Iterable[str]) -> Iterator[int]:
+    def encode_iterable(self, iterable: Iterable[str], *, allowed_special: Allowed = "all",
+                        disallowed_special: Allowed = ()) -> Iterator[int]:  # fmt: skip
         """The token ids of the concatenation of ``iterable`` (a file's lines, say), lazily.
 
-        Text is held back only until the next safe cut (``Pretokenizer.recut``), so memory stays
-        bounded by the longest stretch without one and the time is linear in the text. Pieces
-        between cuts are encoded in batches of about ``COMPILED_MIN_CHARS``: the text of two
-        neighbouring pieces encodes as the two pieces do, and a batch is worth the compiled engine.
+        Text is held back only until the next safe cut (``Pretokenizer.recut``; never inside an
+        allowed or disallowed special token), so memory stays bounded by the longest stretch without
+        one and the time is linear in the text. Pieces between cuts are encoded in batches of about
+        ``COMPILED_MIN_CHARS``: the text of two neighbouring pieces encodes as the two pieces do, and a
+        batch is worth the compiled engine.
         """
+        options = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
         batch: list[str] = []
         size = 0
-        for text in self.pretokenizer.recut(iterable):
+        for text in self._special_rules.cutter(allowed_special, disallowed_special).recut(iterable):
             batch.append(text)
             size += len(text)
             if size >= COMPILED_MIN_CHARS:
-                yield from self.encode("".join(batch))
+                yield from self.encode("".join(batch), **options)
                 batch, size = [], 0
         if batch:
-            yield from self.encode("".join(batch))
+            yield from self.encode("".join(batch), **options)
 
     def token_id(self, token: str | bytes) -> int:
         """The id of one whole token (a special token's text, or a token's bytes)."""
@@ -348,7 +303,9 @@ class Tokenizer:
         if len(self._cache) >= CACHE_LIMIT:
             self._cache.clear()
         if len(pretoken) > LONG_PRETOKEN and self._use_compiled(COMPILED_MIN_CHARS):
-            return tuple(self._encode_compiled(pretoken).tolist())
+            data = pretoken.encode("utf-8")  # one piece: no special token inside, whatever its text
+            bounds, no_specials = np.array([0, len(data)], np.int64), np.empty(0, np.int64)
+            return tuple(self._compiled_encoder().encode(data, bounds, no_specials).tolist())
         ids = self._cache[pretoken] = self._merge(pretoken.encode("utf-8"))
         return ids
 
@@ -375,6 +332,9 @@ class Tokenizer:
         return tuple(parts)
 
 
-def _read_text(path: str | os.PathLike, storage_options: dict | None) -> str:
-    fs, stripped = filesystem(os.fspath(path), storage_options)
-    return fs.cat_file(stripped).decode("utf-8")
+def _utf8(text: str) -> bytes:
+    """``text`` in UTF-8, lone surrogates made U+FFFD first as tiktoken does (``valid_text``)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return valid_text(text).encode("utf-8")
