@@ -5,8 +5,9 @@ Takes the two signals for the duration of a command (``handled``); gives ``Keybo
 at the next safe point:
 
 - not in code that Python or a library runs on its own, where an exception is printed and dropped
-  (a ``gc`` callback, such as Dask's, or a ``__del__``) or garbled (numba's calls back into Python
-  from compiled code, a ``SystemError``): the signal is sent to the main thread again a moment later;
+  (a ``gc`` callback, such as Dask's, a weakref finalizer, a ``__del__``) or garbled (numba's calls
+  back into Python from compiled code, a ``SystemError``): the signal is sent to the main thread
+  again a moment later;
 - not in a ``deferred`` block (starting the cluster, committing an output): raised as it ends;
 - once: the job is unwinding by then and its clean-up (closing the cluster, removing temporary
   files) must finish; later signals are dropped.
@@ -31,8 +32,9 @@ from types import FrameType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 AGAIN_AFTER = 0.05  # seconds before a signal that came at an unsafe point is sent again
-# Code whose Python frames are called from C or by the interpreter itself: an exception there is lost.
-_UNSAFE_FILES = (os.sep + os.path.join("distributed", "gc.py"), os.sep + "numba" + os.sep)
+# Code whose Python frames are called from C or by the interpreter itself, where an exception is lost:
+# Dask's gc callback, numba's calls back from compiled code, weakref finalizers (Dask has many).
+_UNSAFE_FILES = tuple(path.replace("/", os.sep) for path in ("/distributed/gc.py", "/numba/", "/weakref.py"))
 
 
 class Terminated(BaseException):
