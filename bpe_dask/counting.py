@@ -239,15 +239,17 @@ def _safe_pieces(data: bytes, pretokenizer: Pretokenizer, limit: int) -> Iterato
         end = _character_start_back(data, position + limit)  # the furthest a piece may end
         # Enough characters past ``end`` to judge a cut there (``context``, four bytes at most each).
         window_end = _character_start_back(data, min(len(data), end + 4 * pretokenizer.context + 4))
-        text = data[position:window_end].decode("utf-8")
-        hi = len(text) - len(data[end:window_end].decode("utf-8"))  # ``end`` in characters
+        window = memoryview(data)[position:window_end]
+        text = str(window, "utf-8")
+        hi = len(text) - len(str(window[end - position :], "utf-8"))  # ``end`` in characters
         cut = pretokenizer.last_cut(text, 1, hi + 1)
         if cut is None:  # rare: decode the rest and look on
-            text = data[position:].decode("utf-8")
+            window = memoryview(data)[position:]
+            text = str(window, "utf-8")
             cut = pretokenizer.first_cut(text, hi + 1, len(text))
             if cut is None:
                 break
-        size = len(text[:cut].encode("utf-8"))
+        size = len(window) - len(text[cut:].encode("utf-8"))  # the characters after the cut are few
         yield data[position : position + size]
         position += size
     yield data[position:]

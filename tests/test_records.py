@@ -358,3 +358,24 @@ def test_a_long_record_is_counted_in_safe_pieces_no_longer_than_a_block(tmp_path
         count_range(part, settings, block_size=500, counter=spy)
         assert counts_of(spy.table()) == expected, path.name
         assert max(len(d.encode()) for d in docs) > 10_000 and 0 < spy.longest <= 500, path.name
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "o200k"])
+def test_a_document_s_safe_pieces_join_to_it_and_count_as_it_does(pattern):
+    """Multilingual text (characters of up to four bytes, special tokens) in pieces for limits down
+    to one byte: the pieces are the document's bytes, each a whole number of characters, no longer
+    than the limit where a cut allows, and counted apart they give the document's counts."""
+    from bpe_dask.counting import _safe_pieces
+
+    rules, regex_of = Pretokenizer([EOT], pattern), split_pattern(pattern).regex
+    for seed in range(12):
+        text = corpus.mixed_corpus(seed, 3)
+        expected = reference.pretokenize([text], [EOT], regex_of)
+        for limit in (1, 3, 17, 300):
+            pieces = list(_safe_pieces(text.encode(), rules, limit))
+            assert b"".join(pieces) == text.encode() and all(pieces)
+            texts = [piece.decode() for piece in pieces]  # whole characters
+            assert reference.pretokenize(texts, [EOT], regex_of) == expected, (seed, limit)
+            over = [t for t in texts[:-1] if len(t.encode()) > limit]
+            assert all(rules.last_cut(t + "x" * 20, 1, len(t.encode()[:limit].decode("utf-8", "ignore")) + 1)
+                       is None for t in over), (seed, limit)  # fmt: skip
