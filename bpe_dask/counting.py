@@ -2,11 +2,13 @@
 
 Takes a partition (a ``ByteRange`` of text, or of records: ``records``) and the ``CountSettings`` of
 the job; reads a text range as blocks cut at safe places (``blocks``), records as batches of
-documents that each stand alone, counts their pre-tokens with one of two engines (the ``regex`` module
-through ``pretokenize``, the reference, or the compiled scanners of ``pretokenize_numba`` and
-``pretokenize_numba_gpt4``; both give the same counts) and writes ``token: binary, count: int64``,
-sorted by token, to a shard. The shard's name is derived from the range's identity and the
-settings, so a re-run reuses finished shards and never confuses them with other work.
+documents that each stand alone (a document longer than a block in pieces cut at safe places, so
+memory stays bounded either way), counts their pre-tokens with one of two engines (the ``regex``
+module through ``pretokenize``, the reference, or the compiled scanners of ``pretokenize_numba`` and
+``pretokenize_numba_gpt4``; both give the same counts) and writes ``token: binary, count: int64``
+(``large_binary`` past 2 GiB of tokens: ``counts_table``), sorted by token, to a shard. The
+shard's name is derived from the range's identity and the settings, so a re-run reuses finished
+shards and never confuses them with other work.
 """
 
 from __future__ import annotations
