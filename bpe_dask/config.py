@@ -83,6 +83,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "text_column": _string,
     "on_bad_record": _string,
     "document_separator": _string,
+    "trust_pattern": _boolean,
 }
 PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer"}
 DEFAULTS: dict[str, Any] = {

@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import itertools
 import pickle
+import subprocess
+import sys
 import time
 
 import corpus
@@ -211,3 +213,17 @@ def test_the_built_in_patterns_load_from_a_file_untrusted(trained, tmp_path):
         assert Tokenizer.load(tmp_path / pattern).pretokenizer.pattern.name == pattern
     assert np.array_equal(Tokenizer.load(tmp_path / "gpt4").encode_array("Hello"),
                           Tokenizer(*trained, SPECIALS, "gpt4").encode_array("Hello"))  # fmt: skip
+
+
+def test_bpe_dask_encode_runs_a_pattern_of_ones_own_only_with_trust_pattern(trained, tmp_path):
+    Tokenizer(*trained, SPECIALS, r"\S+|\s+").save(tmp_path / "tok")
+    (tmp_path / "in.txt").write_bytes(corpus.words_corpus(5, 2_000).encode())
+    command = [sys.executable, "-m", "bpe_dask", "encode", "in.txt", "--tokenizer", "tok", "--out", "ids.bin",
+               "--workers", "1", "-q"]  # fmt: skip
+    refused = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    assert refused.returncode == 1 and "--trust-pattern" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    subprocess.run([*command, "--trust-pattern"], cwd=tmp_path, check=True)
+    trusted = Tokenizer.load(tmp_path / "tok", trust_pattern=True)
+    want = trusted.encode((tmp_path / "in.txt").read_bytes().decode())
+    assert np.fromfile(tmp_path / "ids.bin", np.uint16).tolist() == want
