@@ -55,7 +55,7 @@ def race(hold: str, commands: list[list[str]], cwd: Path, env: dict | None = Non
         subprocess.Popen(
             [sys.executable, "-m", "bpe_dask", *command], cwd=cwd, env={**env, "BPE_RACE_ME": me},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        )
         for me, command in zip(ready, commands, strict=True)
     ]
     done = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
@@ -122,7 +122,8 @@ def test_two_jobs_with_overwrite_both_succeed_and_the_output_is_one_of_them(coun
     (tmp_path / "tok").mkdir()
     (tmp_path / "tok" / "merges.txt").write_text("")  # an earlier result, replaced
     done = race("_rename_into_place", [
-        ["merge", str(counts), "--vocab-size", size, "--out", "tok", "--overwrite", "-q"] for size in ("300", "320")
+        ["merge", str(counts), "--vocab-size", size, "--out", "tok", "--overwrite", "-q"]
+        for size in ("300", "320")
     ], tmp_path)  # fmt: skip
     assert [code for code, _ in done] == [0, 0], done
     assert merges_in(tmp_path / "tok") in (300 - 257, 320 - 257)
