@@ -52,10 +52,9 @@ def env_without_aws() -> dict[str, str]:
 
 @contextmanager
 def processes(*commands: list[str], env: dict | None = None, cwd: str | None = None) -> Iterator[list]:
-    procs = [
-        subprocess.Popen(c, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for c in commands
-    ]
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    die_with_parent = _die_with_parent if sys.platform.startswith("linux") else None
+    procs = [subprocess.Popen(c, env=env, cwd=cwd, preexec_fn=die_with_parent, **quiet) for c in commands]
     try:
         yield procs
     finally:
