@@ -203,13 +203,10 @@ class Machine:
         """The files in this machine's own folder (relative paths), except its log, Dask's worker
         space (``dask-scratch-space``) and Python's caches: where a job's output must never be."""
         found = set()
-        for path in self.root.rglob("*"):
-            relative = path.relative_to(self.root)
-            if relative.parts[0] == "log.txt" or {"dask-scratch-space", "__pycache__"} & set(relative.parts):
-                continue
-            if not path.is_dir():
-                found.add(str(relative))
-        return found
+        for folder, subfolders, names in os.walk(self.root):  # a folder that goes meanwhile is skipped
+            subfolders[:] = [f for f in subfolders if f not in ("dask-scratch-space", "__pycache__")]
+            found |= {os.path.relpath(os.path.join(folder, name), self.root) for name in names}
+        return found - {"log.txt"}
 
     def private_files(self) -> list[str]:
         """What this process wrote under a hidden client path, on its private tmpfs: seen through
@@ -219,7 +216,8 @@ class Machine:
         found = []
         for hidden in self.hidden:
             view = Path(f"/proc/{self.process.pid}/root") / hidden.relative_to("/")
-            found += [str(hidden / p.relative_to(view)) for p in view.rglob("*") if not p.is_dir()]
+            for folder, _, names in os.walk(view):
+                found += [str(hidden / Path(folder, name).relative_to(view)) for name in names]
         return sorted(found)
 
 
