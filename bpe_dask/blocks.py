@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
 
-from .errors import BpeDaskError, InputError
+from .errors import BpeDaskError, InputError, TransientError, is_transient
 from .plan import ByteRange
 from .pretokenize import NoCutError, Pretokenizer, SplitPattern
 from .storage import describe, filesystem
@@ -128,7 +128,8 @@ def _read_error(byte_range: ByteRange, error: Exception) -> BpeDaskError:
         byte_range.file.compression is not None
         and (type(error).__name__ == "ZstdError" or "Invalid data stream" in str(error))  # zstandard, bz2
     )
-    kind = InputError if lasting else BpeDaskError  # a BpeDaskError is retried, an InputError is not
+    # Only what may be transient is retried (errors.retrying): a dropped connection, not a bug.
+    kind = InputError if lasting else TransientError if is_transient(error) else BpeDaskError
     return kind(f"cannot read {byte_range.file.name}: {describe(error)}")
 
 

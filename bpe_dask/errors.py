@@ -29,6 +29,11 @@ class BpeDaskError(Exception):
     """A problem with the user's input or options, explained in one line."""
 
 
+class TransientError(BpeDaskError):
+    """A failure explained in one line that may go away if tried again (a read of the input that a
+    dropped connection cut short)."""
+
+
 class InputError(BpeDaskError):
     """The input's content cannot be counted (invalid UTF-8, a giant pre-token): retrying cannot help."""
 
@@ -46,6 +51,8 @@ _TRANSIENT_NAMES = {
 
 def is_transient(error: BaseException) -> bool:
     """Whether ``error`` may go away if the same thing is tried again."""
+    if isinstance(error, TransientError):
+        return True
     if isinstance(error, (BpeDaskError, *_LASTING)) or not isinstance(error, Exception):
         return False
     if isinstance(error, ConnectionError | TimeoutError):
