@@ -45,6 +45,7 @@ _received: int | None = None  # the first signal that came
 _raised = False  # whether it has been raised (it is then not raised again by the handler)
 _deferring = 0
 _again: threading.Timer | None = None
+_session = 0  # which ``handled`` block is running (0: none); a late resend from another is dropped
 
 
 def received() -> int | None:
@@ -71,19 +72,24 @@ def _raise() -> None:
 @contextmanager
 def handled() -> Iterator[None]:
     """SIGINT and SIGTERM handled as above for the block (in the main thread; elsewhere, as before)."""
-    global _received, _raised
+    global _received, _raised, _session
     if threading.current_thread() is not threading.main_thread():  # signals go to the main thread only
         yield
         return
     _received, _raised = None, False
+    session = _session = _session + 1
     previous = {signum: signal.signal(signum, _handler) for signum in SIGNALS}
     try:
         yield
     finally:
+        # Over: nothing of this block's signal may reach code that runs after it (a later job in the
+        # same process, whose ``check`` would raise it; a resend landing on the previous handler).
+        _session = -session
         if _again is not None:
             _again.cancel()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        _received, _raised = None, False
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
@@ -111,13 +117,13 @@ def _send_again(signum: int) -> None:
     global _again
     if _again is not None and _again.is_alive():
         return
-    _again = threading.Timer(AGAIN_AFTER, _resend, (threading.main_thread().ident, signum))
+    _again = threading.Timer(AGAIN_AFTER, _resend, (threading.main_thread().ident, signum, _session))
     _again.daemon = True
     _again.start()
 
 
-def _resend(thread: int, signum: int) -> None:
-    if not _raised:
+def _resend(thread: int, signum: int, session: int) -> None:
+    if not _raised and session == _session:
         signal.pthread_kill(thread, signum)
 
 

@@ -261,3 +261,19 @@ def test_a_signal_in_dasks_gc_callback_is_raised_after_it_not_dropped(capfd):
         gc.callbacks.remove(namespace["callback"])
     assert namespace["pending"] == []
     assert "Exception ignored" not in capfd.readouterr().err
+
+
+def test_a_signal_handled_by_one_command_does_not_reach_the_next():
+    """The signal's state ended with its block: a later job in the same process (the Python API
+    after ``bpe_dask.cli.main``, or the next test) must not see it in ``check``, and a resend
+    still pending must not land on the handler that was there before."""
+    from bpe_dask import interrupts
+
+    with interrupts.handled(), pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+    interrupts.check()  # raised KeyboardInterrupt here: the next job stopped before it began
+    assert interrupts.received() is None
+    with interrupts.handled():
+        interrupts._send_again(signal.SIGINT)  # as from an unsafe point, then the block ends at once
+    time.sleep(5 * interrupts.AGAIN_AFTER)  # pytest's own SIGINT handler would stop the session here
