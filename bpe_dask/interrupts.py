@@ -45,6 +45,7 @@ _received: int | None = None  # the first signal that came
 _raised = False  # whether it has been raised (it is then not raised again by the handler)
 _deferring = 0
 _again: threading.Timer | None = None
+_resend_pending = False
 _session = 0  # which ``handled`` block is running (0: none); a late resend from another is dropped
 
 
@@ -72,7 +73,7 @@ def _raise() -> None:
 @contextmanager
 def handled() -> Iterator[None]:
     """SIGINT and SIGTERM handled as above for the block (in the main thread; elsewhere, as before)."""
-    global _received, _raised, _session
+    global _received, _raised, _session, _resend_pending
     if threading.current_thread() is not threading.main_thread():  # signals go to the main thread only
         yield
         return
@@ -87,6 +88,7 @@ def handled() -> Iterator[None]:
         _session = -session
         if _again is not None:
             _again.cancel()
+        _resend_pending = False
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         _received, _raised = None, False
@@ -114,15 +116,18 @@ def _unsafe(frame: FrameType | None) -> bool:
 
 
 def _send_again(signum: int) -> None:
-    global _again
-    if _again is not None and _again.is_alive():
+    global _again, _resend_pending
+    if _resend_pending:  # one is on its way (a timer that has sent already may still look alive)
         return
+    _resend_pending = True
     _again = threading.Timer(AGAIN_AFTER, _resend, (threading.main_thread().ident, signum, _session))
     _again.daemon = True
     _again.start()
 
 
 def _resend(thread: int, signum: int, session: int) -> None:
+    global _resend_pending
+    _resend_pending = False  # first: the signal may land in an unsafe place again, and be sent again
     if not _raised and session == _session:
         signal.pthread_kill(thread, signum)
 

@@ -240,7 +240,9 @@ def callback(phase, info):
     if phase == "start" and pending:
         pending.pop()
         signal.raise_signal(signal.SIGINT)
-        for _ in range(1000):  # the handler runs in here, inside the callback
+        import time
+        until = time.monotonic() + 0.3  # the handler runs in here, inside the callback, and so do
+        while time.monotonic() < until:  # the first resends (every 50 ms): each must come again
             pass
 """
 
