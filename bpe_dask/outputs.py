@@ -15,7 +15,7 @@ from collections.abc import Callable
 import fsspec
 
 from .errors import BpeDaskError
-from .publish import SUCCESS, taken
+from .publish import PROBE, SUCCESS, taken
 from .storage import describe, filesystem, is_local
 
 
@@ -29,9 +29,14 @@ def check_output_dir(
     fs, path = filesystem(url, storage_options)
     try:
         exists = fs.exists(path)
-        names = {e.rstrip("/").rsplit("/", 1)[-1] for e in fs.ls(path, detail=False)} if exists else set()
+        listed = fs.ls(path, detail=False) if exists else []
+    except FileNotFoundError:  # gone between the two looks (in a store: another job's probe file)
+        exists, listed = False, []
     except (OSError, ValueError) as error:
         raise BpeDaskError(f"cannot use output {url}: {describe(error)}") from None
+    # Another job's check_writable may have a probe file in it for a moment: not a result.
+    names = {e.rstrip("/").rsplit("/", 1)[-1] for e in listed}
+    names = {name for name in names if not name.startswith(PROBE)}
     if exists and not fs.isdir(path):
         raise BpeDaskError(f"output {url} exists and is not a directory")
     foreign = sorted(name for name in names if not (ours(name) or name == SUCCESS))
@@ -71,7 +76,7 @@ def check_writable(url: str, storage_options: dict | None = None, beside: bool =
         for ancestor in missing_folders(fs, folder) if is_local(url) else []:
             fs.mkdir(ancestor)
             made.append(ancestor)
-        probe = f"{folder}/.bpe-dask-probe-{uuid.uuid4().hex}"
+        probe = f"{folder}/{PROBE}{uuid.uuid4().hex}"
         fs.pipe_file(probe, b"")
         fs.rm_file(probe)
     except Exception as error:

@@ -34,6 +34,7 @@ from .errors import BpeDaskError
 from .storage import filesystem, is_local
 
 SUCCESS = "_SUCCESS"  # written last: its presence says the directory is complete
+PROBE = ".bpe-dask-probe-"  # a file written and removed at once to learn that a place is writable
 _TAKEN = (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR)
 
 
@@ -222,7 +223,7 @@ def _copy_into_place(
         raise
     try:
         fs.invalidate_cache(path)
-        old = fs.find(path) if fs.exists(path) else []
+        old = [p for p in (fs.find(path) if fs.exists(path) else []) if PROBE not in p]
         if old and not overwrite:
             raise taken(url)
         if f"{path}/{SUCCESS}" in old:
