@@ -17,6 +17,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -145,8 +146,17 @@ def copy_shard(shard: EncodedShard, destination: str, storage_options: dict | No
     """Copy a shard into the output directory under its place in the plan (a server-side copy in an
     object store)."""
     fs, source = filesystem(shard.path, storage_options)
-    retrying(fs.copy, source, filesystem(destination, storage_options)[1])
+    target_fs, target = filesystem(destination, storage_options)
+    if fs.protocol == target_fs.protocol:
+        retrying(fs.copy, source, target)
+    else:  # the work directory in one store, the output in another (S3 to a shared disk): stream it
+        retrying(_copy_across, fs, source, target_fs, target)
     return destination
+
+
+def _copy_across(fs, source: str, target_fs, target: str) -> None:
+    with fs.open(source, "rb") as reading, target_fs.open(target, "wb") as writing:
+        shutil.copyfileobj(reading, writing, 8 * 2**20)
 
 
 def write_at(shard: EncodedShard, path: str, offset: int, storage_options: dict | None = None) -> int:

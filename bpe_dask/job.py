@@ -132,7 +132,11 @@ class Job:
         urls = [*self.input_urls, work_dir, *[o for o in outputs if o]]
         packages = required_packages(urls, [f.compression for f in self.files])
         places = [Place(url, "input") for url in self.input_urls[:1]]
-        places += [Place(work_dir, "--work-dir", True)] + [Place(o, "--out", True) for o in outputs if o]
+        if self.options.work_dir:
+            places.append(Place(work_dir, "--work-dir", True))
+        else:  # the job's own scratch space: the user can only name another
+            places.append(Place(work_dir, "the temporary work directory", True, instead="--work-dir"))
+        places += [Place(o, "--out", True) for o in outputs if o]
         if is_embedded(client):  # the LocalCluster's workers share this machine's disk
             places = [p for p in places if not (p.writes and is_local(p.url))]
         self.plugins = check_workers(

@@ -111,11 +111,13 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 @dataclass(frozen=True)
 class Place:
     """A path the job's tasks read or write: ``url`` (absolute), what it is for the user (``role``:
-    "input", "--work-dir", "--out"), and whether the tasks write into its folder."""
+    "input", "--work-dir", "--out", or a temporary work directory's description), whether the tasks
+    write into its folder, and what a user can give instead (``instead``: the option to name)."""
 
     url: str
     role: str
     writes: bool = False
+    instead: str = ""  # e.g. "--work-dir": the place was not the user's, but that option sets it
 
 
 def check_workers(
@@ -238,16 +240,18 @@ def _ask_workers(client: Client, place: Place, url: str, storage_options: dict |
     worker, why = sorted(failed.items())[0]
     why = describe(why) if isinstance(why, BaseException) else why
     what = "the input" if place.role == "input" else place.role
+    shown = place.url.removeprefix("file://")
     few = f"{len(failed)} of {len(answers)} workers (first {worker}) cannot"
     if is_local(place.url) and why == "not there":
+        give = f"give {place.instead}" if place.instead else "give it"
         raise BpeDaskError(
-            f"{few} see {what} {place.url}, a path on this machine: the tasks "
-            f"{'write' if place.writes else 'read'} it, so give it on storage every worker reaches at "
+            f"{few} see {what} {shown}, a path on this machine: the tasks "
+            f"{'write' if place.writes else 'read'} it, so {give} on storage every worker reaches at "
             "the same path (a shared filesystem, or e.g. s3://bucket/prefix)"
         )
     credentials = "" if is_local(place.url) else (
         "; workers use their own credentials (--ship-credentials sends this machine's)"
     )  # fmt: skip
     raise BpeDaskError(
-        f"{few} {'write beside' if place.writes else 'see'} {what} {place.url} ({why}){credentials}"
+        f"{few} {'write beside' if place.writes else 'see'} {what} {shown} ({why}){credentials}"
     )
