@@ -56,6 +56,7 @@ class Job:
     files: list[InputFile] = field(default_factory=list)
     ranges: list[Partition] = field(default_factory=list)
     plugins: list[str] = field(default_factory=list)  # registered on the workers by ``preflight``
+    _scratch_beside: str = ""  # where ``work_directory`` made the temporary one, for messages
 
     @classmethod
     def start(cls, options: JobOptions, urls: Sequence[str | None]) -> Job:
@@ -135,7 +136,8 @@ class Job:
         if self.options.work_dir:
             places.append(Place(work_dir, "--work-dir", True))
         else:  # the job's own scratch space: the user can only name another
-            places.append(Place(work_dir, "the temporary work directory", True, instead="--work-dir"))
+            made = f"the temporary work directory this job made{self._scratch_beside}"
+            places.append(Place(work_dir, made, True, instead="--work-dir"))
         places += [Place(o, "--out", True) for o in outputs if o]
         if is_embedded(client):  # the LocalCluster's workers share this machine's disk
             places = [p for p in places if not (p.writes and is_local(p.url))]
@@ -163,6 +165,7 @@ class Job:
             yield work_dir
             return
         if beside:
+            self._scratch_beside = f" beside --out {beside}"
             parent, _, name = beside.rstrip("/").rpartition("/")
             scratch = f"{parent}/.{name}.work-{uuid.uuid4().hex[:12]}"
             fs, path = filesystem(scratch, self.storage_options)

@@ -243,11 +243,13 @@ def _ask_workers(client: Client, place: Place, url: str, storage_options: dict |
     shown = place.url.removeprefix("file://")
     few = f"{len(failed)} of {len(answers)} workers (first {worker}) cannot"
     if is_local(place.url) and why == "not there":
+        where = f"{what} {shown}, a path on this machine"
+        if place.instead:  # a place of the job's own: named by the option that sets it
+            where = f"{shown}, {what} on this machine"
         give = f"give {place.instead}" if place.instead else "give it"
         raise BpeDaskError(
-            f"{few} see {what} {shown}, a path on this machine: the tasks "
-            f"{'write' if place.writes else 'read'} it, so {give} on storage every worker reaches at "
-            "the same path (a shared filesystem, or e.g. s3://bucket/prefix)"
+            f"{few} see {where}: the tasks {'write' if place.writes else 'read'} it, so {give} on "
+            "storage every worker reaches at the same path (a shared filesystem, or e.g. s3://bucket/prefix)"
         )
     credentials = "" if is_local(place.url) else (
         "; workers use their own credentials (--ship-credentials sends this machine's)"
