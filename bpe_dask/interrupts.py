@@ -33,8 +33,11 @@ from types import FrameType
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 AGAIN_AFTER = 0.05  # seconds before a signal that came at an unsafe point is sent again
 # Code whose Python frames are called from C or by the interpreter itself, where an exception is lost:
-# Dask's gc callback, numba's calls back from compiled code, weakref finalizers (Dask has many).
-_UNSAFE_FILES = tuple(path.replace("/", os.sep) for path in ("/distributed/gc.py", "/numba/", "/weakref.py"))
+# Dask's gc callback, numba's calls back from compiled code, weakref finalizers (Dask has many) and
+# the callbacks of weak sets, which the collector calls as objects go.
+_UNSAFE_FILES = tuple(
+    path.replace("/", os.sep) for path in ("/distributed/gc.py", "/numba/", "/weakref.py", "/_weakrefset.py")
+)
 
 
 class Terminated(BaseException):
