@@ -58,6 +58,18 @@ def bpe_dask_count_in_process(path: str) -> dict:
     return {"seconds": time.perf_counter() - started, "unique_words": result.table().num_rows}
 
 
+def bpe_dask_count_peak(path: str, engine: str) -> dict:
+    """Count in this process with ``engine``; the process's peak memory."""
+    import resource
+
+    from bpe_dask import count_words
+
+    started = time.perf_counter()
+    result = count_words(path, in_process=True, engine=engine)
+    return {"seconds": time.perf_counter() - started, "unique_words": result.table().num_rows,
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}  # fmt: skip
+
+
 def bpe_dask_count(path: str, workers: int, chunk_size: int | None) -> dict:
     """Map and reduce on a LocalCluster that is already up: cluster start-up is not counted.
     ``chunk_size`` None: bpe-dask's own partitioning for the cluster."""
@@ -476,6 +488,7 @@ CONTENDERS = {
     "encode_batch_contender": encode_batch_contender,
     "plain_count": plain_count,
     "bpe_dask_count_in_process": bpe_dask_count_in_process,
+    "bpe_dask_count_peak": bpe_dask_count_peak,
     "bpe_dask_count": bpe_dask_count,
     "bpe_dask_train": bpe_dask_train,
     "bpe_dask_merge": bpe_dask_merge,
@@ -778,6 +791,46 @@ def suite_records(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     return rows
 
 
+def long_record_files(size: str) -> dict:
+    """One document of about ``size`` (OpenWebText-like text, its special tokens left out) as a text
+    file, as the one record of a JSON Lines file, and as the one row of a Parquet file. Made in a
+    process of its own (``run``): a process forked from one that held the text would start with its
+    peak memory (Linux keeps the high-water mark across fork and exec)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base = DATA / f"long-record-{size}"
+    files = {"txt": f"{base}.txt", "jsonl": f"{base}.jsonl", "parquet": f"{base}.parquet"}
+    if not all(map(os.path.exists, files.values())):
+        from dask.utils import parse_bytes
+
+        source = Path(corpus_file("openwebtext", "65MB")).read_bytes().decode().replace(EOT, "\n")
+        text = source.encode()[: parse_bytes(size)].decode(errors="ignore")
+        Path(files["txt"]).write_text(text, encoding="utf-8", newline="")
+        Path(files["jsonl"]).write_text(json.dumps({"text": text}) + "\n", encoding="utf-8")
+        pq.write_table(pa.table({"text": [text]}), files["parquet"])
+    return {"seconds": 0.0, "files": files}
+
+
+CONTENDERS["long_record_files"] = long_record_files  # a step run in a process of its own
+
+
+def suite_long_record(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    """Peak memory counting one long document as text, as a JSON Lines record, as a Parquet row."""
+    files = run("long_record_files", args.size)["files"]
+    rows = []
+    for engine in ("python", "numba"):
+        results = {kind: run("bpe_dask_count_peak", path, engine) for kind, path in files.items()}
+        assert len({r["unique_words"] for r in results.values()}) == 1, results  # the same counts
+        text = results["txt"]["peak_rss_bytes"]
+        for kind, result in results.items():
+            peak = result["peak_rss_bytes"]
+            rows.append((f"count one {args.size} document as .{kind}, in-process, engine {engine}",
+                         f"{result['seconds']:.1f} s",
+                         f"peak {peak / 2**20:,.0f} MiB: {peak / text:.2f}x the .txt's"))  # fmt: skip
+    return rows
+
+
 def suite_json(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     path = minified_json_file(args.size)
     result = run("bpe_dask_count_worker_peak", path, 64 * 2**20)
@@ -830,13 +883,16 @@ def main() -> None:
     records.add_argument("--size", default="65MB")
     json_suite = commands.add_parser("json", help="a worker's peak memory counting minified JSON")
     json_suite.add_argument("--size", default="256MiB")
+    long_record = commands.add_parser("long-record", help="peak memory of one long document, 3 formats")
+    long_record.add_argument("--size", default="46MiB")
     parser.add_argument("--repeat", type=int, default=1, help="runs per contender; the fastest counts")
     args = parser.parse_args()
     global REPEAT
     REPEAT = args.repeat
     suites = {"all": suite_all, "map": suite_map, "merge": suite_merge, "encode": suite_encode,
               "encode-batch": suite_encode_batch,
-              "cs336": suite_cs336, "json": suite_json, "peers": suite_peers,
+              "cs336": suite_cs336, "json": suite_json, "long-record": suite_long_record,
+              "peers": suite_peers,
               "records": suite_records}  # fmt: skip
     rows = suites[args.suite](args)
     print("\n| what | time / size | ratio |\n| --- | --- | --- |")
