@@ -49,9 +49,9 @@ def train_args(corpus_file: Path, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-def start_cli(args: list[str], cwd: Path) -> subprocess.Popen:
+def start_cli(args: list[str], cwd: Path, env: dict | None = None) -> subprocess.Popen:
     """`bpe-dask` in its own session, so killing it kills the LocalCluster it started too."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     return subprocess.Popen(
         [sys.executable, "-m", "bpe_dask", *args], cwd=cwd, env=env, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
@@ -124,7 +124,9 @@ def test_workers_dying_again_and_again_is_one_line_with_the_dashboard(corpus_fil
 
 def test_losing_the_scheduler_is_one_line_naming_it(corpus_file, tmp_path):
     with servers.cluster_processes(2, cwd=str(tmp_path)) as cluster:
-        job = start_cli(train_args(corpus_file, "--scheduler", cluster.address), tmp_path)
+        # Dask tries to reconnect for its connect timeout (30 s by default) before it gives up
+        reconnect = {"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
+        job = start_cli(train_args(corpus_file, "--scheduler", cluster.address), tmp_path, reconnect)
         wait_for_shards(tmp_path / "work", 10, job)
         cluster.scheduler.kill()
         code, stderr = finish(job)
