@@ -122,9 +122,14 @@ class Cluster:
 
 @contextmanager
 def cluster_processes(
-    n_workers: int = 2, cwd: str | None = None, scheduler_env: dict | None = None, **worker_kind
+    n_workers: int = 2,
+    cwd: str | None = None,
+    scheduler_env: dict | None = None,
+    credentials: bool = True,
+    **worker_kind,
 ) -> Iterator[Cluster]:
-    """`dask scheduler` and `n_workers` `dask worker` processes, ready to take work."""
+    """`dask scheduler` and `n_workers` `dask worker` processes, ready to take work; the workers
+    with S3 credentials of their own unless ``credentials`` is false."""
     from distributed import Client
 
     port = free_port()
@@ -133,7 +138,7 @@ def cluster_processes(
     with processes(scheduler, env={**env_without_aws(), **(scheduler_env or {})}, cwd=cwd) as (sched,):
         wait_for_port(port)
         workers = [worker_command(address, **worker_kind) for _ in range(n_workers)]
-        env = worker_env(worker_kind.get("without_bpe_dask", False))
+        env = worker_env(worker_kind.get("without_bpe_dask", False), credentials)
         with processes(*workers, env=env, cwd=cwd) as procs:
             with Client(address, timeout="30s") as client:
                 client.wait_for_workers(n_workers, timeout=60)

@@ -347,3 +347,22 @@ def train_bpe_reference(text: str) -> list[tuple[bytes, bytes]]:
     from bpe_dask import reference
 
     return reference.train([text], VOCAB_SIZE, [EOT])[1]
+
+
+def test_workers_without_credentials_are_named_and_ship_credentials_sends_the_clients(
+    s3, bucket, endpoint, local_merges, tmp_path
+):
+    """The client's credentials stay on the client unless asked for: workers that have none of
+    their own are named before any work, and --ship-credentials sends the client's."""
+    args = ("train", f"s3://{bucket}/in/*", "--vocab-size", str(VOCAB_SIZE), "--special-token", EOT,
+            "--out", str(tmp_path / "tok"), "--work-dir", f"s3://{bucket}/work-nocreds", "-q")  # fmt: skip
+    (tmp_path / "cluster").mkdir()
+    with servers.dask_cluster(1, cwd=str(tmp_path / "cluster"), credentials=False) as address:
+        refused = run_cli(*args, "--scheduler", address, env=client_env(endpoint), cwd=tmp_path)
+        shipped = run_cli(*args, "--scheduler", address, "--ship-credentials", env=client_env(endpoint),
+                          cwd=tmp_path)  # fmt: skip
+    line = assert_one_line_error(refused, "cannot see the input s3://", "--ship-credentials")
+    assert "testing" not in line
+    assert shipped.returncode == 0, shipped.stderr
+    lines = (tmp_path / "tok" / "merges.txt").read_text(encoding="utf-8").splitlines()
+    assert [tuple(gpt2_decode(t) for t in line.split(" ")) for line in lines] == local_merges
