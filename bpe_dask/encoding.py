@@ -14,7 +14,6 @@ task streaming them in order into an object store, which has no ranged writes).
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import shutil
@@ -111,12 +110,11 @@ def _encode_range_to_shard(
     bad_path = f"{fs_path}.bad-records.json"  # beside the shard, written first: what was skipped
     if fs.exists(fs_path):
         with fs.open(fs_path, "rb") as f:
-            np.lib.format.read_magic(f)
-            shape, _, _ = np.lib.format.read_array_header_1_0(f)
+            ids_bytes = fs.size(fs_path) - _ids_offset(f.read(10), path)
+        tokens = ids_bytes // np.dtype(dtype_for(tokenizer)).itemsize
         bad = BadRecords(**json.loads(fs.cat_file(bad_path))) if fs.exists(bad_path) else BadRecords()
-        return EncodedShard(
-            path, byte_range.file.url, byte_range.start, byte_range.end, shape[0], True, bad, unit
-        )
+        where = (byte_range.file.url, byte_range.start, byte_range.end)
+        return EncodedShard(path, *where, tokens, True, bad, unit)
     dtype = np.dtype(dtype_for(tokenizer))
     bad = BadRecords()
     if byte_range.file.has_records:
@@ -136,10 +134,25 @@ def _encode_range_to_shard(
     return EncodedShard(path, byte_range.file.url, byte_range.start, byte_range.end, tokens, False, bad, unit)
 
 
-def _read_shard(shard: EncodedShard, storage_options: dict | None) -> np.ndarray:
+def _shard_ids(shard: EncodedShard, storage_options: dict | None) -> memoryview:
+    """The raw ids of a shard, its ``.npy`` header skipped, not parsed: ``np.load`` parses it with
+    ``ast.literal_eval``, and CPython 3.11's parser is not safe to run in two threads at once (a
+    ``SystemError`` "AST constructor recursion depth mismatch", python/cpython#106905), which is
+    what several threads per worker do. The header is ours (``encode_range``): format 1.0."""
     fs, path = filesystem(shard.path, storage_options)
     with fs.open(path, "rb") as f:
-        return np.load(io.BytesIO(f.read()), allow_pickle=False)
+        data = memoryview(f.read())
+    ids = data[_ids_offset(data[:10], shard.path) :]
+    if shard.tokens and len(ids) % shard.tokens:
+        raise ValueError(f"{shard.path} holds {len(ids)} bytes, not {shard.tokens} ids")
+    return ids
+
+
+def _ids_offset(head: bytes | memoryview, path: str) -> int:
+    """Where the ids start in a shard, from its first 10 bytes: magic, version 1.0, header length."""
+    if bytes(head[:8]) != b"\x93NUMPY\x01\x00" or len(head) < 10:
+        raise ValueError(f"{path} is not an encoded shard (.npy format 1.0)")
+    return 10 + int.from_bytes(head[8:10], "little")
 
 
 def copy_shard(shard: EncodedShard, destination: str, storage_options: dict | None = None) -> str:
@@ -162,7 +175,7 @@ def _copy_across(fs, source: str, target_fs, target: str) -> None:
 def write_at(shard: EncodedShard, path: str, offset: int, storage_options: dict | None = None) -> int:
     """Write a shard's ids into the local file ``path`` at ``offset`` bytes (a ranged write): shards
     fill their parts of the file at once, side by side."""
-    data = _read_shard(shard, storage_options).tobytes()
+    data = _shard_ids(shard, storage_options)
     descriptor = os.open(path, os.O_WRONLY)
     try:
         written = 0
@@ -182,7 +195,7 @@ def stream_shards(
     written = 0
     with output_file(url, storage_options, overwrite, lambda: remove_sidecar(url, storage_options)) as f:
         for shard in shards:
-            written += f.write(_read_shard(shard, storage_options).tobytes())
+            written += f.write(_shard_ids(shard, storage_options))
     return written
 
 

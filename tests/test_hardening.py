@@ -242,8 +242,11 @@ def test_a_refused_connection_to_the_scheduler_fails_at_once(tmp_path, text_file
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     started = time.monotonic()
-    done = run("train", "in.txt", "--vocab-size", "300", "--out", "tok", "--scheduler", f"tcp://127.0.0.1:{port}",
-               "-q", cwd=tmp_path)  # fmt: skip (-q: without it, "connecting to ..." comes first)
+    # -q: without it, "connecting to ..." comes first
+    address = f"tcp://127.0.0.1:{port}"
+    done = run(
+        "train", "in.txt", "--vocab-size", "300", "--out", "tok", "--scheduler", address, "-q", cwd=tmp_path
+    )
     one_line_error(done, "cannot reach the Dask scheduler", str(port))
     assert time.monotonic() - started < 8  # Dask alone retries for its 10 s timeout
 

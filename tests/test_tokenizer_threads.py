@@ -84,3 +84,36 @@ def test_encode_on_worker_threads_writes_the_ids_of_one_thread(trained, tmp_path
                             engine="numba")  # fmt: skip
             assert report["shards"] > 8
             assert np.fromfile(out, dtype=report["dtype"]).tolist() == want
+
+
+def test_shards_are_assembled_without_the_python_parser(trained, tmp_path, monkeypatch):
+    """CPython 3.11's ``ast`` is not safe in two threads at once (python/cpython#106905): ``np.load``
+    parses a ``.npy`` header with ``ast.literal_eval``, and two worker threads assembling a ``.bin``
+    failed with "AST constructor recursion depth mismatch". The tasks must not parse Python at all."""
+    import ast
+
+    from distributed import Client, LocalCluster
+
+    vocab, merges = trained["gpt2"]
+    Tokenizer(vocab, merges, [EOT]).save(tmp_path / "tok")
+    texts = varied_texts(4)
+    inputs = []
+    for k, text in enumerate(texts):
+        inputs.append(tmp_path / f"in{k}.txt")
+        inputs[-1].write_text(text, encoding="utf-8", newline="")
+    want = [i for text in texts for i in Tokenizer.load(tmp_path / "tok").encode(text)]
+
+    def refused(*args, **kwargs):
+        raise AssertionError("ast.literal_eval called in a task")
+
+    monkeypatch.setattr(ast, "literal_eval", refused)
+    with (  # threads of this process: the refusal reaches the tasks
+        LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
+        for run in range(2):  # the second run reuses the shards the first left in the work directory
+            out = tmp_path / f"train{run}.bin"
+            report = encode(inputs, str(tmp_path / "tok"), str(out), client=client, chunk_size=1 << 15,
+                            work_dir=str(tmp_path / "work"))  # fmt: skip
+            assert report["shards"] >= 4 and report["shards_reused"] == (report["shards"] if run else 0)
+            assert np.fromfile(out, dtype=report["dtype"]).tolist() == want

@@ -53,8 +53,12 @@ def race(hold: str, commands: list[list[str]], cwd: Path, env: dict | None = Non
            "BPE_RACE_ALL": ",".join(ready)}  # fmt: skip
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "bpe_dask", *command], cwd=cwd, env={**env, "BPE_RACE_ME": me},
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [sys.executable, "-m", "bpe_dask", *command],
+            cwd=cwd,
+            env={**env, "BPE_RACE_ME": me},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for me, command in zip(ready, commands, strict=True)
     ]
@@ -249,4 +253,3 @@ def test_encode_to_a_bin_twice_without_overwrite_then_with(tmp_path):
     assert len(refused.stderr.strip().splitlines()) == 1
     assert encode("--overwrite").returncode == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ids.bin", "ids.bin.json", "in.txt", "tok"]
-
