@@ -38,7 +38,7 @@ def plain_count(path: str) -> dict:
     """The plain single-process loop the map phase must match: regex.finditer + Counter."""
     import regex
 
-    from bpe_dask.pretokenize import GPT2
+    from bpe_dask.rules.pretokenize import GPT2
 
     pattern, special = regex.compile(GPT2.regex), regex.compile(regex.escape(EOT))
     started = time.perf_counter()
@@ -74,10 +74,10 @@ def bpe_dask_count(path: str, workers: int, chunk_size: int | None) -> dict:
     """Map and reduce on a LocalCluster that is already up: cluster start-up is not counted.
     ``chunk_size`` None: bpe-dask's own partitioning for the cluster."""
     from bpe_dask import count_words
-    from bpe_dask.cluster import dask_client
+    from bpe_dask.jobs.cluster import dask_client
 
     with dask_client(workers=workers) as client:  # the LocalCluster `bpe-dask train` starts
-        client.run(lambda: __import__("bpe_dask.counting"))  # warm imports on the workers
+        client.run(lambda: __import__("bpe_dask.stages.count"))  # warm imports on the workers
         started = time.perf_counter()
         result = count_words(path, [EOT], client=client, chunk_size=chunk_size)
         seconds = time.perf_counter() - started
@@ -118,8 +118,8 @@ def merge_engine(counts: str, vocab_size: int, engine: str) -> dict:
     """The merge loop alone with one engine ("python" or "numba"), table already in memory."""
     import pyarrow.parquet as pq
 
-    from bpe_dask.job import peak_rss_bytes
-    from bpe_dask.merging import train_merges
+    from bpe_dask.jobs.context import peak_rss_bytes
+    from bpe_dask.stages.merge import train_merges
 
     table = pq.read_table(counts)
     words = list(zip(table.column("token").to_pylist(), table.column("count").to_pylist(), strict=True))
@@ -160,7 +160,7 @@ def baseline_merge(counts: str, vocab_size: int, budget: float) -> dict:
     """
     import pyarrow.parquet as pq
 
-    from bpe_dask.reference import merge_word
+    from bpe_dask.rules.reference import merge_word
 
     table = pq.read_table(counts)
     words = [tuple(bytes([b]) for b in w) for w in table.column("token").to_pylist()]
@@ -231,8 +231,8 @@ def tiktoken_gpt2():
     """tiktoken with the same GPT-2 files (built locally: tiktoken would download its own)."""
     import tiktoken
 
-    from bpe_dask.gpt2_files import parse_vocab_json
-    from bpe_dask.pretokenize import GPT2
+    from bpe_dask.io.tokenizer_formats import parse_vocab_json
+    from bpe_dask.rules.pretokenize import GPT2
 
     vocab = parse_vocab_json((GPT2_DIR / "gpt2_vocab.json").read_text(encoding="utf-8"))
     ids = {token: i for i, token in vocab.items()}
@@ -365,7 +365,7 @@ def bpe_dask_count_worker_peak(path: str, chunk_size: int) -> dict:
     import resource
 
     from bpe_dask import count_words
-    from bpe_dask.cluster import dask_client
+    from bpe_dask.jobs.cluster import dask_client
 
     def peak() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -396,7 +396,7 @@ def rustbpe_train(path: str, vocab_size: int, pattern: str = "gpt2") -> dict:
     """rustbpe (Rust + rayon, nanochat's trainer), the same pattern; no special tokens, so one id fewer."""
     import rustbpe
 
-    from bpe_dask.patterns import split_pattern
+    from bpe_dask.rules.patterns import split_pattern
 
     started = time.perf_counter()
     tokenizer = rustbpe.Tokenizer()
@@ -413,8 +413,8 @@ def huggingface_train_tokens(path: str, vocab_size: int, pattern: str = "gpt2") 
     regex), the special token registered."""
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers, trainers
 
-    from bpe_dask.gpt2_files import str_to_token
-    from bpe_dask.patterns import split_pattern
+    from bpe_dask.io.tokenizer_formats import str_to_token
+    from bpe_dask.rules.patterns import split_pattern
 
     started = time.perf_counter()
     tokenizer = Tokenizer(models.BPE())
@@ -439,7 +439,7 @@ def bpeasy_train(path: str, vocab_size: int, pattern: str = "gpt2") -> dict:
     """bpeasy (Rust), the same pattern; no special tokens, so one id fewer."""
     import bpeasy
 
-    from bpe_dask.patterns import split_pattern
+    from bpe_dask.rules.patterns import split_pattern
 
     started = time.perf_counter()
     ranks = bpeasy.train_bpe(iter(_documents(path)), split_pattern(pattern).regex, 128, vocab_size - 1)
@@ -450,7 +450,7 @@ def bpeasy_train(path: str, vocab_size: int, pattern: str = "gpt2") -> dict:
 
 def bpe_dask_train_tokens(path: str, workers: int, vocab_size: int, pattern: str = "gpt2") -> dict:
     """`bpe-dask train --workers N` with default options, as a user runs it: cluster start-up included."""
-    from bpe_dask.gpt2_files import parse_merges_txt
+    from bpe_dask.io.tokenizer_formats import parse_merges_txt
 
     with tempfile.TemporaryDirectory() as tmp:
         seconds, report = timed_cli("train", path, "--vocab-size", str(vocab_size), "--special-token", EOT,

@@ -1175,7 +1175,7 @@ def write_counts(unique: int, seed: int, out: str | Path) -> dict[str, float]:
 
 def pretoken_stats(path: str | Path, special: str = EOT) -> dict[str, int]:
     """Pre-tokens and unique pre-tokens of a text file, GPT-2 pattern, special token split out."""
-    from bpe_dask.pretokenize import Pretokenizer
+    from bpe_dask.rules.pretokenize import Pretokenizer
 
     pretokenizer = Pretokenizer([special])
     counts: dict[str, int] = {}

@@ -10,13 +10,13 @@ token ids). They take inputs as a path, URL or glob, or a list of them, then key
 (``JobOptions``). ``reference`` holds the plain trainer every engine is tested against.
 """
 
-from .count_job import CountResult, count_words
-from .encode_job import encode
-from .errors import BpeDaskError
-from .options import JobOptions
-from .tokenizer import Tokenizer
-from .train_job import merge, train, train_bpe
-from .version import __version__
+from bpe_dask.errors import BpeDaskError
+from bpe_dask.jobs.count import CountResult, count_words
+from bpe_dask.jobs.encode import encode
+from bpe_dask.jobs.options import JobOptions
+from bpe_dask.jobs.train import merge, train, train_bpe
+from bpe_dask.tokenizer import Tokenizer
+from bpe_dask.version import __version__
 
 __all__ = [
     "BpeDaskError",

@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from bpe_dask.cli.main import main
 
 sys.exit(main())

@@ -62,8 +62,11 @@ def exception(signum: int) -> BaseException:
 
 
 def check() -> None:
-    """Raise ``KeyboardInterrupt`` or ``Terminated`` if a signal came; cheap: call it in loops."""
-    if _received is not None:
+    """Raise ``KeyboardInterrupt`` or ``Terminated`` if a signal came; cheap: call it in loops.
+
+    Only in the main thread, where ``handled`` unwinds the job: a background thread (the merge
+    loop compiling ahead of time) goes on, and must not take the raise that is the main thread's."""
+    if _received is not None and threading.current_thread() is threading.main_thread():
         _raise()
 
 

@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .encode_options import Allowed, SpecialTokenRules, refuse_disallowed, valid_text
-from .errors import BpeDaskError
-from .pattern_limit import finder
-from .pretokenize import GPT2, Pretokenizer, SplitPattern, check_special_tokens
-from .tokenizer_files import FILES, TokenizerFiles
+from bpe_dask.errors import BpeDaskError
+from bpe_dask.io.tokenizer_files import FILES, TokenizerFiles
+from bpe_dask.rules.pattern_limit import finder
+from bpe_dask.rules.pretokenize import GPT2, Pretokenizer, SplitPattern, check_special_tokens
+from bpe_dask.rules.special_tokens import Allowed, SpecialTokenRules, refuse_disallowed, valid_text
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from .encode_numba import CompiledEncoder
+    from bpe_dask.compiled.encode_gpt2 import CompiledEncoder
 
 __all__ = ["FILES", "Tokenizer"]
 
@@ -232,7 +232,7 @@ class Tokenizer(TokenizerFiles):
         if self._compiled is None:
             with self._compiling:
                 if self._compiled is None:
-                    from .encode_numba_gpt4 import compiled_encoder
+                    from bpe_dask.compiled.encode_gpt4 import compiled_encoder
 
                     pattern = self.pretokenizer.pattern.name
                     self._compiled = compiled_encoder(self._byte_ids, self._merges, pattern)

@@ -9,7 +9,9 @@ import pytest
 from conftest import read_reference_merges
 from distributed import Client, LocalCluster
 
-from bpe_dask import BpeDaskError, count_words, gpt2_files, reference, train_bpe
+from bpe_dask import BpeDaskError, count_words, train_bpe
+from bpe_dask.io import tokenizer_formats
+from bpe_dask.rules import reference
 
 EOT = "<|endoftext|>"
 
@@ -34,7 +36,7 @@ def test_in_process_cannot_also_take_a_cluster(text_file):
 def test_a_special_token_that_reads_as_a_learned_token_is_caught_before_writing():
     vocab = {i: bytes([i]) for i in range(256)} | {256: "Ġthe".encode(), 257: b" the"}
     with pytest.raises(BpeDaskError, match="rename the special token"):
-        gpt2_files.vocab_json(vocab, {"Ġthe": 256})
+        tokenizer_formats.vocab_json(vocab, {"Ġthe": 256})
 
 
 def test_concurrent_jobs_on_one_cluster_keep_their_own_shards(text_file, tmp_path):
@@ -171,9 +173,9 @@ def test_merge_keeps_the_pattern_the_counts_were_made_with_and_refuses_another(t
     import json
 
     import bpe_dask
-    from bpe_dask.counting import CountSettings
-    from bpe_dask.counts_table import counts_table, write_counts
-    from bpe_dask.patterns import O200K
+    from bpe_dask.io.counts_table import counts_table, write_counts
+    from bpe_dask.rules.patterns import O200K
+    from bpe_dask.stages.count import CountSettings
 
     text = corpus.mixed_corpus(31, 20)
     settings = CountSettings((EOT,), pattern="o200k_base")

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import read_reference_merges, read_reference_vocab
 
-from bpe_dask.reference import train as reference_train
+from bpe_dask.rules.reference import train as reference_train
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent

@@ -12,7 +12,7 @@ read their inputs from S3 and want the result on the client's disk (``s3-to-rel`
 have no credentials of their own: S3 cells pass them in ``--storage-options``.
 
 Every cell ends in one of two ways. Either it exits 0 having written exactly the expected outputs
-where the client expects them (merges against ``bpe_dask.reference``, counts against an in-process
+where the client expects them (merges against ``bpe_dask.rules.reference``, counts against an in-process
 count, ids against ``Tokenizer.encode`` here, never against the job's own output) and nothing
 anywhere else (not in a worker's or the scheduler's folder, not on a worker's private view of the
 client's paths, not beside the output); or it stops before any work, exit status 1, with one line
@@ -44,8 +44,9 @@ import pytest
 import servers
 from conftest import CS336_DIR, gpt2_decode
 
-from bpe_dask import JobOptions, Tokenizer, count_words, reference, train_bpe
-from bpe_dask.counts_table import write_counts
+from bpe_dask import JobOptions, Tokenizer, count_words, train_bpe
+from bpe_dask.io.counts_table import write_counts
+from bpe_dask.rules import reference
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bpe_dask import BpeDaskError
-from bpe_dask.config import load_config, parse_size, resolve
+from bpe_dask.cli.config import load_config, parse_size, resolve
 
 
 def test_sizes():

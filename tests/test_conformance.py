@@ -8,7 +8,7 @@ import pytest
 from distributed import Client, LocalCluster
 
 from bpe_dask import train_bpe
-from bpe_dask.merging import train_merges
+from bpe_dask.stages.merge import train_merges
 
 EOT = "<|endoftext|>"
 

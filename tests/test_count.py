@@ -10,11 +10,11 @@ import random
 import pytest
 from test_plan import ALPHABET, ENGINES, SPECIAL_SETS, counts_of, whole_counts
 
-from bpe_dask.blocks import iter_texts
-from bpe_dask.counting import CountSettings, count_range
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.plan import expand_inputs, plan_ranges
-from bpe_dask.pretokenize import Pretokenizer
+from bpe_dask.io.plan import expand_inputs, plan_ranges
+from bpe_dask.io.text import iter_texts
+from bpe_dask.rules.pretokenize import Pretokenizer
+from bpe_dask.stages.count import CountSettings, count_range
 
 EOT = "<|endoftext|>"
 
@@ -189,8 +189,8 @@ def test_summing_sorted_runs_equals_a_group_by(seed):
     """The reduce merges shards sorted by token; the result must be pyarrow's group-by, sorted."""
     import pyarrow as pa
 
-    from bpe_dask.counts_table import sum_counts
-    from bpe_dask.sorted_counts import sum_sorted
+    from bpe_dask.compiled.sum_sorted import sum_sorted
+    from bpe_dask.io.counts_table import sum_counts
 
     rng = random.Random(seed)
     for _ in range(100):
@@ -228,7 +228,7 @@ def test_lines_of_only_punctuation_are_cut_after_their_line_ends(tmp_path, patte
     """A Markdown table's lines are punctuation and line ends, which GPT-4's and o200k's patterns
     keep together; the cut after a line end keeps a range of them in bounded blocks, and the counts
     exact (the text's own, split by ``regex``), however the file is cut into ranges."""
-    from bpe_dask.patterns import split_pattern
+    from bpe_dask.rules.patterns import split_pattern
 
     text = "| a | b |\n" + "|---|---|\r\n" * 20_000 + "|/|\n/x\n" * 3000 + "|\n\n\n" * 10 + "end"
     path = tmp_path / "table.md"

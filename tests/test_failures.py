@@ -21,7 +21,9 @@ import pytest
 import servers
 from conftest import read_reference_merges
 
-from bpe_dask import BpeDaskError, count_words, gpt2_files, train_bpe, train_job
+from bpe_dask import BpeDaskError, count_words, train_bpe
+from bpe_dask.io import tokenizer_formats
+from bpe_dask.jobs import train as train_job
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent
@@ -246,7 +248,7 @@ def test_a_crash_after_counting_leaves_the_previous_outputs_intact(client, tmp_p
     if crash_in == "merge loop":
         monkeypatch.setattr(train_job, "train_merges", crash)
     elif crash_in == "tokenizer.json":
-        monkeypatch.setattr(gpt2_files, "tokenizer_json", crash)
+        monkeypatch.setattr(tokenizer_formats, "tokenizer_json", crash)
     else:
         real_rename = os.rename
 

@@ -10,7 +10,8 @@ import pytest
 import regex
 from conftest import CS336_DIR, gpt2_bytes_to_unicode
 
-from bpe_dask import gpt2_files, train_bpe
+from bpe_dask import train_bpe
+from bpe_dask.io import tokenizer_formats
 
 EOT = "<|endoftext|>"
 PATTERN = regex.compile(r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
@@ -45,15 +46,15 @@ def trained():
 
 
 def test_byte_table_is_gpt2s():
-    assert gpt2_files.bytes_to_unicode() == gpt2_bytes_to_unicode()
-    assert gpt2_files.token_to_str(b" \n") == "ĠĊ"
+    assert tokenizer_formats.bytes_to_unicode() == gpt2_bytes_to_unicode()
+    assert tokenizer_formats.token_to_str(b" \n") == "ĠĊ"
 
 
 def test_files_match_the_cs336_reference_format(tmp_path):
     vocab, merges = train_bpe(CS336_DIR / "corpus.en", 500, [EOT])
     reference_merges = (CS336_DIR / "train-bpe-reference-merges.txt").read_text(encoding="utf-8")
-    assert gpt2_files.merges_txt(merges) == reference_merges
-    written = json.loads(gpt2_files.vocab_json(vocab, {EOT: 256}))
+    assert tokenizer_formats.merges_txt(merges) == reference_merges
+    written = json.loads(tokenizer_formats.vocab_json(vocab, {EOT: 256}))
     reference = json.loads((CS336_DIR / "train-bpe-reference-vocab.json").read_text(encoding="utf-8"))
     assert set(written) == set(reference)
     assert list(written.values()) == list(range(500))
@@ -63,7 +64,7 @@ def test_files_match_the_cs336_reference_format(tmp_path):
 def test_tokenizer_json_encodes_like_plain_bpe(trained):
     tokenizers = pytest.importorskip("tokenizers")
     vocab, merges = trained
-    hf = tokenizers.Tokenizer.from_str(gpt2_files.tokenizer_json(vocab, merges, {EOT: 256}))
+    hf = tokenizers.Tokenizer.from_str(tokenizer_formats.tokenizer_json(vocab, merges, {EOT: 256}))
     texts = [
         (CS336_DIR / "corpus.en").read_text(encoding="utf-8")[:5000],
         "Hello world" + EOT + " it's 2024!  \n\n\tdone" + EOT + EOT,

@@ -19,6 +19,7 @@ from conftest import read_reference_merges
 
 import bpe_dask
 from bpe_dask import BpeDaskError, Tokenizer, count_words, train_bpe
+from bpe_dask.stages import count as count_stage
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent
@@ -87,7 +88,7 @@ def test_the_probe_leaves_no_folders_behind(text_file, tmp_path):
 
 
 def test_the_pretoken_cache_holds_no_long_chunks_and_stays_within_its_budget(monkeypatch):
-    from bpe_dask import pretokenize
+    from bpe_dask.rules import pretokenize
 
     monkeypatch.setattr(pretokenize, "CACHE_CHARS", 10_000)
     rules = pretokenize.Pretokenizer([EOT])
@@ -122,7 +123,6 @@ def test_storage_options_never_show(text_file, tmp_path):
 
 
 def test_a_new_counting_version_counts_again(client, text_file, tmp_path, monkeypatch):
-    from bpe_dask import counting
 
     work = str(tmp_path / "work")
     first = count_words(text_file, [EOT], client=client, work_dir=work, chunk_size=4096)
@@ -132,11 +132,11 @@ def test_a_new_counting_version_counts_again(client, text_file, tmp_path, monkey
     )
 
     def set_version(version: int) -> None:  # the workers name the shards they write
-        counting.COUNTING_VERSION = version
+        count_stage.COUNTING_VERSION = version
 
-    old = counting.COUNTING_VERSION
+    old = count_stage.COUNTING_VERSION
     client.run(set_version, old + 1)
-    monkeypatch.setattr(counting, "COUNTING_VERSION", old + 1)
+    monkeypatch.setattr(count_stage, "COUNTING_VERSION", old + 1)
     try:
         again = count_words(text_file, [EOT], client=client, work_dir=work, chunk_size=4096)
     finally:
@@ -277,11 +277,11 @@ class FakeClock:
 
 
 def test_task_progress_logs_at_a_steady_pace_with_rate_and_eta(caplog):
-    from bpe_dask.progress import LOG_EVERY, TaskProgress
+    from bpe_dask.jobs.progress import LOG_EVERY, TaskProgress
 
     clock = FakeClock()
     progress = TaskProgress("count", 100, 100 * 2**20, clock=clock, stream=io.StringIO())
-    with caplog.at_level(logging.INFO, logger="bpe_dask.progress"):
+    with caplog.at_level(logging.INFO, logger="bpe_dask.jobs.progress"):
         for _ in range(100):
             clock.now += 0.5  # 2 MiB/s
             progress.task_done(2**20)
@@ -293,7 +293,7 @@ def test_task_progress_logs_at_a_steady_pace_with_rate_and_eta(caplog):
 
 def test_the_merge_eta_waits_for_a_rate_and_follows_the_recent_one():
     """Merges get cheaper as they go: merge i takes 1/(i+1) of the first one's time."""
-    from bpe_dask.progress import MergeProgress
+    from bpe_dask.jobs.progress import MergeProgress
 
     clock, stream, total = FakeClock(), io.StringIO(), 10_000
     progress = MergeProgress(total, clock=clock, stream=stream)
@@ -313,7 +313,7 @@ def test_the_merge_eta_waits_for_a_rate_and_follows_the_recent_one():
 
 
 def test_no_dashboard_link_without_bokeh(tmp_path, text_file):
-    from bpe_dask.cluster import has_bokeh
+    from bpe_dask.jobs.cluster import has_bokeh
 
     done = run("train", "in.txt", "--vocab-size", "300", "--out", "tok", "--workers", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -323,9 +323,9 @@ def test_no_dashboard_link_without_bokeh(tmp_path, text_file):
 def test_dask_memory_warnings_reach_the_user_and_its_errors_do_not(tmp_path):
     script = """
 import logging
-from bpe_dask.cli import _configure_logging
-from bpe_dask.cluster import dask_client
-from bpe_dask.preflight import check_workers
+from bpe_dask.cli.main import _configure_logging
+from bpe_dask.jobs.cluster import dask_client
+from bpe_dask.jobs.preflight import check_workers
 _configure_logging(quiet=False, verbose=False)
 with dask_client(workers=1) as client:
     check_workers(client, embedded=True)
@@ -358,7 +358,7 @@ def test_bare_bpe_dask_lists_the_commands(tmp_path):
 def test_help_explains_every_option_and_what_is_required(tmp_path):
     import argparse
 
-    from bpe_dask.cli import build_parser
+    from bpe_dask.cli.main import build_parser
 
     commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     for name, parser in commands.choices.items():

@@ -31,7 +31,8 @@ WRAPPER = r"""
 import os, sys, time
 import dask
 import fsspec.implementations.local as local
-from bpe_dask import cli, count_job, job
+from bpe_dask import cli
+from bpe_dask.jobs import context as job, count as count_job
 
 phase = sys.argv[1]
 
@@ -279,3 +280,30 @@ def test_a_signal_handled_by_one_command_does_not_reach_the_next():
     with interrupts.handled():
         interrupts._send_again(signal.SIGINT)  # as from an unsafe point, then the block ends at once
     time.sleep(5 * interrupts.AGAIN_AFTER)  # pytest's own SIGINT handler would stop the session here
+
+
+def test_a_signal_is_raised_in_the_main_thread_only():
+    """A background thread that checks for signals (the merge loop compiling ahead of time) goes on:
+    raising there printed a thread's traceback, and took the raise from the main thread."""
+    import threading
+
+    from bpe_dask import interrupts
+
+    seen = []
+
+    def background() -> None:
+        try:
+            interrupts.check()
+            seen.append("went on")
+        except BaseException as e:
+            seen.append(type(e).__name__)
+
+    with interrupts.handled(), pytest.raises(KeyboardInterrupt):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        finally:
+            thread = threading.Thread(target=background)
+            thread.start()
+            thread.join()
+    assert seen == ["went on"]

@@ -7,8 +7,8 @@ import random
 import corpus
 import pytest
 
-from bpe_dask.merging import train_merges
-from bpe_dask.reference import train_on_counts
+from bpe_dask.rules.reference import train_on_counts
+from bpe_dask.stages.merge import train_merges
 
 try:
     import numba  # noqa: F401

@@ -1,4 +1,4 @@
-"""Compare `bpe_dask.train_bpe` with the plain reference trainer (`bpe_dask.reference`) on nasty corpora.
+"""Compare `bpe_dask.train_bpe` with the plain reference trainer (`bpe_dask.rules.reference`) on nasty text.
 
 The reference itself is checked first against the CS336 handout example and the CS336
 reference merges/vocab for corpus.en.
@@ -14,7 +14,7 @@ from typing import Any
 import corpus
 import pytest
 
-from bpe_dask import reference
+from bpe_dask.rules import reference
 
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
@@ -251,7 +251,7 @@ PATTERN_ALPHABET = [*corpus.NASTY_ALPHABET, "A", "E", "R", "'RE", "'ll", "x'rE",
 
 @functools.cache
 def expected_with_pattern(name: str, pattern: str) -> tuple[Vocab, Merges]:
-    from bpe_dask.pretokenize import split_pattern
+    from bpe_dask.rules.pretokenize import split_pattern
 
     texts, specials, vocab_size = case_data(name)
     return reference.train(texts, vocab_size, specials, split_pattern(pattern).regex)
@@ -298,7 +298,7 @@ def test_package_matches_oracle_random_with_other_patterns(tmp_path: Path, patte
     scanner for odd seeds."""
     import random
 
-    from bpe_dask.pretokenize import split_pattern
+    from bpe_dask.rules.pretokenize import split_pattern
 
     rng = random.Random(seed)
     special = corpus.EOT if seed % 4 else None

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import regex
 
-from bpe_dask.counting import CountSettings, count_range
-from bpe_dask.plan import ByteRange, expand_inputs, plan_ranges
-from bpe_dask.pretokenize import Pretokenizer
+from bpe_dask.io.plan import ByteRange, expand_inputs, plan_ranges
+from bpe_dask.rules.pretokenize import Pretokenizer
+from bpe_dask.stages.count import CountSettings, count_range
 
 # Written out again here, not imported, so the test does not trust the code under test.
 PATTERN = regex.compile(r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")

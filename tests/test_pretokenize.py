@@ -19,8 +19,8 @@ import pytest
 import regex
 
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.patterns import GPT4, O200K, split_pattern
-from bpe_dask.pretokenize import GPT2, WHITESPACE, Pretokenizer
+from bpe_dask.rules.patterns import GPT4, O200K, split_pattern
+from bpe_dask.rules.pretokenize import GPT2, WHITESPACE, Pretokenizer
 
 PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 EOT = "<|endoftext|>"
@@ -336,8 +336,8 @@ def test_split_pattern_takes_names_aliases_and_regexes():
 
 
 def test_the_job_options_and_count_settings_name_a_pattern_one_way():
-    from bpe_dask.counting import CountSettings
-    from bpe_dask.options import JobOptions
+    from bpe_dask.jobs.options import JobOptions
+    from bpe_dask.stages.count import CountSettings
 
     assert JobOptions.of(pattern="cl100k_base").pattern == "gpt4"
     assert CountSettings(pattern=O200K.regex).pattern == "o200k"
@@ -359,7 +359,7 @@ numba = pytest.importorskip("numba")
 def scanned(text: str) -> list[str]:
     import numpy as np
 
-    from bpe_dask.pretokenize_numba import class_table, pretoken_ends
+    from bpe_dask.compiled.scan_gpt2 import class_table, pretoken_ends
 
     data = text.encode("utf-8")
     ends = pretoken_ends(np.frombuffer(data, np.uint8), 0, len(data), class_table()).tolist()
@@ -371,7 +371,7 @@ def test_the_class_table_agrees_with_regex_on_every_code_point():
     a sample of the rest (the table is built from runs, so a mistake would show at their edges)."""
     import numpy as np
 
-    from bpe_dask.pretokenize_numba import LETTER, NUMBER, OTHER, SPACE, class_table
+    from bpe_dask.compiled.scan_gpt2 import LETTER, NUMBER, OTHER, SPACE, class_table
 
     table = class_table()
     edges = np.flatnonzero(np.diff(table)) + 1
@@ -444,7 +444,7 @@ def test_the_scanner_on_every_pair_of_characters():
 def test_compiled_counts_equal_regex_counts_across_blocks_and_growth(seed):
     from collections import Counter
 
-    from bpe_dask.pretokenize_numba import CompiledCounts
+    from bpe_dask.compiled.scan_gpt2 import CompiledCounts
 
     rng = random.Random(seed)
     words = [

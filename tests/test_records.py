@@ -15,9 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bpe_dask import BpeDaskError, Tokenizer, count_words, encode, reference, train
-from bpe_dask.plan import ByteRange, Reading, RowGroups, expand_inputs, plan_ranges
-from bpe_dask.pretokenize import Pretokenizer, split_pattern
+from bpe_dask import BpeDaskError, Tokenizer, count_words, encode, train
+from bpe_dask.io.plan import ByteRange, Reading, RowGroups, expand_inputs, plan_ranges
+from bpe_dask.rules import reference
+from bpe_dask.rules.pretokenize import Pretokenizer, split_pattern
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent
@@ -269,7 +270,7 @@ def test_json_that_python_refuses_to_read_is_a_bad_record(tmp_path):
 
 
 def test_long_lines_are_read_in_linear_time_and_batches_stay_bounded(tmp_path):
-    from bpe_dask.records import iter_documents
+    from bpe_dask.io.records import iter_documents
 
     docs = ["x" * 300_000, "a b " * 100_000, "short"]
     path = tmp_path / "long.jsonl"
@@ -314,7 +315,7 @@ def test_a_binary_column_of_utf8_text_is_read(tmp_path):
 
 
 def test_a_line_past_the_limit_is_one_line(tmp_path, monkeypatch):
-    from bpe_dask import records
+    from bpe_dask.io import records
 
     monkeypatch.setattr(records, "MAX_LINE", 1000)
     path = tmp_path / "array.jsonl"
@@ -344,7 +345,7 @@ class _PieceSizes:
 def test_a_long_record_is_counted_in_safe_pieces_no_longer_than_a_block(tmp_path, engine, pattern):
     """A record longer than a block is counted in pieces cut at safe places (bounded memory, as for
     a text file), and the counts are the whole documents' (special tokens inside them included)."""
-    from bpe_dask.counting import CountSettings, count_range, new_counter
+    from bpe_dask.stages.count import CountSettings, count_range, new_counter
 
     long = [corpus.words_corpus(seed, 3000) for seed in (1, 2)]  # words, specials, punctuation
     docs = ["short one", long[0], "", "x" * 10, long[1], "tail"]
@@ -365,7 +366,7 @@ def test_a_document_s_safe_pieces_join_to_it_and_count_as_it_does(pattern):
     """Multilingual text (characters of up to four bytes, special tokens) in pieces for limits down
     to one byte: the pieces are the document's bytes, each a whole number of characters, no longer
     than the limit where a cut allows, and counted apart they give the document's counts."""
-    from bpe_dask.counting import _safe_pieces
+    from bpe_dask.stages.count import _safe_pieces
 
     rules, regex_of = Pretokenizer([EOT], pattern), split_pattern(pattern).regex
     for seed in range(12):

@@ -344,7 +344,7 @@ def test_parquet_and_json_lines_on_s3_train_as_the_joined_text(s3, endpoint, sch
 
 
 def train_bpe_reference(text: str) -> list[tuple[bytes, bytes]]:
-    from bpe_dask import reference
+    from bpe_dask.rules import reference
 
     return reference.train([text], VOCAB_SIZE, [EOT])[1]
 

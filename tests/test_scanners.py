@@ -17,7 +17,7 @@ import pytest
 import regex
 from test_pretokenize import one_of_each_class
 
-from bpe_dask.patterns import GPT4, O200K
+from bpe_dask.rules.patterns import GPT4, O200K
 
 np = pytest.importorskip("numpy")
 pytest.importorskip("numba")
@@ -46,7 +46,7 @@ CONTEXTS = ["", " ", "'", "a", "A", "7", ".", "\n", "  "]
 
 
 def scanner(name: str):
-    from bpe_dask.pretokenize_numba_gpt4 import gpt4_ends, o200k_ends, scan_table
+    from bpe_dask.compiled.scan_gpt4 import gpt4_ends, o200k_ends, scan_table
 
     ends, table = {"gpt4": gpt4_ends, "o200k": o200k_ends}[name], scan_table()
 
@@ -67,9 +67,9 @@ PATTERNS = {"gpt4": GPT4, "o200k": O200K}
 def test_the_scan_table_agrees_with_regex_on_every_code_point():
     """Each bit of an entry, on every code point where an entry changes, its neighbours, and a
     sample of the rest; every letter in o200k's upper or lower class; the contraction letters."""
-    from bpe_dask.pretokenize_numba import LETTER, class_table
-    from bpe_dask.pretokenize_numba_gpt4 import CLASS, LOWER, LOWER_CLASS, UPPER, UPPER_CLASS, scan_table
-    from bpe_dask.pretokenize_numba_gpt4 import CONTRACTION_LETTERS as LETTERS
+    from bpe_dask.compiled.scan_gpt2 import LETTER, class_table
+    from bpe_dask.compiled.scan_gpt4 import CLASS, LOWER, LOWER_CLASS, UPPER, UPPER_CLASS, scan_table
+    from bpe_dask.compiled.scan_gpt4 import CONTRACTION_LETTERS as LETTERS
 
     table = scan_table()
     assert UPPER_CLASS in O200K.regex and LOWER_CLASS in O200K.regex
@@ -141,9 +141,9 @@ def test_the_counting_engines_agree_across_blocks_and_ranges(tmp_path, name):
     of several sizes, special tokens between pieces, and the count arrays growing many times."""
     from test_plan import counts_of
 
-    from bpe_dask.counting import CountSettings, count_range
-    from bpe_dask.plan import expand_inputs, plan_ranges
-    from bpe_dask.pretokenize import Pretokenizer
+    from bpe_dask.io.plan import expand_inputs, plan_ranges
+    from bpe_dask.rules.pretokenize import Pretokenizer
+    from bpe_dask.stages.count import CountSettings, count_range
 
     rng = random.Random(name)
     text = "".join(rng.choices([*CHARACTERS, *PIECES, EOT, EOT + " ", " " + EOT], k=4000))
@@ -163,7 +163,7 @@ def test_the_counting_engines_agree_across_blocks_and_ranges(tmp_path, name):
             totals[engine, chunk_size] = total
     want = totals["python", 1 << 30]
     assert all(total == want for total in totals.values())
-    from bpe_dask.pretokenize_numba_gpt4 import compiled_counts
+    from bpe_dask.compiled.scan_gpt4 import compiled_counts
 
     counts = compiled_counts(name, capacity=16)
     data = text.encode()
@@ -176,8 +176,8 @@ def test_the_counting_engines_agree_across_blocks_and_ranges(tmp_path, name):
 
 
 def test_the_numba_engine_counts_every_built_in_pattern_and_says_which(caplog):
-    from bpe_dask.counting import CountSettings, counting_engine, has_compiled_scanner
     from bpe_dask.errors import BpeDaskError
+    from bpe_dask.stages.count import CountSettings, counting_engine, has_compiled_scanner
 
     for name in ("gpt2", "gpt4", "o200k", "cl100k_base", O200K.regex):
         assert has_compiled_scanner(name)
@@ -193,7 +193,7 @@ def test_the_numba_engine_counts_every_built_in_pattern_and_says_which(caplog):
 def test_the_compiled_encoder_equals_the_python_one_with_a_vocabulary_trained_on_the_pattern(name):
     from test_tokenizer import multilingual_text
 
-    from bpe_dask import reference
+    from bpe_dask.rules import reference
     from bpe_dask.tokenizer import Tokenizer
 
     rng = random.Random(name)
@@ -220,7 +220,7 @@ def test_the_line_end_cut_in_punctuation_heavy_text(name):
     """Text of table rules, line ends and a few words: cut at every place the rule allows after a
     line end, the two halves give the whole text's pre-tokens, by the compiled scanner and by the
     ``regex`` module alike."""
-    from bpe_dask.pretokenize import Pretokenizer
+    from bpe_dask.rules.pretokenize import Pretokenizer
 
     scanned, findall, rules = scanner(name), PATTERNS[name].compiled.findall, Pretokenizer(pattern=name)
     alphabet = ["|", "-", "\r", "\n", "\r\n", "a", "1", " ", "\t", "/", ".", "'", "'s", "A", "\u0301",

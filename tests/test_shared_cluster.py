@@ -56,7 +56,7 @@ def test_a_job_on_our_own_local_cluster_does_register_its_plugin():
     """The check above can fail: during a job the plugin is there."""
     from distributed import Client, LocalCluster
 
-    from bpe_dask.preflight import check_workers
+    from bpe_dask.jobs.preflight import check_workers
 
     with (
         LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address="127.0.0.1:0") as cluster,

@@ -11,7 +11,8 @@ import corpus
 import pytest
 from conftest import CS336_DIR
 
-from bpe_dask import Tokenizer, gpt2_files, train_bpe
+from bpe_dask import Tokenizer, train_bpe
+from bpe_dask.io import tokenizer_formats
 from bpe_dask.tokenizer import COMPILED_MIN_CHARS
 
 EOT = "<|endoftext|>"
@@ -28,7 +29,7 @@ def gpt2() -> Tokenizer:
 def tiktoken_gpt2():
     """tiktoken's GPT-2 encoding built from the fixture files: tiktoken would download its own."""
     tiktoken = pytest.importorskip("tiktoken")
-    decoder = {c: b for b, c in gpt2_files.bytes_to_unicode().items()}
+    decoder = {c: b for b, c in tokenizer_formats.bytes_to_unicode().items()}
     vocab = json.loads((CS336_DIR / "gpt2_vocab.json").read_text(encoding="utf-8"))
     # GPT-2's ids are its BPE ranks: bytes first, then one per merge in order (tiktoken checks this).
     ranks = {bytes(decoder[c] for c in token): i for token, i in vocab.items() if token != EOT}
@@ -300,7 +301,7 @@ def test_ranks_merge_as_merges_do_on_every_vocabulary_training_makes(alphabet):
     over tiny alphabets (runs like "aaaa" make overlapping merges) meet its conditions, and
     tiktoken's rank-based merge of random words equals ``_merge``."""
     tiktoken = pytest.importorskip("tiktoken")
-    from bpe_dask import reference
+    from bpe_dask.rules import reference
 
     for seed in range(8):
         rng = random.Random(f"{alphabet}{seed}")

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from bpe_dask import BpeDaskError, Tokenizer, encode, train_bpe
-from bpe_dask.pretokenize import Pretokenizer
+from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.tokenizer import COMPILED_MIN_CHARS
 
 tiktoken = pytest.importorskip("tiktoken")

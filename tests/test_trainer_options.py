@@ -20,8 +20,9 @@ import pytest
 from conftest import CS336_DIR, read_reference_merges
 from test_merge import ENGINES, NUMBA, random_words
 
-from bpe_dask import BpeDaskError, reference, train, train_bpe
-from bpe_dask.merging import train_merges
+from bpe_dask import BpeDaskError, train, train_bpe
+from bpe_dask.rules import reference
+from bpe_dask.stages.merge import train_merges
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent

@@ -19,8 +19,8 @@ import pytest
 import servers
 
 from bpe_dask import Tokenizer, train_bpe
-from bpe_dask.encoding import EncodedShard, stream_shards
-from bpe_dask.publish import OutputExists, output_file, publish_directory
+from bpe_dask.io.publish import OutputExists, output_file, publish_directory
+from bpe_dask.stages.encode import EncodedShard, stream_shards
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent
@@ -31,7 +31,7 @@ HOOK = """
 import os
 if os.environ.get("BPE_RACE_HOLD"):
     import time
-    import bpe_dask.publish as publish
+    import bpe_dask.io.publish as publish
     me, everyone = os.environ["BPE_RACE_ME"], os.environ["BPE_RACE_ALL"].split(",")
     real = getattr(publish, os.environ["BPE_RACE_HOLD"])
     def held(*args, **kwargs):
