@@ -46,6 +46,7 @@ from conftest import CS336_DIR, gpt2_decode
 
 from bpe_dask import JobOptions, Tokenizer, count_words, train_bpe
 from bpe_dask.io.counts_table import write_counts
+from bpe_dask.io.storage import Store
 from bpe_dask.rules import reference
 
 pytest.importorskip("s3fs")
@@ -273,7 +274,7 @@ def make_inputs(cell: Cell, place: Place, expected: Expected, s3, source: Path) 
     if cell.command == "merge":
         table = count_words(source, [EOT], in_process=True).table()
         settings = JobOptions.of(special_tokens=[EOT]).count_settings().recorded()
-        write_counts(table, place.url("counts-in.parquet", kind), options, settings)
+        write_counts(table, place.url("counts-in.parquet", kind), Store(options or {}), settings)
         return
     if kind == "s3":
         s3.pipe_file(f"{place.prefix}/small.txt", expected.text.encode())

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import corpus
+import dask.config
 import flaky_fs
 import pytest
 import servers
@@ -221,6 +222,20 @@ def test_a_read_that_fails_once_is_retried_in_place(client, tmp_path):
     assert (tmp_path / "in.txt.failed-once").exists()  # the failure did happen
 
 
+def test_no_retries_set_on_the_client_fail_a_flaky_read_at_once(client, tmp_path):
+    """``bpe-dask.retries`` set on the client holds in the tasks, though the workers started before
+    it was set (their own config says 2): the job hands it to them in its ``Store``."""
+    path = tmp_path / "in.txt"
+    path.write_bytes(corpus.words_corpus(3, 30_000).encode())
+    flaky_fs.register()
+    client.run(flaky_fs.register)
+    with dask.config.set({"bpe-dask.retries": 0}), pytest.raises(BpeDaskError, match="injected failure"):
+        count_words([f"flaky://{path}"], [EOT], client=client, work_dir=str(tmp_path / "work"))
+    assert client.run(lambda: dask.config.get("bpe-dask.retries")) == dict.fromkeys(
+        client.scheduler_info()["workers"], 2
+    )  # the workers' own config was not changed: the setting travelled with the tasks
+
+
 def test_invalid_utf8_is_not_retried_and_names_the_offset(client, tmp_path):
     path = tmp_path / "bad.txt"
     good = corpus.words_corpus(4, 5_000).encode()
@@ -284,9 +299,9 @@ def test_a_crash_after_counting_leaves_the_previous_outputs_intact(client, tmp_p
 )
 def test_only_what_may_be_transient_is_tried_again(error, transient, monkeypatch):
     """A bug (KeyError) or a MemoryError ran three times inside the same worker thread before."""
-    from bpe_dask import errors
+    from bpe_dask.io import retries
 
-    monkeypatch.setattr(errors, "FIRST_PAUSE", 0.001)
+    monkeypatch.setitem(dask.config.config, "bpe-dask", {**dask.config.get("bpe-dask"), "retry-pause": 0.001})
     calls = []
 
     def task():
@@ -296,9 +311,9 @@ def test_only_what_may_be_transient_is_tried_again(error, transient, monkeypatch
         return "done"
 
     if transient:
-        assert errors.retrying(task) == "done"
+        assert retries.retrying(task) == "done"
         assert len(calls) == 2
     else:
         with pytest.raises(type(error)):
-            errors.retrying(task)
+            retries.retrying(task)
         assert len(calls) == 1

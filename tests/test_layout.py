@@ -16,7 +16,7 @@ MODULES = {
 }
 # Lowest first: a module may import its own layer and those below, never one above.
 LAYERS = ["base", "rules", "compiled", "io", "tokenizer", "stages", "jobs", "cli", "package"]
-BASE = {"errors", "interrupts", "version"}
+BASE = {"errors", "interrupts", "settings", "version"}
 
 
 def layer_of(module: str) -> str:

@@ -306,10 +306,10 @@ def test_credentials_from_the_environment_stay_out_of_reprs_and_reports(s3, buck
     assert secret not in str(refused.value)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     result = count_words(f"s3://{bucket}/in/a.txt", storage_options={"endpoint_url": endpoint})
-    assert "secret" not in result.storage_options  # not shipped to tasks unless asked for
+    assert "secret" not in result.store.options  # not shipped to tasks unless asked for
     shipped = count_words(f"s3://{bucket}/in/a.txt", storage_options={"endpoint_url": endpoint},
                           ship_credentials=True)  # fmt: skip
-    assert shipped.storage_options["secret"] == "testing"  # the job did take the environment's secret
+    assert shipped.store.options["secret"] == "testing"  # the job did take the environment's secret
     assert "testing" not in repr(shipped).replace("pytest", "")
 
 

@@ -20,6 +20,7 @@ import servers
 
 from bpe_dask import Tokenizer, train_bpe
 from bpe_dask.io.publish import OutputExists, output_file, publish_directory
+from bpe_dask.io.storage import Store
 from bpe_dask.stages.encode import EncodedShard, stream_shards
 
 EOT = "<|endoftext|>"
@@ -202,8 +203,8 @@ def test_two_jobs_publishing_one_s3_directory_at_once(counts, s3, endpoint, tmp_
     assert sorted(p.rsplit("/", 1)[-1] for p in s3.ls("txn")) == ["tok"]  # no lock, no staging left
 
 
-def options(endpoint: str) -> dict:
-    return {"key": "testing", "secret": "testing", "endpoint_url": endpoint}
+def options(endpoint: str) -> Store:
+    return Store({"key": "testing", "secret": "testing", "endpoint_url": endpoint})
 
 
 def test_a_failed_stream_to_s3_leaves_no_object_and_no_upload(s3, endpoint, tmp_path):

@@ -313,7 +313,7 @@ def _count(options: dict[str, Any]) -> dict:
     counted = count_words(options["inputs"], special_tokens, out=options["out"], **job_options)
     return {
         **counted.report(),
-        "unique_words": count_rows(options["out"], counted.storage_options),
+        "unique_words": count_rows(options["out"], counted.store),
         "timings": {"count": counted.seconds},
     }
 

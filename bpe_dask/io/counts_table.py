@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.publish import output_file
-from bpe_dask.io.storage import filesystem
+from bpe_dask.io.storage import LOCAL, Store
 
 COUNTS_SCHEMA = pa.schema([("token", pa.binary()), ("count", pa.int64())])
 # Arrow's binary type finds its bytes by int32 offsets: a column holds at most this many bytes of
@@ -75,7 +75,7 @@ def sum_counts(tables: list[pa.Table]) -> pa.Table:
 def write_counts(
     table: pa.Table,
     url: str,
-    storage_options: dict | None = None,
+    store: Store = LOCAL,
     settings: dict | None = None,
     overwrite: bool = True,
 ) -> None:
@@ -84,13 +84,13 @@ def write_counts(
     file's metadata."""
     if settings is not None:
         table = table.replace_schema_metadata({SETTINGS_KEY: json.dumps(settings)})
-    with output_file(url, storage_options, overwrite) as f:
+    with output_file(url, store, overwrite) as f:
         pq.write_table(table, f)
 
 
-def recorded_settings(url: str, storage_options: dict | None = None) -> dict | None:
+def recorded_settings(url: str, store: Store = LOCAL) -> dict | None:
     """The counting settings a counts file records, or None for a table bpe-dask did not write."""
-    fs, path = filesystem(url, storage_options)
+    fs, path = store.fs(url)
     try:
         with fs.open(path, "rb") as f:
             metadata = pq.ParquetFile(f).schema_arrow.metadata or {}
@@ -99,15 +99,15 @@ def recorded_settings(url: str, storage_options: dict | None = None) -> dict | N
         return None  # a directory of files, or not Parquet: read_counts says what is wrong
 
 
-def count_rows(url: str, storage_options: dict | None = None) -> int:
-    fs, path = filesystem(url, storage_options)
+def count_rows(url: str, store: Store = LOCAL) -> int:
+    fs, path = store.fs(url)
     with fs.open(path, "rb") as f:
         return pq.ParquetFile(f).metadata.num_rows
 
 
-def read_counts(url: str, storage_options: dict | None = None) -> pa.Table:
+def read_counts(url: str, store: Store = LOCAL) -> pa.Table:
     """A word-count table (a Parquet file or a directory of them), checked against the schema."""
-    fs, path = filesystem(url, storage_options)
+    fs, path = store.fs(url)
     if not fs.exists(path):
         raise BpeDaskError(f"counts not found: {url}")
     try:

@@ -16,17 +16,15 @@ import fsspec
 
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.publish import PROBE, SUCCESS, taken
-from bpe_dask.io.storage import describe, filesystem, is_local
+from bpe_dask.io.storage import LOCAL, Store, describe, is_local
 
 
-def check_output_dir(
-    url: str, overwrite: bool, ours: Callable[[str], bool], storage_options: dict | None = None
-) -> None:
+def check_output_dir(url: str, overwrite: bool, ours: Callable[[str], bool], store: Store = LOCAL) -> None:
     """Refuse an output directory that already holds results (unless ``overwrite``) or other files.
 
     ``ours`` says which file names a previous run of the same job writes.
     """
-    fs, path = filesystem(url, storage_options)
+    fs, path = store.fs(url)
     try:
         exists = fs.exists(path)
         listed = fs.ls(path, detail=False) if exists else []
@@ -46,11 +44,11 @@ def check_output_dir(
         )
     if names and not overwrite:
         raise taken(url)
-    check_writable(url, storage_options)
+    check_writable(url, store)
 
 
-def check_output_file(url: str, overwrite: bool, storage_options: dict | None = None) -> None:
-    fs, path = filesystem(url, storage_options)
+def check_output_file(url: str, overwrite: bool, store: Store = LOCAL) -> None:
+    fs, path = store.fs(url)
     try:
         exists = fs.exists(path)
     except (OSError, ValueError) as error:
@@ -59,14 +57,14 @@ def check_output_file(url: str, overwrite: bool, storage_options: dict | None = 
         raise BpeDaskError(f"output {url} is a directory; name a file for the counts")
     if exists and not overwrite:
         raise BpeDaskError(f"output {url} already exists; pass --overwrite to replace it")
-    check_writable(url, storage_options, beside=True)
+    check_writable(url, store, beside=True)
 
 
-def check_writable(url: str, storage_options: dict | None = None, beside: bool = False) -> None:
+def check_writable(url: str, store: Store = LOCAL, beside: bool = False) -> None:
     """Write and delete a small file where ``url`` will be written (in it, or ``beside`` it), so a
     job learns before its work, not after, that it cannot publish. Folders made for the probe
     are removed again: a job that stops leaves nothing behind."""
-    fs, path = filesystem(url, storage_options)
+    fs, path = store.fs(url)
     path = path.rstrip("/")
     # Locally a directory is published by renaming a sibling into place, so its parent must be
     # writable; an object store writes under the URL itself.
@@ -96,9 +94,9 @@ def missing_folders(fs: fsspec.AbstractFileSystem, folder: str) -> list[str]:
     return missing[::-1]
 
 
-def remove_files(urls: list[str], storage_options: dict | None = None) -> None:
+def remove_files(urls: list[str], store: Store = LOCAL) -> None:
     """Delete intermediate files a job wrote (never a whole folder another job may share)."""
     for url in urls:
-        fs, path = filesystem(url, storage_options)
+        fs, path = store.fs(url)
         if fs.exists(path):
             fs.rm_file(path)

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from fsspec.utils import infer_compression
 
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.storage import describe, filesystem
+from bpe_dask.io.storage import LOCAL, Store, describe
 from bpe_dask.rules.pretokenize import Pretokenizer
 
 log = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ Partition = ByteRange | RowGroups
 
 def expand_inputs(
     inputs: Sequence[str],
-    storage_options: dict | None = None,
+    store: Store = LOCAL,
     exclude: Sequence[str] = (),
     reading: Reading = Reading(),
 ) -> list[InputFile]:
@@ -162,10 +162,10 @@ def expand_inputs(
     skipped, and so is anything under ``exclude`` (the job's own output and work directory).
     A file named twice is read once. Each file's format comes from ``reading``.
     """
-    excluded = [url.rstrip("/") + "/" for url in _urls(exclude, storage_options or {})]
+    excluded = [url.rstrip("/") + "/" for url in _urls(exclude, store)]
     files: dict[str, InputFile] = {}
     for spec in inputs:
-        found = [_with_format(file, reading) for file in _expand_one(str(spec), storage_options or {})]
+        found = [_with_format(file, reading) for file in _expand_one(str(spec), store)]
         if not found:
             raise BpeDaskError(f"no input files match {spec!r}")
         for file in found:
@@ -183,16 +183,16 @@ def _with_format(file: InputFile, reading: Reading) -> InputFile:
     return InputFile(file.url, file.size, file.version, file.compression, form, reading)
 
 
-def _urls(paths: Sequence[str], storage_options: dict) -> list[str]:
+def _urls(paths: Sequence[str], store: Store) -> list[str]:
     urls = []
     for path in filter(None, paths):
-        fs, stripped = filesystem(path, storage_options)
+        fs, stripped = store.fs(path)
         urls.append(fs.unstrip_protocol(stripped))
     return urls
 
 
-def _expand_one(spec: str, storage_options: dict) -> list[InputFile]:
-    fs, path = filesystem(spec, storage_options)
+def _expand_one(spec: str, store: Store) -> list[InputFile]:
+    fs, path = store.fs(spec)
     try:
         return _list_files(fs, path, spec)
     except BpeDaskError:
@@ -237,7 +237,7 @@ def plan_ranges(
     files: Iterable[InputFile],
     chunk_size: int,
     pretokenizer: Pretokenizer,
-    storage_options: dict | None = None,
+    store: Store = LOCAL,
     lookahead: int = DEFAULT_LOOKAHEAD,
 ) -> list[Partition]:
     """Cut each file into partitions of about ``chunk_size`` bytes at safe cuts."""
@@ -246,22 +246,22 @@ def plan_ranges(
     files = list(files)
     parquet = [file for file in files if file.format == "parquet"]
     with ThreadPoolExecutor(16) as pool:  # a store answers many footer reads at once
-        groups = dict(zip(parquet, pool.map(lambda f: plan_row_groups(f, chunk_size, storage_options or {}),
+        groups = dict(zip(parquet, pool.map(lambda f: plan_row_groups(f, chunk_size, store),
                                            parquet), strict=True))  # fmt: skip
     ranges: list[Partition] = []
     for file in files:
         if file.format == "parquet":
             ranges.extend(groups[file])
             continue
-        cuts = _file_cuts(file, chunk_size, pretokenizer, storage_options or {}, lookahead)
+        cuts = _file_cuts(file, chunk_size, pretokenizer, store, lookahead)
         bounds = [0, *cuts, file.size]
         ranges.extend(ByteRange(file, a, b) for a, b in pairwise(bounds))
     return ranges
 
 
-def plan_row_groups(file: InputFile, chunk_size: int, storage_options: dict) -> list[RowGroups]:
+def plan_row_groups(file: InputFile, chunk_size: int, store: Store) -> list[RowGroups]:
     """Runs of whole row groups whose text column holds about ``chunk_size`` bytes of text."""
-    fs, path = filesystem(file.url, storage_options)
+    fs, path = store.fs(file.url)
     try:
         with fs.open(path, "rb") as f:
             metadata = pq.ParquetFile(f).metadata
@@ -307,11 +307,11 @@ def _leaf_count(kind: pa.DataType) -> int:
 
 
 def _file_cuts(
-    file: InputFile, chunk_size: int, pretokenizer: Pretokenizer, storage_options: dict, lookahead: int
+    file: InputFile, chunk_size: int, pretokenizer: Pretokenizer, store: Store, lookahead: int
 ) -> list[int]:
     if file.size <= chunk_size or file.compression:
         return []
-    fs, path = filesystem(file.url, storage_options)
+    fs, path = store.fs(file.url)
     cuts: list[int] = []
     for target in range(chunk_size, file.size, chunk_size):
         start = max(target, cuts[-1] + 1 if cuts else 1)

@@ -31,7 +31,7 @@ import fsspec
 
 from bpe_dask import interrupts
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.storage import filesystem, is_local
+from bpe_dask.io.storage import LOCAL, Store, is_local
 
 SUCCESS = "_SUCCESS"  # written last: its presence says the directory is complete
 PROBE = ".bpe-dask-probe-"  # a file written and removed at once to learn that a place is writable
@@ -56,7 +56,7 @@ def taken(url: str) -> OutputExists:
 @contextmanager
 def atomic_file(
     url: str,
-    storage_options: dict | None = None,
+    store: Store = LOCAL,
     overwrite: bool = True,
     before_commit: Callable[[], None] = _nothing,
 ) -> Iterator[tuple[fsspec.AbstractFileSystem, str]]:
@@ -64,7 +64,7 @@ def atomic_file(
     (exclusively unless ``overwrite``: ``OutputExists`` if something is there by then). An object
     store commits by a server-side move, so there only ``overwrite`` (the work directory's shards,
     named by their content) is offered; ``output_file`` is the exclusive way."""
-    fs, path = filesystem(url, storage_options)
+    fs, path = store.fs(url)
     if not overwrite and not is_local(url):
         raise ValueError("an exclusive commit in an object store is output_file's")
     parent, _, name = path.rpartition("/")
@@ -107,7 +107,7 @@ def commit_local_file(partial: str, path: str, overwrite: bool, url: str) -> Non
 @contextmanager
 def output_file(
     url: str,
-    storage_options: dict | None = None,
+    store: Store = LOCAL,
     overwrite: bool = False,
     before_commit: Callable[[], None] = _nothing,
 ) -> Iterator[IO[bytes]]:
@@ -118,11 +118,11 @@ def output_file(
     unless ``overwrite`` (``If-None-Match: *``) and aborted if the block fails (fsspec would
     otherwise complete it on ``close``, even while an exception goes by, leaving half a file)."""
     if is_local(url):
-        with atomic_file(url, storage_options, overwrite, before_commit) as (_, partial):  # noqa: SIM117
+        with atomic_file(url, store, overwrite, before_commit) as (_, partial):  # noqa: SIM117
             with open(partial, "wb") as f:  # closed before the commit
                 yield f
         return
-    fs, path = filesystem(url, storage_options)
+    fs, path = store.fs(url)
     f = fs.open(path, "wb" if overwrite else "xb")
     try:
         yield f
@@ -141,8 +141,8 @@ def output_file(
         raise
 
 
-def write_bytes_atomically(data: bytes, url: str, storage_options: dict | None = None) -> None:
-    with atomic_file(url, storage_options) as (fs, partial):
+def write_bytes_atomically(data: bytes, url: str, store: Store = LOCAL) -> None:
+    with atomic_file(url, store) as (fs, partial):
         fs.pipe_file(partial, data)
 
 
@@ -150,22 +150,22 @@ def write_bytes_atomically(data: bytes, url: str, storage_options: dict | None =
 
 
 def publish_directory(
-    url: str, files: Mapping[str, str], storage_options: dict | None = None, overwrite: bool = True
+    url: str, files: Mapping[str, str], store: Store = LOCAL, overwrite: bool = True
 ) -> None:
     """Make ``url`` a directory holding exactly ``files`` plus ``_SUCCESS``, never half of them."""
-    with staged_directory(url, storage_options, overwrite) as staging:
-        fs, path = filesystem(staging, storage_options)
+    with staged_directory(url, store, overwrite) as staging:
+        fs, path = store.fs(staging)
         for filename, text in files.items():
             fs.pipe_file(f"{path}/{filename}", text.encode("utf-8"))
 
 
 @contextmanager
-def staged_directory(url: str, storage_options: dict | None = None, overwrite: bool = True) -> Iterator[str]:
+def staged_directory(url: str, store: Store = LOCAL, overwrite: bool = True) -> Iterator[str]:
     """A hidden sibling directory to fill (by this process or by workers) that becomes ``url`` whole
     when the block ends without an error, holding what was written plus ``_SUCCESS``; whatever
     ``url`` held before is gone then, and only then (``OutputExists`` if it held results and
     ``overwrite`` is off). Nothing is left behind either way."""
-    fs, path = filesystem(url, storage_options)
+    fs, path = store.fs(url)
     path = path.rstrip("/")
     parent, _, name = path.rpartition("/")
     tag = uuid.uuid4().hex[:12]

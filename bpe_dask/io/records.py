@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 
 from bpe_dask.errors import BpeDaskError, InputError
 from bpe_dask.io.plan import ByteRange, Partition, RowGroups, text_column_index
-from bpe_dask.io.storage import describe, filesystem
-from bpe_dask.io.text import BLOCK_SIZE, open_range, read_range
+from bpe_dask.io.storage import LOCAL, Store, describe
+from bpe_dask.io.text import open_range, read_range
 
 MAX_LINE = 1 << 28  # a JSON Lines record this long is more likely a file that is not JSON Lines
 
@@ -72,26 +72,28 @@ class Documents:
 
 def iter_documents(
     part: Partition,
-    storage_options: dict | None = None,
+    store: Store = LOCAL,
     *,
     utf8_errors: str = "strict",
     bad: BadRecords | None = None,
-    batch_bytes: int = BLOCK_SIZE,
+    batch_bytes: int | None = None,
 ) -> Iterator[Documents]:
-    """The texts of the partition's records, in order, in batches of about ``batch_bytes``."""
+    """The texts of the partition's records, in order, in batches of about ``batch_bytes`` (by
+    default the setting ``bpe-dask.block-size`` of ``store``)."""
     bad = BadRecords() if bad is None else bad
+    batch_bytes = batch_bytes or store.size("block-size")
     if isinstance(part, RowGroups):
-        return _parquet_documents(part, storage_options, utf8_errors, bad, batch_bytes)
-    return _jsonl_documents(part, storage_options, utf8_errors, bad, batch_bytes)
+        return _parquet_documents(part, store, utf8_errors, bad, batch_bytes)
+    return _jsonl_documents(part, store, utf8_errors, bad, batch_bytes)
 
 
 def _jsonl_documents(
-    part: ByteRange, storage_options: dict | None, utf8_errors: str, bad: BadRecords, batch_bytes: int
+    part: ByteRange, store: Store, utf8_errors: str, bad: BadRecords, batch_bytes: int
 ) -> Iterator[Documents]:
     reading = part.file.reading
     batch: list[bytes] = []
     size = 0
-    for offset, line in _lines(part, storage_options, batch_bytes):
+    for offset, line in _lines(part, store, batch_bytes):
         if not line.strip():
             continue  # a blank line (the last newline of a file, say) holds no record
         length, held = len(line), [line]
@@ -114,10 +116,10 @@ def _jsonl_documents(
         yield Documents.joined(batch)
 
 
-def _lines(part: ByteRange, storage_options: dict | None, batch_bytes: int) -> Iterator[tuple[int, bytes]]:
+def _lines(part: ByteRange, store: Store, batch_bytes: int) -> Iterator[tuple[int, bytes]]:
     """The range's lines (newline dropped) and the byte offset where each starts. A line is held
     only until its newline comes, and never beyond ``MAX_LINE`` bytes."""
-    with open_range(part, storage_options) as (stream, remaining):
+    with open_range(part, store) as (stream, remaining):
         offset = part.start
         held: list[bytes] = []  # the start of a line whose newline has not come yet
         held_size = 0
@@ -204,10 +206,10 @@ def _of_decompressed(part: ByteRange) -> str:
 
 
 def _parquet_documents(
-    part: RowGroups, storage_options: dict | None, utf8_errors: str, bad: BadRecords, batch_bytes: int
+    part: RowGroups, store: Store, utf8_errors: str, bad: BadRecords, batch_bytes: int
 ) -> Iterator[Documents]:
     reading = part.file.reading
-    fs, path = filesystem(part.file.url, storage_options)
+    fs, path = store.fs(part.file.url)
     try:
         f = fs.open(path, "rb")
     except Exception as error:

@@ -17,15 +17,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import BinaryIO
 
-from bpe_dask.errors import BpeDaskError, InputError, TransientError, is_transient
+from bpe_dask.errors import BpeDaskError, InputError, TransientError
 from bpe_dask.io.plan import ByteRange
-from bpe_dask.io.storage import describe, filesystem
+from bpe_dask.io.retries import is_transient
+from bpe_dask.io.storage import LOCAL, Store, describe
 from bpe_dask.rules.pretokenize import NoCutError, Pretokenizer, SplitPattern
-
-BLOCK_SIZE = 8 * 2**20
-# Text with no safe cut for this long is one giant pre-token (a run of letters, digits, punctuation
-# or whitespace): the task stops rather than let its memory grow unbounded.
-MAX_UNCUT = 64 * 2**20
 
 UTF8_ERRORS = ("strict", "replace")
 
@@ -40,11 +36,11 @@ def check_utf8_errors(value: object) -> str:
 def iter_texts(
     byte_range: ByteRange,
     pretokenizer: Pretokenizer,
-    storage_options: dict | None = None,
+    store: Store = LOCAL,
     *,
     utf8_errors: str = "strict",
-    block_size: int = BLOCK_SIZE,
-    max_uncut: int = MAX_UNCUT,
+    block_size: int | None = None,
+    max_uncut: int | None = None,
 ) -> Iterator[str]:
     """The range's text in blocks of about ``block_size`` bytes, each ending at a safe cut.
 
@@ -55,9 +51,14 @@ def iter_texts(
     stand-in character per invalid byte, of the class "other" as U+FFFD is), cut there, and each
     block then turned into what decoding with ``replace`` gives. No cut falls between two
     stand-ins, so the blocks put together are the range decoded with ``replace``, and the byte
-    offsets stay exact.
+    offsets stay exact. ``block_size`` and ``max_uncut`` default to the settings
+    ``bpe-dask.block-size`` and ``bpe-dask.uncut-limit`` of ``store``.
     """
-    decoded = _decoded(byte_range, storage_options, utf8_errors, block_size)
+    block_size = block_size or store.size("block-size")
+    # Text with no safe cut for this long is one giant pre-token (a run of letters, digits,
+    # punctuation or whitespace): the task stops rather than let its memory grow unbounded.
+    max_uncut = max_uncut or store.size("uncut-limit")
+    decoded = _decoded(byte_range, store, utf8_errors, block_size)
     offset = byte_range.start  # where the text not yet given out starts, in the file's bytes
     try:
         for text in pretokenizer.recut(decoded, limit=max_uncut):
@@ -68,14 +69,12 @@ def iter_texts(
         raise _uncut_error(byte_range, offset, max_uncut, pretokenizer.pattern) from None
 
 
-def _decoded(
-    byte_range: ByteRange, storage_options: dict | None, utf8_errors: str, block_size: int
-) -> Iterator[str]:
+def _decoded(byte_range: ByteRange, store: Store, utf8_errors: str, block_size: int) -> Iterator[str]:
     """The range's bytes decoded as UTF-8, a block at a time (a character may span two blocks)."""
     decoder = codecs.getincrementaldecoder("utf-8")(
         "strict" if utf8_errors == "strict" else "surrogateescape"
     )
-    with open_range(byte_range, storage_options) as (stream, remaining):
+    with open_range(byte_range, store) as (stream, remaining):
         offset = byte_range.start  # of the next byte read
         while True:
             block = read_range(
@@ -94,9 +93,9 @@ def _decoded(
 
 
 @contextmanager
-def open_range(byte_range: ByteRange, storage_options: dict | None) -> Iterator[tuple[BinaryIO, int | None]]:
+def open_range(byte_range: ByteRange, store: Store) -> Iterator[tuple[BinaryIO, int | None]]:
     """The range as a stream, and how many bytes to read from it (None: to the end)."""
-    fs, path = filesystem(byte_range.file.url, storage_options)
+    fs, path = store.fs(byte_range.file.url)
     compression = byte_range.file.compression
     try:
         stream = fs.open(path, "rb", compression=compression)
@@ -128,7 +127,7 @@ def _read_error(byte_range: ByteRange, error: Exception) -> BpeDaskError:
         byte_range.file.compression is not None
         and (type(error).__name__ == "ZstdError" or "Invalid data stream" in str(error))  # zstandard, bz2
     )
-    # Only what may be transient is retried (errors.retrying): a dropped connection, not a bug.
+    # Only what may be transient is retried (io.retries): a dropped connection, not a bug.
     kind = InputError if lasting else TransientError if is_transient(error) else BpeDaskError
     return kind(f"cannot read {byte_range.file.name}: {describe(error)}")
 

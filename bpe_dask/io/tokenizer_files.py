@@ -21,7 +21,7 @@ from bpe_dask.errors import BpeDaskError
 from bpe_dask.io import tokenizer_formats
 from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.publish import publish_directory
-from bpe_dask.io.storage import describe, filesystem
+from bpe_dask.io.storage import Store, describe
 from bpe_dask.rules.pretokenize import GPT2, SplitPattern, check_special_tokens, split_pattern
 
 log = logging.getLogger(__name__)
@@ -112,9 +112,9 @@ class TokenizerFiles:
     def save(self, directory: str | os.PathLike, storage_options: dict | None = None) -> None:
         """Make ``directory`` (a path or URL) hold the tokenizer's files, published whole: a
         tokenizer saved there before is replaced; a directory holding other files is refused."""
-        directory = os.fspath(directory)
-        check_output_dir(directory, True, lambda name: name in (*FILES, "report.json"), storage_options)
-        publish_directory(directory, self.files(), storage_options)
+        directory, store = os.fspath(directory), Store(storage_options or {})
+        check_output_dir(directory, True, lambda name: name in (*FILES, "report.json"), store)
+        publish_directory(directory, self.files(), store)
 
     @classmethod
     def load(
@@ -134,7 +134,7 @@ class TokenizerFiles:
         still runs with a time limit per call (``patterns.PATTERN_TIMEOUT``)."""
         folder = os.fspath(directory).rstrip("/")
         try:
-            fs, path = filesystem(f"{folder}/tokenizer.json", storage_options)
+            fs, path = Store(storage_options or {}).fs(f"{folder}/tokenizer.json")
             described = fs.cat_file(path).decode() if fs.exists(path) else None
             if special_tokens is None:
                 special_tokens = tokenizer_formats.special_tokens_in(described) if described else []
@@ -168,13 +168,12 @@ class TokenizerFiles:
         local paths or any URL fsspec reads."""
         special_tokens = check_special_tokens(special_tokens or ())
         pattern = split_pattern(pattern)
-        vocab = tokenizer_formats.parse_vocab_json(
-            _read_text(vocab_filepath, storage_options), special_tokens
-        )
-        merges = tokenizer_formats.parse_merges_txt(_read_text(merges_filepath, storage_options))
+        store = Store(storage_options or {})
+        vocab = tokenizer_formats.parse_vocab_json(_read_text(vocab_filepath, store), special_tokens)
+        merges = tokenizer_formats.parse_merges_txt(_read_text(merges_filepath, store))
         return cls(vocab, merges, special_tokens, pattern, engine)
 
 
-def _read_text(path: str | os.PathLike, storage_options: dict | None) -> str:
-    fs, stripped = filesystem(os.fspath(path), storage_options)
+def _read_text(path: str | os.PathLike, store: Store) -> str:
+    fs, stripped = store.fs(os.fspath(path))
     return fs.cat_file(stripped).decode("utf-8")

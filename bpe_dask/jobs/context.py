@@ -1,10 +1,11 @@
 """What every job shares: options and inputs in; planned byte ranges, a cluster and finished tasks out.
 
-Every job opens the same way: ``Job.start`` folds the environment's credentials into the storage
-options, the job checks its output, and ``Job.plan`` expands the inputs and cuts them into byte
-ranges. Its tasks then run on ``Job.cluster`` (the given client, a scheduler, or a LocalCluster)
-once ``Job.preflight`` has checked the workers, through ``run_tasks``, which turns a failure
-into one line. ``count_job``, ``train_job`` and ``encode_job`` are built from these.
+Every job opens the same way: ``Job.start`` makes the job's ``Store`` (the storage options with
+what the environment adds, and the ``bpe-dask`` settings) once, on the client; the job checks its
+output, and ``Job.plan`` expands the inputs and cuts them into byte ranges. Its tasks then run on
+``Job.cluster`` (the given client, a scheduler, or a LocalCluster) once ``Job.preflight`` has
+checked the workers, through ``run_tasks``, which turns a failure into one line. ``count_job``,
+``train_job`` and ``encode_job`` are built from these.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ from dask.base import tokenize
 from dask.delayed import Delayed
 from distributed import Client, LocalCluster, as_completed
 
+from bpe_dask import settings as config
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.plan import InputFile, Partition, expand_inputs, plan_ranges
 from bpe_dask.io.records import BadRecords
-from bpe_dask.io.storage import describe, filesystem, is_local, job_storage_options, required_packages
+from bpe_dask.io.storage import Store, describe, is_local, required_packages
 from bpe_dask.jobs.cluster import dask_client, failures_explained
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.jobs.preflight import Place, check_workers, unregister_plugins
@@ -38,21 +40,15 @@ from bpe_dask.stages.count import CountSettings
 
 log = logging.getLogger(__name__)
 
-# Partitions are sized from the input and the cluster unless --chunk-size is given. Each costs a
-# dict of its own words, a shard and a share of the reduce, hence the floor; the ceiling bounds
-# a task's memory and the work lost with a worker.
-PARTITIONS_PER_THREAD = 2
-MIN_PARTITION = 2**20
-MAX_PARTITION = 64 * 2**20
 TINY_CHUNK = 4096  # an explicit chunk size below this is likely a unit left out ("64" for 64MiB)
 
 
 @dataclass
 class Job:
-    """One run of a job: its options, the storage options it ships to workers, and its plan."""
+    """One run of a job: its options, the ``Store`` its tasks take, and its plan."""
 
     options: JobOptions
-    storage_options: dict = field(repr=False)  # may hold credentials
+    store: Store
     files: list[InputFile] = field(default_factory=list)
     ranges: list[Partition] = field(default_factory=list)
     plugins: list[str] = field(default_factory=list)  # registered on the workers by ``preflight``
@@ -61,20 +57,19 @@ class Job:
     @classmethod
     def start(cls, options: JobOptions, urls: Sequence[str | None]) -> Job:
         """A job that reads and writes ``urls``: an ``s3://`` job takes the AWS environment along."""
-        urls = [u for u in urls if u]
-        return cls(options, job_storage_options(options.storage_options, urls, options.ship_credentials))
+        return cls(options, Store.for_job(options.storage_options, urls, options.ship_credentials))
 
     def find_inputs(self, inputs: Sequence[str], exclude: Sequence[str | None] = ()) -> None:
         """The files the inputs name; the job's own outputs (``exclude``) are never read back as inputs."""
         self.files = expand_inputs(
-            inputs, self.storage_options, exclude=[e for e in exclude if e], reading=self.options.reading()
+            inputs, self.store, exclude=[e for e in exclude if e], reading=self.options.reading()
         )
 
     def plan(self, pretokenizer: Pretokenizer, threads: int | None = None) -> None:
         """The files cut into byte ranges: ``--chunk-size`` bytes each, or sized for ``threads`` worker
         threads (``None``: as large as a task may be, for counting in this process)."""
-        chunk_size = self.options.chunk_size or partition_size(self.input_bytes, threads)
-        self.ranges = plan_ranges(self.files, chunk_size, pretokenizer, self.storage_options)
+        chunk_size = self.options.chunk_size or partition_size(self.input_bytes, threads, self.store.settings)
+        self.ranges = plan_ranges(self.files, chunk_size, pretokenizer, self.store)
         log.info(
             "%s, %s, %s of about %s",
             plural(len(self.files), "input file"),
@@ -146,7 +141,7 @@ class Job:
             packages,
             places=places,
             embedded=not (self.options.client or self.options.scheduler),  # the LocalCluster we started
-            storage_options=self.storage_options,
+            store=self.store,
             ship_package=self.options.ship_package,
         )
 
@@ -157,7 +152,7 @@ class Job:
         it. A temporary one is removed afterwards."""
         work_dir = self.options.work_dir
         if work_dir:
-            fs, path = filesystem(work_dir, self.storage_options)
+            fs, path = self.store.fs(work_dir)
             try:
                 fs.makedirs(path, exist_ok=True)
             except Exception as error:
@@ -168,7 +163,7 @@ class Job:
             self._scratch_beside = f" beside --out {beside}"
             parent, _, name = beside.rstrip("/").rpartition("/")
             scratch = f"{parent}/.{name}.work-{uuid.uuid4().hex[:12]}"
-            fs, path = filesystem(scratch, self.storage_options)
+            fs, path = self.store.fs(scratch)
             try:
                 yield scratch
             finally:
@@ -182,13 +177,18 @@ class Job:
             shutil.rmtree(temporary, ignore_errors=True)
 
 
-def partition_size(input_bytes: int, threads: int | None) -> int:
-    """Bytes per map task when none is given: about ``PARTITIONS_PER_THREAD`` tasks per worker
-    thread, so that every thread has work and one that finishes early takes another."""
+def partition_size(input_bytes: int, threads: int | None, settings: dict | None = None) -> int:
+    """Bytes per map task when none is given: about ``bpe-dask.partitions-per-thread`` tasks per
+    worker thread, so that every thread has work and one that finishes early takes another, within
+    ``bpe-dask.partition-min`` (each partition costs a dict of its own words, a shard and a share of
+    the reduce) and ``bpe-dask.partition-max`` (a task's memory, and the work lost with a worker).
+    ``threads=None``: as large as a task may be."""
+    largest = config.size("partition-max", settings)
     if threads is None:
-        return MAX_PARTITION
-    wanted = -(-input_bytes // max(1, PARTITIONS_PER_THREAD * threads))
-    return max(MIN_PARTITION, min(MAX_PARTITION, wanted))
+        return largest
+    per_thread = config.count("partitions-per-thread", settings, least=1)
+    wanted = -(-input_bytes // max(1, per_thread * threads))
+    return max(min(config.size("partition-min", settings), largest), min(largest, wanted))
 
 
 def cluster_threads(client: Client) -> int:

@@ -18,12 +18,13 @@ import pyarrow as pa
 from dask.base import tokenize
 from distributed import Client
 
+from bpe_dask import settings as config
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import read_counts
 from bpe_dask.io.outputs import check_output_file, remove_files
 from bpe_dask.io.plan import Partition
 from bpe_dask.io.records import BadRecords
-from bpe_dask.io.storage import absolute
+from bpe_dask.io.storage import Store, absolute
 from bpe_dask.jobs.context import Job, cluster_threads, report_bad_records, run_tasks
 from bpe_dask.jobs.options import JobOptions, PathLike, input_list
 from bpe_dask.jobs.progress import TaskProgress
@@ -38,9 +39,6 @@ from bpe_dask.stages.reduce import reduce_tree
 
 log = logging.getLogger(__name__)
 
-# Below this much input the Python API counts in-process: starting a cluster costs seconds.
-IN_PROCESS_LIMIT = 16 * 2**20
-
 
 @dataclass
 class CountResult:
@@ -53,12 +51,12 @@ class CountResult:
     bad_records_skipped: int = 0
     seconds: float = 0.0
     path: str | None = None
-    storage_options: dict | None = field(default=None, repr=False)  # may hold credentials
+    store: Store = field(default_factory=Store, repr=False)  # where ``path`` is
     _table: pa.Table | None = field(default=None, repr=False)
 
     def table(self) -> pa.Table:
         if self._table is None:
-            self._table = read_counts(self.path, self.storage_options)
+            self._table = read_counts(self.path, self.store)
         return self._table
 
     def report(self) -> dict:
@@ -96,19 +94,21 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
         raise BpeDaskError("in_process=True counts here: it cannot write out")
     job = Job.start(opts, [*inputs, out, opts.work_dir])
     if out:
-        check_output_file(out, opts.overwrite, job.storage_options)
+        check_output_file(out, opts.overwrite, job.store)
     job.find_inputs(inputs, exclude=[out, opts.work_dir])
     settings = opts.count_settings()
     pretokenizer = settings.pretokenizer()
     in_process = opts.in_process
     if in_process is None:
-        in_process = not (opts.wants_cluster or out) and job.input_bytes <= IN_PROCESS_LIMIT
+        # Below this much input the Python API counts here: starting a cluster costs seconds.
+        small = job.input_bytes <= config.size("in-process-limit", job.store.settings)
+        in_process = not (opts.wants_cluster or out) and small
     if in_process:
         job.plan(pretokenizer)
         log.info("counting with %s", counting_engine(settings, job.input_bytes))
         result = _result(job)
         bad = BadRecords()
-        result._table = count_in_process(job.ranges, settings, job.storage_options, bad)
+        result._table = count_in_process(job.ranges, settings, job.store, bad)
     else:
         with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
             job.preflight(client, work, [out])
@@ -127,15 +127,15 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
 
 
 def _result(job: Job) -> CountResult:
-    return CountResult(job.input_urls, job.input_bytes, len(job.ranges), storage_options=job.storage_options)
+    return CountResult(job.input_urls, job.input_bytes, len(job.ranges), store=job.store)
 
 
 def count_in_process(
-    ranges: Sequence[Partition], settings: CountSettings, storage_options: dict | None, bad: BadRecords
+    ranges: Sequence[Partition], settings: CountSettings, store: Store, bad: BadRecords
 ) -> pa.Table:
     counter = new_counter(settings, sum(r.text_bytes for r in ranges))
     for byte_range in ranges:
-        count_range(byte_range, settings, storage_options, counter=counter, bad=bad)
+        count_range(byte_range, settings, store, counter=counter, bad=bad)
     return counter.table()
 
 
@@ -145,20 +145,20 @@ def count_on_cluster(
     """Map and reduce on the cluster: the summed counts, written to ``out`` (its URL is returned) or,
     with no ``out``, handed back as a table; how many shards were reused; the records skipped."""
     shard_dir = f"{work_dir.rstrip('/')}/shards"
-    storage_options = job.storage_options
+    store = job.store
     shards = [
         dask.delayed(count_range_to_shard, pure=True)(
-            r, settings, shard_dir, storage_options,
-            dask_key_name=f"count-{tokenize(r.key(), settings.key(), shard_dir, storage_options)}",
+            r, settings, shard_dir, store,
+            dask_key_name=f"count-{tokenize(r.key(), settings.key(), shard_dir, store)}",
         )
         for r in job.ranges
     ]  # fmt: skip
     final, partial_sums = reduce_tree(
-        shards, out, work_dir, settings.recorded(), storage_options, overwrite=job.options.overwrite
+        shards, out, work_dir, settings.recorded(), store, overwrite=job.options.overwrite
     )
     progress = TaskProgress("count", len(shards), job.input_bytes) if job.options.show_progress else None
     *finished, counts = run_tasks(client, [*shards, final], progress, [r.size for r in job.ranges])
-    remove_files(partial_sums, storage_options)
+    remove_files(partial_sums, store)
     bad = BadRecords()
     for shard in finished:
         bad.merge(shard.bad_records)

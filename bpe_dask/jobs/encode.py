@@ -23,7 +23,7 @@ from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.outputs import check_output_dir, check_output_file
 from bpe_dask.io.publish import atomic_file, staged_directory
 from bpe_dask.io.records import BadRecords
-from bpe_dask.io.storage import absolute, filesystem, is_local
+from bpe_dask.io.storage import Store, absolute, is_local
 from bpe_dask.jobs.context import Job, cluster_threads, is_embedded, report_bad_records, run_tasks
 from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character, input_list
 from bpe_dask.jobs.progress import TaskProgress
@@ -74,12 +74,12 @@ def encode(
     inputs, out = input_list(inputs), absolute(os.fspath(out))
     source = tokenizer if isinstance(tokenizer, Tokenizer) else absolute(os.fspath(tokenizer))
     job = Job.start(opts, [*inputs, out, opts.work_dir, source if isinstance(source, str) else None])
-    tokenizer = _tokenizer(source, special_tokens, opts.engine, job.storage_options, trust_pattern)
+    tokenizer = _tokenizer(source, special_tokens, opts.engine, job.store, trust_pattern)
     check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
     if fmt == "bin":
-        check_output_file(out, opts.overwrite, job.storage_options)
+        check_output_file(out, opts.overwrite, job.store)
     else:
-        check_output_dir(out, opts.overwrite, is_encoded_file, job.storage_options)
+        check_output_dir(out, opts.overwrite, is_encoded_file, job.store)
     job.find_inputs(inputs, exclude=[out, opts.work_dir])
     _check_separator(document_separator, tokenizer, job)
     with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
@@ -107,13 +107,13 @@ def _tokenizer(
     source: str | Tokenizer,
     special_tokens: Sequence[str] | None,
     engine: str,
-    storage_options: dict,
+    store: Store,
     trust_pattern: bool = False,
 ) -> Tokenizer:
     """The tokenizer to encode with: loaded, or the one given, with the job's special tokens and,
     unless it is ``auto``, the job's engine."""
     if isinstance(source, str):
-        return Tokenizer.load(source, special_tokens, storage_options, engine, trust_pattern=trust_pattern)
+        return Tokenizer.load(source, special_tokens, store.options, engine, trust_pattern=trust_pattern)
     engine = source.engine if engine == "auto" else engine
     if special_tokens is None and engine == source.engine:
         return source
@@ -143,7 +143,7 @@ def _encode_ranges(
     key = encoding_key(tokenizer, separator, options.utf8_errors)
     tasks = [
         dask.delayed(encode_range_to_shard, pure=True)(
-            r, shared, shard_path(work, r, key), job.storage_options, options.utf8_errors, separator,
+            r, shared, shard_path(work, r, key), job.store, options.utf8_errors, separator,
             dask_key_name=f"encode-{tokenize(r.key(), key, work)}",
         )
         for r in job.ranges
@@ -161,11 +161,11 @@ def _encode_ranges(
 
 def _publish_shards(client: Client, job: Job, shards: list[EncodedShard], out: str, report: dict) -> None:
     """The output directory: the shards under their place in the plan, ``index.json``, ``report.json``."""
-    storage_options = job.storage_options
-    with staged_directory(out, storage_options, job.options.overwrite) as staging:
+    store = job.store
+    with staged_directory(out, store, job.options.overwrite) as staging:
         names = [shard_name(i, len(shards)) for i in range(len(shards))]
         copies = [
-            dask.delayed(copy_shard, pure=False)(shard, f"{staging}/{name}", storage_options)
+            dask.delayed(copy_shard, pure=False)(shard, f"{staging}/{name}", store)
             for shard, name in zip(shards, names, strict=True)
         ]
         run_tasks(client, copies)
@@ -174,7 +174,7 @@ def _publish_shards(client: Client, job: Job, shards: list[EncodedShard], out: s
              "tokens": s.tokens}
             for name, s in zip(names, shards, strict=True)
         ]}  # fmt: skip
-        fs, path = filesystem(staging, storage_options)
+        fs, path = store.fs(staging)
         fs.pipe_file(f"{path}/index.json", (json.dumps(index, indent=1) + "\n").encode())
         fs.pipe_file(f"{path}/report.json", (json.dumps(report, indent=2) + "\n").encode())
 
@@ -185,25 +185,25 @@ def _publish_bin(client: Client, job: Job, shards: list[EncodedShard], out: str,
     streams them in order into the store. The ``.bin`` is committed (exclusively unless
     ``--overwrite``) once whole, an earlier sidecar removed just before, and the new sidecar after:
     a ``.bin`` with a ``.json`` beside it is always described by it (docs/outputs.md)."""
-    storage_options, overwrite = job.storage_options, job.options.overwrite
+    store, overwrite = job.store, job.options.overwrite
     itemsize = 2 if report["dtype"] == "uint16" else 4
     if is_local(out) and is_embedded(client):
-        unsidecar = partial_function(remove_sidecar, out, storage_options)
-        with atomic_file(out, storage_options, overwrite, unsidecar) as (_, partial):
+        unsidecar = partial_function(remove_sidecar, out, store)
+        with atomic_file(out, store, overwrite, unsidecar) as (_, partial):
             with open(partial, "wb") as f:
                 f.truncate(report["tokens"] * itemsize)
             offsets = [0]
             for shard in shards[:-1]:
                 offsets.append(offsets[-1] + shard.tokens * itemsize)
             writes = [
-                dask.delayed(write_at, pure=False)(shard, partial, offset, storage_options)
+                dask.delayed(write_at, pure=False)(shard, partial, offset, store)
                 for shard, offset in zip(shards, offsets, strict=True)
             ]
             run_tasks(client, writes)
     else:
-        streaming = dask.delayed(stream_shards, pure=False)(shards, out, storage_options, overwrite)
+        streaming = dask.delayed(stream_shards, pure=False)(shards, out, store, overwrite)
         run_tasks(client, [streaming])
-    with atomic_file(f"{out}.json", storage_options) as (fs, partial):
+    with atomic_file(f"{out}.json", store) as (fs, partial):
         fs.pipe_file(partial, (json.dumps(report, indent=2) + "\n").encode())
 
 

@@ -23,7 +23,7 @@ from distributed import Client, WorkerPlugin
 
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.outputs import missing_folders as _missing_folders
-from bpe_dask.io.storage import describe, filesystem, is_local
+from bpe_dask.io.storage import LOCAL, Store, describe, is_local
 from bpe_dask.version import __version__
 
 log = logging.getLogger(__name__)
@@ -46,15 +46,16 @@ def probe_modules(names: list[str]) -> dict[str, str | None]:
     return found
 
 
-def probe_path(url: str, storage_options: dict | None, write: bool = False) -> str | None:
+def probe_path(url: str, options: dict, write: bool = False) -> str | None:
     """On a worker: None if it sees the file ``url`` (and, with ``write``, can write beside it),
-    else why not, in a few words."""
+    else why not, in a few words. ``options`` are the job's storage options, as a plain dict: this
+    runs where bpe_dask may not import, so it takes no ``Store``."""
     import uuid
 
     import fsspec
 
     try:
-        fs, path = fsspec.core.url_to_fs(url, **({} if "://" not in url else storage_options or {}))
+        fs, path = fsspec.core.url_to_fs(url, **({} if "://" not in url else options))
         if not fs.exists(path):
             return "not there"
         if write:
@@ -125,7 +126,7 @@ def check_workers(
     packages: Iterable[str] = (),
     *,
     places: Iterable[Place] = (),
-    storage_options: dict | None = None,
+    store: Store = LOCAL,
     ship_package: bool = False,
     embedded: bool = False,
     wait_seconds: float = 60,
@@ -154,7 +155,7 @@ def check_workers(
             f"{worker} lacks {', '.join(what)}{' (and others)' if len(lacking) > 1 else ''}; {fix}"
         )
     for place in places:
-        _check_place(client, place, storage_options)
+        _check_place(client, place, store)
     plugins = [QuietUserErrors(), *([QuietDaskErrors()] if embedded else [])]
     for plugin in plugins:
         client.register_plugin(plugin)
@@ -212,21 +213,20 @@ def upload_package(client: Client) -> None:
     log.info("uploaded bpe_dask %s to the workers", __version__)
 
 
-def _check_place(client: Client, place: Place, storage_options: dict | None) -> None:
+def _check_place(client: Client, place: Place, store: Store) -> None:
     """Ask every worker whether it reaches ``place``; for a place the tasks write, through a marker
     written here into its folder (the work directory itself; an output's parent, where it is
     staged), in folders made for the check and removed after it."""
     if not place.writes:
-        return _ask_workers(client, place, place.url, storage_options)
+        return _ask_workers(client, place, place.url, store)
     folder = place.url.rstrip("/") if place.role == "--work-dir" else place.url.rstrip("/").rpartition("/")[0]
-    fs, path = filesystem(f"{folder}/.bpe-dask-probe-{uuid.uuid4().hex}", storage_options)
+    fs, path = store.fs(f"{folder}/.bpe-dask-probe-{uuid.uuid4().hex}")
     made = _missing_folders(fs, fs._parent(path)) if is_local(folder) else []
     for new_folder in made:
         fs.mkdir(new_folder)
     try:
         fs.pipe_file(path, b"")
-        _ask_workers(client, place, fs.unstrip_protocol(path) if not is_local(folder) else path,
-                     storage_options)  # fmt: skip
+        _ask_workers(client, place, fs.unstrip_protocol(path) if not is_local(folder) else path, store)
     finally:
         if fs.exists(path):
             fs.rm_file(path)
@@ -234,8 +234,8 @@ def _check_place(client: Client, place: Place, storage_options: dict | None) -> 
             fs.rmdir(new_folder)
 
 
-def _ask_workers(client: Client, place: Place, url: str, storage_options: dict | None) -> None:
-    answers = client.run(probe_path, url, storage_options, place.writes, on_error="return")
+def _ask_workers(client: Client, place: Place, url: str, store: Store) -> None:
+    answers = client.run(probe_path, url, store.options, place.writes, on_error="return")
     failed = {w: answer for w, answer in answers.items() if answer is not None}
     if not failed:
         return

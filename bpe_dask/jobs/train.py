@@ -24,7 +24,7 @@ from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import read_counts, recorded_settings
 from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.publish import publish_directory
-from bpe_dask.io.storage import absolute
+from bpe_dask.io.storage import Store, absolute
 from bpe_dask.io.tokenizer_formats import check_special_token_names
 from bpe_dask.jobs import progress
 from bpe_dask.jobs.cluster import failures_explained
@@ -109,7 +109,7 @@ def train(
     limits = Limits(min_frequency, max_token_length)
     inputs, out = input_list(inputs), absolute(out)
     job = Job.start(opts, [*inputs, out, opts.work_dir])
-    check_output_dir(out, opts.overwrite, _is_output_file, job.storage_options)
+    check_output_dir(out, opts.overwrite, _is_output_file, job.store)
     job.find_inputs(inputs, exclude=[out, opts.work_dir])
     settings = opts.count_settings()
     if opts.merge_on != "worker" and not (opts.scheduler or opts.client):
@@ -145,7 +145,7 @@ def train(
     report["merge_ran_on"] = "worker" if on_worker else "client"
     report["workers_peak_rss_bytes"] = workers_peak
     report["timings"]["total"] = time.perf_counter() - started
-    _publish(out, merged, opts, report, job.storage_options, limits, files.result())
+    _publish(out, merged, opts, report, job.store, limits, files.result())
     return report
 
 
@@ -169,17 +169,17 @@ def merge(
     started = time.perf_counter()
     limits = Limits(min_frequency, max_token_length)
     counts, out = absolute(counts), absolute(out)
-    recorded = recorded_settings(counts, JobOptions.of(**options).storage_options)
+    recorded = recorded_settings(counts, Store(JobOptions.of(**options).storage_options))
     special_tokens = _special_tokens_for(counts, special_tokens, recorded)
     options = {**options, "pattern": _pattern_for(counts, options.get("pattern"), recorded)}
     opts = _training_options(vocab_size, special_tokens, options)
     job = Job.start(opts, [counts, out])
-    check_output_dir(out, opts.overwrite, _is_output_file, job.storage_options)
-    merged = _merge_here(read_counts(counts, job.storage_options), vocab_size, opts, limits)
+    check_output_dir(out, opts.overwrite, _is_output_file, job.store)
+    merged = _merge_here(read_counts(counts, job.store), vocab_size, opts, limits)
     base = {"counts": counts, "counted_with": recorded, "pattern": opts.pattern}
     report = _report(base, merged, opts.special_tokens, vocab_size, limits, {})
     report["timings"]["total"] = time.perf_counter() - started
-    _publish(out, merged, opts, report, job.storage_options, limits)
+    _publish(out, merged, opts, report, job.store, limits)
     return report
 
 
@@ -274,14 +274,14 @@ def merge_on_worker(
     counts_url: str,
     vocab_size: int,
     special_tokens: Sequence[str],
-    storage_options: dict,
+    store: Store,
     engine: str = "auto",
     limits: Limits = Limits(),
 ) -> Merged:
     """The merge loop as a Dask task: reads the counts where it runs, reports progress to the client."""
     total = vocab_size - 256 - len(special_tokens)
     report = progress.every(0.5, total, progress.publish_from_worker)
-    table = read_counts(counts_url, storage_options)
+    table = read_counts(counts_url, store)
     return merge_table(table, vocab_size, special_tokens, report, engine, limits)
 
 
@@ -297,7 +297,7 @@ def _merge_on_cluster(
         progress.subscribe(client, bar)
     log.info("running the merge loop on %s", roomiest)
     future = client.submit(
-        merge_on_worker, counts_url, vocab_size, special_tokens, job.storage_options, job.options.engine,
+        merge_on_worker, counts_url, vocab_size, special_tokens, job.store, job.options.engine,
         limits, key=f"merge-{tokenize(counts_url, vocab_size, special_tokens, limits)}",
         workers=[roomiest], allow_other_workers=True, pure=False, priority=100,
     )  # fmt: skip
@@ -327,7 +327,7 @@ def _publish(
     merged: Merged,
     opts: JobOptions,
     report: dict,
-    storage_options: dict,
+    store: Store,
     limits: Limits,
     files: dict[str, str] | None = None,
 ) -> None:
@@ -335,7 +335,7 @@ def _publish(
     files = files or _tokenizer_files(merged, opts.special_tokens, report["pattern"])
     files = {**files, "report.json": json.dumps(report, indent=2) + "\n"}
     interrupts.check()  # nothing is published after a signal, even one some library swallowed
-    publish_directory(out, files, storage_options, overwrite=opts.overwrite)  # checked again as it commits
+    publish_directory(out, files, store, overwrite=opts.overwrite)  # checked again as it commits
 
 
 def _tokenizer_files(merged: Merged, special_tokens: Sequence[str], pattern: str) -> dict[str, str]:

@@ -26,12 +26,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bpe_dask.errors import BpeDaskError, retrying
+from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import counts_table, write_counts
 from bpe_dask.io.plan import Partition
 from bpe_dask.io.records import BadRecords, Documents, iter_documents
-from bpe_dask.io.storage import filesystem
-from bpe_dask.io.text import BLOCK_SIZE, check_utf8_errors, iter_texts
+from bpe_dask.io.storage import LOCAL, Store
+from bpe_dask.io.text import check_utf8_errors, iter_texts
 from bpe_dask.rules.pretokenize import Pretokenizer, split_pattern
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range counts
@@ -179,26 +179,25 @@ class CompiledCounter:
 def count_range(
     byte_range: Partition,
     settings: CountSettings,
-    storage_options: dict | None = None,
-    block_size: int = BLOCK_SIZE,
+    store: Store = LOCAL,
+    block_size: int | None = None,
     counter: RegexCounter | CompiledCounter | None = None,
     bad: BadRecords | None = None,
 ) -> RegexCounter | CompiledCounter:
     """The pre-token counts of one partition, added into ``counter`` when given (``counter.table()``);
-    records skipped as bad are added to ``bad``."""
+    records skipped as bad are added to ``bad``. ``block_size``: ``bpe-dask.block-size`` of ``store``."""
+    block_size = block_size or store.size("block-size")
     pretokenizer = settings.pretokenizer()
     counter = new_counter(settings, byte_range.text_bytes) if counter is None else counter
     errors = settings.utf8_errors
     with _without_cycle_collection():
         if byte_range.file.has_records:
-            batches = iter_documents(
-                byte_range, storage_options, utf8_errors=errors, bad=bad, batch_bytes=block_size
-            )
+            batches = iter_documents(byte_range, store, utf8_errors=errors, bad=bad, batch_bytes=block_size)
             for documents in batches:
                 _add_documents(counter, documents, pretokenizer, block_size)
         else:
             for text in iter_texts(
-                byte_range, pretokenizer, storage_options, utf8_errors=errors, block_size=block_size
+                byte_range, pretokenizer, store, utf8_errors=errors, block_size=block_size
             ):
                 counter.add(text)
     return counter
@@ -279,20 +278,20 @@ def _without_cycle_collection() -> Iterator[None]:
 
 
 def count_range_to_shard(
-    byte_range: Partition, settings: CountSettings, shard_dir: str, storage_options: dict | None = None
+    byte_range: Partition, settings: CountSettings, shard_dir: str, store: Store = LOCAL
 ) -> Shard:
     """Count one range and write its shard, or reuse the shard a previous run finished.
 
     A failure that may be transient (a dropped connection, say) is retried in place.
     """
-    return retrying(_count_range_to_shard, byte_range, settings, shard_dir, storage_options)
+    return store.retries.run(_count_range_to_shard, byte_range, settings, shard_dir, store)
 
 
 def _count_range_to_shard(
-    byte_range: Partition, settings: CountSettings, shard_dir: str, storage_options: dict | None
+    byte_range: Partition, settings: CountSettings, shard_dir: str, store: Store
 ) -> Shard:
     path = shard_path(shard_dir, byte_range, settings)
-    fs, fs_path = filesystem(path, storage_options)
+    fs, fs_path = store.fs(path)
     if fs.exists(fs_path):
         with fs.open(fs_path, "rb") as f:
             parquet = pq.ParquetFile(f)
@@ -300,9 +299,9 @@ def _count_range_to_shard(
             return Shard(path, parquet.metadata.num_rows, True, BadRecords(**recorded))
     bad = BadRecords()
     table = (
-        count_range(byte_range, settings, storage_options, bad=bad).table().sort_by("token")
+        count_range(byte_range, settings, store, bad=bad).table().sort_by("token")
     )  # the reduce merges runs
     if bad.count:
         table = table.replace_schema_metadata({BAD_RECORDS_KEY: json.dumps(vars(bad))})
-    write_counts(table, path, storage_options)
+    write_counts(table, path, store)
     return Shard(path, table.num_rows, False, bad)

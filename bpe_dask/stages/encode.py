@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bpe_dask.errors import retrying
 from bpe_dask.io.plan import Partition, RowGroups
 from bpe_dask.io.publish import atomic_file, output_file, write_bytes_atomically
 from bpe_dask.io.records import BadRecords, iter_documents
-from bpe_dask.io.storage import filesystem
+from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.text import iter_texts
 from bpe_dask.tokenizer import Tokenizer
 
@@ -86,14 +85,14 @@ def encode_range_to_shard(
     byte_range: Partition,
     tokenizer: Tokenizer,
     path: str,
-    storage_options: dict | None = None,
+    store: Store = LOCAL,
     utf8_errors: str = "strict",
     separator: str | None = None,
 ) -> EncodedShard:
     """Encode one partition into the shard ``path``, or reuse the shard a previous run finished; a
     failure that may be transient is retried in place. Records end with ``separator``'s id."""
-    return retrying(
-        _encode_range_to_shard, byte_range, tokenizer, path, storage_options, utf8_errors, separator
+    return store.retries.run(
+        _encode_range_to_shard, byte_range, tokenizer, path, store, utf8_errors, separator
     )
 
 
@@ -101,12 +100,12 @@ def _encode_range_to_shard(
     byte_range: Partition,
     tokenizer: Tokenizer,
     path: str,
-    storage_options: dict | None,
+    store: Store,
     utf8_errors: str,
     separator: str | None,
 ) -> EncodedShard:
     unit = "row groups" if isinstance(byte_range, RowGroups) else "bytes"
-    fs, fs_path = filesystem(path, storage_options)
+    fs, fs_path = store.fs(path)
     bad_path = f"{fs_path}.bad-records.json"  # beside the shard, written first: what was skipped
     if fs.exists(fs_path):
         with fs.open(fs_path, "rb") as f:
@@ -118,28 +117,28 @@ def _encode_range_to_shard(
     dtype = np.dtype(dtype_for(tokenizer))
     bad = BadRecords()
     if byte_range.file.has_records:
-        batches = iter_documents(byte_range, storage_options, utf8_errors=utf8_errors, bad=bad)
+        batches = iter_documents(byte_range, store, utf8_errors=utf8_errors, bad=bad)
         parts = [tokenizer.encode_utf8_documents(docs.data, docs.ends, separator, dtype) for docs in batches]
     else:
-        texts = iter_texts(byte_range, tokenizer.pretokenizer, storage_options, utf8_errors=utf8_errors)
+        texts = iter_texts(byte_range, tokenizer.pretokenizer, store, utf8_errors=utf8_errors)
         parts = [tokenizer.encode_array(text, dtype) for text in texts]
     tokens = sum(len(part) for part in parts)
     if bad.count:
-        write_bytes_atomically(json.dumps(vars(bad)).encode(), f"{path}.bad-records.json", storage_options)
+        write_bytes_atomically(json.dumps(vars(bad)).encode(), f"{path}.bad-records.json", store)
     header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (tokens,)}
-    with atomic_file(path, storage_options) as (fs, partial), fs.open(partial, "wb") as f:
+    with atomic_file(path, store) as (fs, partial), fs.open(partial, "wb") as f:
         np.lib.format.write_array_header_1_0(f, header)  # then the ids, block by block: np.save's layout
         for part in parts:
             f.write(part.data)
     return EncodedShard(path, byte_range.file.url, byte_range.start, byte_range.end, tokens, False, bad, unit)
 
 
-def _shard_ids(shard: EncodedShard, storage_options: dict | None) -> memoryview:
+def _shard_ids(shard: EncodedShard, store: Store) -> memoryview:
     """The raw ids of a shard, its ``.npy`` header skipped, not parsed: ``np.load`` parses it with
     ``ast.literal_eval``, and CPython 3.11's parser is not safe to run in two threads at once (a
     ``SystemError`` "AST constructor recursion depth mismatch", python/cpython#106905), which is
     what several threads per worker do. The header is ours (``encode_range``): format 1.0."""
-    fs, path = filesystem(shard.path, storage_options)
+    fs, path = store.fs(shard.path)
     with fs.open(path, "rb") as f:
         data = memoryview(f.read())
     ids = data[_ids_offset(data[:10], shard.path) :]
@@ -155,15 +154,15 @@ def _ids_offset(head: bytes | memoryview, path: str) -> int:
     return 10 + int.from_bytes(head[8:10], "little")
 
 
-def copy_shard(shard: EncodedShard, destination: str, storage_options: dict | None = None) -> str:
+def copy_shard(shard: EncodedShard, destination: str, store: Store = LOCAL) -> str:
     """Copy a shard into the output directory under its place in the plan (a server-side copy in an
     object store)."""
-    fs, source = filesystem(shard.path, storage_options)
-    target_fs, target = filesystem(destination, storage_options)
+    fs, source = store.fs(shard.path)
+    target_fs, target = store.fs(destination)
     if fs.protocol == target_fs.protocol:
-        retrying(fs.copy, source, target)
+        store.retries.run(fs.copy, source, target)
     else:  # the work directory in one store, the output in another (S3 to a shared disk): stream it
-        retrying(_copy_across, fs, source, target_fs, target)
+        store.retries.run(_copy_across, fs, source, target_fs, target)
     return destination
 
 
@@ -172,10 +171,10 @@ def _copy_across(fs, source: str, target_fs, target: str) -> None:
         shutil.copyfileobj(reading, writing, 8 * 2**20)
 
 
-def write_at(shard: EncodedShard, path: str, offset: int, storage_options: dict | None = None) -> int:
+def write_at(shard: EncodedShard, path: str, offset: int, store: Store = LOCAL) -> int:
     """Write a shard's ids into the local file ``path`` at ``offset`` bytes (a ranged write): shards
     fill their parts of the file at once, side by side."""
-    data = _shard_ids(shard, storage_options)
+    data = _shard_ids(shard, store)
     descriptor = os.open(path, os.O_WRONLY)
     try:
         written = 0
@@ -186,22 +185,20 @@ def write_at(shard: EncodedShard, path: str, offset: int, storage_options: dict 
     return len(data)
 
 
-def stream_shards(
-    shards: list[EncodedShard], url: str, storage_options: dict | None = None, overwrite: bool = False
-) -> int:
+def stream_shards(shards: list[EncodedShard], url: str, store: Store = LOCAL, overwrite: bool = False) -> int:
     """Write the shards' ids in order into the file ``url`` (an object store's multipart upload, or a
     temporary local file), holding one shard at a time, and commit it (``publish.output_file``), the
     sidecar ``url + ".json"`` of an earlier run removed just before; returns the bytes written."""
     written = 0
-    with output_file(url, storage_options, overwrite, lambda: remove_sidecar(url, storage_options)) as f:
+    with output_file(url, store, overwrite, lambda: remove_sidecar(url, store)) as f:
         for shard in shards:
-            written += f.write(_shard_ids(shard, storage_options))
+            written += f.write(_shard_ids(shard, store))
     return written
 
 
-def remove_sidecar(url: str, storage_options: dict | None) -> None:
+def remove_sidecar(url: str, store: Store) -> None:
     """Remove an earlier run's ``.json`` beside the ``.bin`` about to be committed: it describes
     the file being replaced, and must never be read as describing the new one."""
-    fs, path = filesystem(f"{url}.json", storage_options)
+    fs, path = store.fs(f"{url}.json")
     if fs.exists(path):
         fs.rm_file(path)
