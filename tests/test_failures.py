@@ -24,6 +24,7 @@ from conftest import read_reference_merges
 
 from bpe_dask import BpeDaskError, count_words, train_bpe
 from bpe_dask.io import tokenizer_formats
+from bpe_dask.jobs import merging
 from bpe_dask.jobs import train as train_job
 
 EOT = "<|endoftext|>"
@@ -261,7 +262,7 @@ def test_a_crash_after_counting_leaves_the_previous_outputs_intact(client, tmp_p
         raise OSError("injected: disk full")
 
     if crash_in == "merge loop":
-        monkeypatch.setattr(train_job, "train_merges", crash)
+        monkeypatch.setattr(merging, "train_merges", crash)
     elif crash_in == "tokenizer.json":
         monkeypatch.setattr(tokenizer_formats, "tokenizer_json", crash)
     else:

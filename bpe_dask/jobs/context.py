@@ -4,8 +4,8 @@ Every job opens the same way: ``Job.start`` makes the job's ``Store`` (the stora
 what the environment adds, and the ``bpe-dask`` settings) once, on the client; the job checks its
 output, and ``Job.plan`` expands the inputs and cuts them into byte ranges. Its tasks then run on
 ``Job.cluster`` (the given client, a scheduler, or a LocalCluster) once ``Job.preflight`` has
-checked the workers, through ``run_tasks``, which turns a failure into one line. ``count_job``,
-``train_job`` and ``encode_job`` are built from these.
+checked the workers, through ``run_tasks``, which turns a failure into one line. The jobs
+(``jobs.count``, ``jobs.train``, ``jobs.encode``) are built from these.
 """
 
 from __future__ import annotations
