@@ -11,7 +11,8 @@ import pytest
 from test_plan import ALPHABET, ENGINES, SPECIAL_SETS, counts_of, whole_counts
 
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.plan import expand_inputs, plan_ranges
+from bpe_dask.io.inputs import expand_inputs
+from bpe_dask.io.plan import plan_ranges
 from bpe_dask.io.text import iter_texts
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.stages.count import CountSettings, count_range

@@ -12,7 +12,8 @@ import pytest
 from bpe_dask.compiled.sum_sorted import sum_sorted
 from bpe_dask.io import counts_table
 from bpe_dask.io.counts_table import read_counts, sum_counts
-from bpe_dask.io.plan import expand_inputs, plan_ranges
+from bpe_dask.io.inputs import expand_inputs
+from bpe_dask.io.plan import plan_ranges
 from bpe_dask.rules import reference
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.stages.count import CountSettings, count_range_to_shard

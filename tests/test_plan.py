@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import regex
 
-from bpe_dask.io.plan import ByteRange, expand_inputs, plan_ranges
+from bpe_dask.io.inputs import expand_inputs
+from bpe_dask.io.plan import ByteRange, plan_ranges
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.stages.count import CountSettings, count_range
 

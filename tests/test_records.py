@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from bpe_dask import BpeDaskError, Tokenizer, count_words, encode, train
-from bpe_dask.io.plan import ByteRange, Reading, RowGroups, expand_inputs, plan_ranges
+from bpe_dask.io.inputs import Reading, expand_inputs
+from bpe_dask.io.plan import ByteRange, RowGroups, plan_ranges
 from bpe_dask.rules import reference
 from bpe_dask.rules.pretokenize import Pretokenizer, split_pattern
 

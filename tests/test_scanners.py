@@ -141,7 +141,8 @@ def test_the_counting_engines_agree_across_blocks_and_ranges(tmp_path, name):
     of several sizes, special tokens between pieces, and the count arrays growing many times."""
     from test_plan import counts_of
 
-    from bpe_dask.io.plan import expand_inputs, plan_ranges
+    from bpe_dask.io.inputs import expand_inputs
+    from bpe_dask.io.plan import plan_ranges
     from bpe_dask.rules.pretokenize import Pretokenizer
     from bpe_dask.stages.count import CountSettings, count_range
 

@@ -13,7 +13,8 @@ import dask.config
 import pytest
 
 from bpe_dask import BpeDaskError, count_words
-from bpe_dask.io.plan import expand_inputs, plan_ranges
+from bpe_dask.io.inputs import expand_inputs
+from bpe_dask.io.plan import plan_ranges
 from bpe_dask.io.storage import Store
 from bpe_dask.io.text import iter_texts
 from bpe_dask.jobs.context import partition_size

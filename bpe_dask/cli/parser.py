@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, NoReturn
 
-from bpe_dask.io.plan import BAD_RECORD_ACTIONS, INPUT_FORMATS
+from bpe_dask.io.inputs import BAD_RECORD_ACTIONS, INPUT_FORMATS
 from bpe_dask.io.text import UTF8_ERRORS
 from bpe_dask.version import __version__
 

@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bpe_dask.errors import BpeDaskError, InputError
-from bpe_dask.io.plan import ByteRange, Partition, RowGroups, text_column_index
+from bpe_dask.io.inputs import text_column_index
+from bpe_dask.io.plan import ByteRange, Partition, RowGroups
 from bpe_dask.io.storage import LOCAL, Store, describe
 from bpe_dask.io.text import open_range, read_range
 

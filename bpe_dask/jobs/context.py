@@ -27,7 +27,8 @@ from distributed import Client, LocalCluster, as_completed
 
 from bpe_dask import settings as config
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.plan import InputFile, Partition, expand_inputs, plan_ranges
+from bpe_dask.io.inputs import InputFile, expand_inputs
+from bpe_dask.io.plan import Partition, plan_ranges
 from bpe_dask.io.records import BadRecords
 from bpe_dask.io.storage import Store, describe, is_local, required_packages
 from bpe_dask.jobs.cluster import dask_client, failures_explained

@@ -18,7 +18,7 @@ from dask.utils import parse_bytes
 from distributed import Client
 
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.plan import Reading
+from bpe_dask.io.inputs import Reading
 from bpe_dask.io.storage import absolute
 from bpe_dask.io.text import check_utf8_errors
 from bpe_dask.rules.pretokenize import check_special_tokens, split_pattern
