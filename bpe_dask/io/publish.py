@@ -55,10 +55,7 @@ def taken(url: str) -> OutputExists:
 
 @contextmanager
 def atomic_file(
-    url: str,
-    store: Store = LOCAL,
-    overwrite: bool = True,
-    before_commit: Callable[[], None] = _nothing,
+    url: str, store: Store = LOCAL, overwrite: bool = True, before_commit: Callable[[], None] = _nothing
 ) -> Iterator[tuple[fsspec.AbstractFileSystem, str]]:
     """A hidden temporary path beside ``url`` to write, committed to ``url`` if the block succeeds
     (exclusively unless ``overwrite``: ``OutputExists`` if something is there by then). An object
@@ -106,10 +103,7 @@ def commit_local_file(partial: str, path: str, overwrite: bool, url: str) -> Non
 
 @contextmanager
 def output_file(
-    url: str,
-    store: Store = LOCAL,
-    overwrite: bool = False,
-    before_commit: Callable[[], None] = _nothing,
+    url: str, store: Store = LOCAL, overwrite: bool = False, before_commit: Callable[[], None] = _nothing
 ) -> Iterator[IO[bytes]]:
     """A file to write that becomes ``url`` only if the block succeeds; streamed, so any size.
 

@@ -71,14 +71,9 @@ class Documents:
         return [self.data[a:b].decode("utf-8") for a, b in starts_ends]
 
 
-def iter_documents(
-    part: Partition,
-    store: Store = LOCAL,
-    *,
-    utf8_errors: str = "strict",
-    bad: BadRecords | None = None,
-    batch_bytes: int | None = None,
-) -> Iterator[Documents]:
+def iter_documents(part: Partition, store: Store = LOCAL, *, utf8_errors: str = "strict",
+                   bad: BadRecords | None = None,
+                   batch_bytes: int | None = None) -> Iterator[Documents]:  # fmt: skip
     """The texts of the partition's records, in order, in batches of about ``batch_bytes`` (by
     default the setting ``bpe-dask.block-size`` of ``store``)."""
     bad = BadRecords() if bad is None else bad
