@@ -1,0 +1,160 @@
+"""Word-count tables in bpe-dask's counts schema with OpenWebText's statistics: a Zipf count curve
+over unique pre-tokens in OpenWebText's mix of kinds, for timing ``bpe-dask merge`` alone."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from synth.coining import PUNCTUATION, WHITESPACE, cap, coined_name, coined_word, foreign_word
+from synth.words import EMOJI, OWT_COMMON, OWT_NAMES, bars
+
+# Counts tables: OpenWebText has about 2.5 billion pre-tokens and 4 million unique ones.
+OWT_PRETOKENS, OWT_UNIQUE, COUNTS_HEAPS_BETA = 2.5e9, 4e6, 0.55
+# The count curve ends below 1 (rounded up to 1), so the rarest third or so occur once.
+LAST_RANK_COUNT = 0.45
+
+# The commonest GPT-2 pre-tokens of English web text, most frequent first.
+HEAD_PRETOKENS = bars(
+    ",| the|.| of| and| to| a| in|\n\n| is| that| for|-| on| with| it| was| as|'s| The| be| are| I|"
+    " by| at| this| have| from| (| you| not|)| an| or| he| his| but| they|:|\n| we| has| their| will|"
+    " were| more| \"| which| one| been| can| all| her| would| \u201c| had| about| said| It|'t| she| there|"
+    ' so| out| if|\u201d| who| up|?| also| In| when| time| than| its| what| people| like|"| new| just|'
+    ' do|."| them| other| some| over| into| only| He| my| after| could| A| our| first| two| years|'
+    " no|'| This| how| But| any| most| We| these| get|/| $|!| year| 1| 2| made| even| because| make|"
+    " where| through| There| back| many| well|.\u201d|;| 3| much| And| If| 10| way| They|%| 2017| You|"
+    " 2016|The| me| very| It|I| going| she|\u2019|s| -| \u2014|...| right| really| day| 5| 4|"
+    "'re|'ve|'ll|'m|'d| 2018| 20| world| US| said| 2015| used| being"
+)
+
+
+def zipf_counts(unique: int, total: float, rng: random.Random) -> list[int]:
+    """Counts for ranks 1..unique: ~1/(rank+1) for the head, a steeper power in the tail down to
+    ``LAST_RANK_COUNT`` at the last rank (at least 1 once rounded), scaled to about ``total``, and
+    jittered so that neighbouring ranks interleave."""
+    head = max(10, unique // 40)
+    # c(r) = c1 / (r + 1) up to ``head``, then c1 / (head + 1) * (r / head) ** -slope; choose slope
+    # so that c(unique) = LAST_RANK_COUNT with c1 fixed by the total (integral approximation, bisection).
+    low, high = 1.05, 6.0
+    for _ in range(60):
+        slope = (low + high) / 2
+        tail = head**slope * ((head + 0.5) ** (1 - slope) - (unique + 0.5) ** (1 - slope)) / (slope - 1)
+        c1 = total / (math.log((head + 1.5) / 1.5) + tail / (head + 1))
+        last = c1 / (head + 1) * (unique / head) ** -slope
+        low, high = (slope, high) if last > LAST_RANK_COUNT else (low, slope)
+    counts = []
+    for rank in range(1, unique + 1):
+        c = c1 / (rank + 1) if rank <= head else c1 / (head + 1) * (rank / head) ** -slope
+        if rank > 20:
+            c *= math.exp(rng.gauss(0.0, 0.3))
+        counts.append(max(1, int(c + rng.random())))
+    return counts
+
+
+class _PretokenStream:
+    """Unique pre-tokens (UTF-8 bytes), commonest first, in OpenWebText's mix of kinds: words with
+    their space, capitalised and unspaced forms, names, then (more so among the rarer ones) digit
+    runs, capitals, punctuation runs, non-ASCII words, emoji and whitespace runs."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.seen: set[bytes] = set()
+        self.words = [""]  # by rank, as emitted
+        self.name_rank = 0
+
+    @property
+    def word_rank(self) -> int:
+        return len(self.words) - 1
+
+    def word(self, rank: int) -> str:
+        if rank < len(self.words):
+            return self.words[rank]
+        return OWT_COMMON[rank - 1] if rank <= len(OWT_COMMON) else coined_word(rank)
+
+    def name(self, rank: int) -> str:
+        return OWT_NAMES[rank - 1] if rank <= len(OWT_NAMES) else coined_name(rank)
+
+    def earlier_word(self) -> str:
+        """A word already emitted, the commoner likelier (for capitalised and unspaced forms)."""
+        return self.word(int(math.exp(self.rng.random() * math.log(self.word_rank + 1))) or 1)
+
+    def candidate(self) -> str:
+        rng = self.rng
+        space = " " if rng.random() < 0.75 else ""
+        # Exotic kinds take a growing share down the ranks: about 20% of the rarest rows.
+        if rng.random() < 0.2 * min(1.0, math.log10(len(self.seen) + 10) / 6.6):
+            r = rng.random()
+            if r < 0.45:
+                digits = 1 + int(rng.expovariate(1 / 3.5))
+                return space + str(rng.randrange(10 ** (digits - 1), 10**digits))
+            if r < 0.6:
+                word = self.earlier_word()
+                return space + (word.upper() if rng.random() < 0.7 else cap(word) + word.upper())
+            if r < 0.74:
+                pieces = [PUNCTUATION[int(len(PUNCTUATION) * rng.random() ** 1.5)] for _ in range(3)]
+                return space + "".join(pieces[: rng.randrange(1, 4)])
+            if r < 0.96:
+                return space + foreign_word(rng, self.word(rng.randrange(1, self.word_rank + 2)))
+            if r < 0.99:
+                return space + "".join(rng.choice(EMOJI) for _ in range(rng.randrange(1, 4)))
+            return rng.choice(WHITESPACE)
+        r = rng.random()
+        if r < 0.62:
+            word = self.word(len(self.words))
+            self.words.append(word)
+            return " " + word
+        if r < 0.72:
+            self.name_rank += 1
+            return space + self.name(self.name_rank)
+        if r < 0.84:
+            return " " + cap(self.earlier_word())
+        word = self.earlier_word()
+        return word if rng.random() < 0.6 else cap(word)
+
+    def take(self, unique: int) -> list[bytes]:
+        """The first ``unique`` distinct pre-tokens."""
+        out: list[bytes] = []
+        for token in HEAD_PRETOKENS:
+            data = token.encode()
+            if data not in self.seen and len(out) < unique:
+                self.seen.add(data)
+                out.append(data)
+        while len(out) < unique:
+            data = self.candidate().encode()
+            if data not in self.seen:
+                self.seen.add(data)
+                out.append(data)
+        return out
+
+
+def make_counts(unique: int, seed: int = 0) -> pa.Table:
+    """A pyarrow Table in bpe-dask's counts schema with ``unique`` rows of OpenWebText statistics."""
+    rng = random.Random(f"bpe-dask:counts:{seed}")
+    total = OWT_PRETOKENS * (unique / OWT_UNIQUE) ** (1 / COUNTS_HEAPS_BETA)
+    tokens = _PretokenStream(rng).take(unique)
+    counts = zipf_counts(unique, max(total, 2.0 * unique), rng)
+    schema = pa.schema([("token", pa.binary()), ("count", pa.int64())])
+    return pa.table(
+        {"token": pa.array(tokens, pa.binary()), "count": pa.array(counts, pa.int64())}, schema=schema
+    )
+
+
+def write_counts(unique: int, seed: int, out: str | Path) -> dict[str, float]:
+    """Write the counts table to ``out`` (Parquet) and return a summary."""
+    table = make_counts(unique, seed)
+    pq.write_table(table, str(out))
+    counts = table.column("count").to_pylist()
+    lengths = sorted(len(t) for t in table.column("token").to_pylist())
+    return {
+        "rows": table.num_rows,
+        "total_count": sum(counts),
+        "max_count": max(counts, default=0),
+        "share_count_1": sum(c == 1 for c in counts) / max(1, len(counts)),
+        "share_count_le_10": sum(c <= 10 for c in counts) / max(1, len(counts)),
+        "median_token_bytes": lengths[len(lengths) // 2] if lengths else 0,
+        "p99_token_bytes": lengths[int(len(lengths) * 0.99)] if lengths else 0,
+    }
