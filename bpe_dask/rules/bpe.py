@@ -51,3 +51,34 @@ def pair_counts(
     for pair in pairwise(ids):
         counts[pair] = counts.get(pair, 0) + weight
     return counts
+
+
+_UNMERGEABLE = (float("inf"), -1)  # (rank, merged id) of a pair no merge joins
+
+
+def merge_lowest_first(
+    parts: list[int], ranks: dict[tuple[int, int], tuple[int, int]]
+) -> tuple[int, ...]:
+    """``parts`` (token ids) with the merges ``ranks`` holds, ``(left, right) -> (rank, merged id)``,
+    applied: the lowest-ranked neighbouring pair first, the leftmost of equals, one occurrence at a
+    time. What ``merge`` of the lowest-ranked pair, again and again, gives (docs/exactness.md#encoding),
+    faster: each pair's rank is kept, and only the two next to a join are looked up again.
+
+    >>> merge_lowest_first([1, 2, 3, 1, 2], {(1, 2): (0, 4), (4, 3): (1, 5)})
+    (5, 4)
+    """
+    parts = list(parts)
+    rank_of = ranks.get
+    pair_ranks = [rank_of(pair, _UNMERGEABLE) for pair in pairwise(parts)]  # [i]: parts i, i + 1
+    while pair_ranks:
+        best = min(pair_ranks)
+        if best is _UNMERGEABLE:
+            break
+        i = pair_ranks.index(best)
+        parts[i : i + 2] = [best[1]]
+        del pair_ranks[i]
+        if i > 0:
+            pair_ranks[i - 1] = rank_of((parts[i - 1], parts[i]), _UNMERGEABLE)
+        if i < len(pair_ranks):
+            pair_ranks[i] = rank_of((parts[i], parts[i + 1]), _UNMERGEABLE)
+    return tuple(parts)

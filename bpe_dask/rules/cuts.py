@@ -18,7 +18,13 @@ from bpe_dask.rules.patterns import SplitPattern
 
 
 class NoCutError(Exception):
-    """``SafeCuts.recut`` held more text than its limit without finding a safe cut."""
+    """``SafeCuts.recut`` held more text than its limit without finding a safe cut.
+
+    >>> from bpe_dask.rules.pretokenize import Pretokenizer
+    >>> list(Pretokenizer().recut(["a" * 10, "b" * 10], limit=15))
+    Traceback (most recent call last):
+    bpe_dask.rules.cuts.NoCutError: no safe cut in 20 characters
+    """
 
 
 class SafeCuts:
