@@ -12,7 +12,13 @@ from __future__ import annotations
 
 
 class BpeDaskError(Exception):
-    """A problem with the user's input or options, explained in one line."""
+    """A problem with the user's input or options, explained in one line.
+
+    >>> from bpe_dask import train_bpe
+    >>> train_bpe("corpus.txt", 100)
+    Traceback (most recent call last):
+    bpe_dask.errors.BpeDaskError: vocab size 100 is below 256 (256 bytes + 0 special tokens)
+    """
 
 
 class TransientError(BpeDaskError):

@@ -1,16 +1,14 @@
 """The tokenizer: a trained vocabulary and merges in, text to token ids and back out.
 
-Takes ``vocab`` (id -> bytes), ``merges`` (in the order learned) and special tokens, as
-``train_bpe`` returns them; gives ``encode``, ``encode_iterable`` and ``decode`` with GPT-2's
-semantics: special tokens are split out first (longest first where several match at one place),
-the rest is pre-tokenized with the split pattern, and each pre-token's bytes are merged by rank,
-lowest first. The interface is CS336's, with tiktoken's ``encode_batch``, ``allowed_special`` and
-``disallowed_special`` (``encode_options``; CS336's defaults). ``save`` and ``load`` own the
-directory a training job writes (``tokenizer_files``).
+Takes ``vocab`` (id -> bytes), ``merges`` (in the order learned) and special tokens, as ``train_bpe``
+returns them; gives ``encode``, ``encode_iterable`` and ``decode`` with the reference encoder's
+semantics (``rules.reference.encode``, GPT-2's), by a Python or a compiled engine. The interface is
+CS336's, with tiktoken's ``encode_batch``, ``allowed_special`` and ``disallowed_special`` (CS336's
+defaults). ``Vocabulary`` holds the tables and ``decode``; ``TokenizerFiles`` ``save`` and ``load``.
 
-Threads may share a tokenizer: its merge tables are read-only once built (the compiled ones
-under a lock, once), the Python path's cache is a dict read and written one whole entry at a time
-under the GIL, and the compiled encoder lends each call a cache of its own.
+Threads may share a tokenizer: its merge tables are read-only once built (the compiled ones under a
+lock, once), the Python path's cache is a dict read and written one whole entry at a time under the
+GIL, and the compiled encoder lends each call a cache of its own.
 """
 
 from __future__ import annotations
@@ -28,8 +26,9 @@ import numpy as np
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.tokenizer_files import FILES, TokenizerFiles
 from bpe_dask.rules.pattern_limit import finder
-from bpe_dask.rules.pretokenize import GPT2, Pretokenizer, SplitPattern, check_special_tokens
+from bpe_dask.rules.pretokenize import GPT2, Pretokenizer, SplitPattern
 from bpe_dask.rules.special_tokens import Allowed, SpecialTokenRules, refuse_disallowed, valid_text
+from bpe_dask.rules.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
     import numpy.typing as npt
@@ -42,12 +41,20 @@ CACHE_LIMIT = 1 << 20
 ENGINES = ("auto", "python", "numba")
 COMPILED_MIN_CHARS = 1 << 16  # below this, loading compiled code costs more than it saves
 LONG_PRETOKEN = 256  # characters: past this, the pure-Python merge's O(n²) starts to show
-_UNMERGEABLE = (float("inf"), -1)  # (rank, merged id) of a pair no merge joins
 _BETWEEN = np.int64(1) << 62  # marks a document's end in one compiled call over many: no token's id
 
 
-class Tokenizer(TokenizerFiles):
-    """Byte-level BPE encoding and decoding with a trained vocabulary."""
+class Tokenizer(TokenizerFiles, Vocabulary):
+    """Byte-level BPE encoding and decoding with a trained vocabulary.
+
+    >>> from bpe_dask.rules import reference
+    >>> vocab, merges = reference.train(["low lower lowest"], 260, ["<|endoftext|>"])
+    >>> tokenizer = Tokenizer(vocab, merges, ["<|endoftext|>"])
+    >>> tokenizer.encode("lowest<|endoftext|>slow"), vocab[259]
+    ([259, 115, 116, 256, 115, 258], b'lowe')
+    >>> tokenizer.decode([259, 115, 116, 256])
+    'lowest<|endoftext|>'
+    """
 
     def __init__(
         self,
@@ -60,24 +67,12 @@ class Tokenizer(TokenizerFiles):
         if engine not in ENGINES:
             raise BpeDaskError(f"engine must be auto, python or numba, got {engine!r}")
         self.engine = engine
-        self.vocab = dict(vocab)
-        self.merges = list(merges)
-        self.special_tokens = list(check_special_tokens(special_tokens or ()))
+        super().__init__(vocab, merges, special_tokens or ())
         self.pretokenizer = Pretokenizer(self.special_tokens, pattern)
         if engine == "numba" and not self.pretokenizer.pattern.builtin:
             raise BpeDaskError(f"the numba engine encodes with the built-in patterns only (gpt2, gpt4, "
                                f"o200k), not {self.pretokenizer.pattern.spec}: use engine auto or "
                                "python")  # fmt: skip
-        ids: dict[bytes, int] = {}
-        for i, token in sorted(self.vocab.items()):
-            ids.setdefault(token, i)  # where two ids hold the same bytes, the first is the token's
-        self._ids = ids
-        self.special_ids = {token: self._special_id(token) for token in self.special_tokens}
-        self._byte_ids = [ids[bytes([b])] for b in range(256)]
-        # (left id, right id) -> (rank, merged id): merging by ids, never by bytes
-        self._merges = {
-            (ids[a], ids[b]): (rank, ids[a + b]) for rank, (a, b) in enumerate(self.merges) if a + b in ids
-        }
         self._special_rules = SpecialTokenRules(self.pretokenizer)
         self._cache: dict[str, tuple[int, ...]] = {}
         self._compiled: CompiledEncoder | None = None
@@ -91,30 +86,29 @@ class Tokenizer(TokenizerFiles):
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state, _compiling=threading.Lock())
 
-    def _special_id(self, token: str) -> int:
-        """The first id past the 256 bytes that holds the token (a special token "\n" is not byte 10),
-        or, for a token the vocabulary lacks, the next free id."""
-        data = token.encode("utf-8")
-        found = [i for i, t in self.vocab.items() if t == data and i >= 256]
-        if found:
-            return min(found)
-        new_id = max(self.vocab, default=-1) + 1
-        self.vocab[new_id] = data
-        self._ids.setdefault(data, new_id)
-        return new_id
-
-    # --- encoding and decoding -----------------------------------------------------------------
+    # --- encoding ------------------------------------------------------------------------------
     #
     # ``allowed_special`` and ``disallowed_special`` are tiktoken's, with CS336's defaults: every
-    # special token in the text is split out as its id, none is refused. A special token neither
-    # allowed nor disallowed is ordinary text; text holding a disallowed one (``"all"``: every one not
-    # allowed) raises ``DisallowedSpecialTokenError``, a ``BpeDaskError`` and a ``ValueError``. Lone
-    # surrogates become U+FFFD first, as in tiktoken.
+    # special token in the text is split out as its id, none is refused (``SpecialTokenRules``;
+    # docs/exactness.md#special-tokens). Lone surrogates become U+FFFD first, as in tiktoken.
 
     def encode(
         self, text: str, *, allowed_special: Allowed = "all", disallowed_special: Allowed = ()
     ) -> list[int]:
-        """The token ids of ``text`` (special tokens: see above)."""
+        """The token ids of ``text``. A special token neither allowed nor disallowed is ordinary text;
+        text holding a disallowed one (``"all"``: every one not allowed) raises
+        ``DisallowedSpecialTokenError``, a ``BpeDaskError`` and a ``ValueError``.
+
+        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
+        >>> tokenizer = Tokenizer(vocab, [(b"h", b"i")], ["<|endoftext|>"])
+        >>> tokenizer.encode("hi!<|endoftext|>")
+        [256, 33, 257]
+        >>> tokenizer.encode("hi<|endoftext|>", allowed_special=())  # the token's text as text
+        [256, 60, 124, 101, 110, 100, 111, 102, 116, 101, 120, 116, 124, 62]
+        >>> tokenizer.encode("<|endoftext|>", allowed_special=(), disallowed_special="all")
+        Traceback (most recent call last):
+        bpe_dask.rules.special_tokens.DisallowedSpecialTokenError: the text holds '<|endoftext|>', ...
+        """
         pretokenizer, disallowed = self._special_rules.of(allowed_special, disallowed_special)
         refuse_disallowed(text, disallowed)
         if self._use_compiled(len(text)):
@@ -127,7 +121,11 @@ class Tokenizer(TokenizerFiles):
     def encode_array(self, text: str, dtype: npt.DTypeLike = np.uint32, *, allowed_special: Allowed = "all",
                      disallowed_special: Allowed = ()) -> np.ndarray:  # fmt: skip
         """``encode`` as a NumPy array (of ``dtype``, which must hold every id): no Python int per
-        token."""
+        token.
+
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).encode_array("hi", "uint16")
+        array([104, 105], dtype=uint16)
+        """
         pretokenizer, disallowed = self._special_rules.of(allowed_special, disallowed_special)
         refuse_disallowed(text, disallowed)
         if self._use_compiled(len(text)):
@@ -178,7 +176,12 @@ class Tokenizer(TokenizerFiles):
     ) -> np.ndarray:
         """The ids of each document in turn, each followed by the id of the special token
         ``separator`` when one is given (as nanoGPT ends every document with ``<|endoftext|>``).
-        Documents stand alone: no pre-token crosses from one into the next."""
+        Documents stand alone: no pre-token crosses from one into the next.
+
+        >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
+        >>> tokenizer.encode_documents(["hi", "!"], "<|endoftext|>")
+        array([104, 105, 256,  33, 256], dtype=uint32)
+        """
         encoded = [_utf8(text) for text in documents]
         ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
         return self.encode_utf8_documents(b"".join(encoded), ends, separator, dtype)
@@ -187,7 +190,12 @@ class Tokenizer(TokenizerFiles):
         self, data: bytes, ends: np.ndarray, separator: str | None = None, dtype: npt.DTypeLike = np.uint32
     ) -> np.ndarray:
         """``encode_documents`` of UTF-8 documents back to back in ``data``, the ``k``-th ending at
-        ``ends[k]``."""
+        ``ends[k]``.
+
+        >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
+        >>> tokenizer.encode_utf8_documents(b"hi!", np.array([2, 3]), "<|endoftext|>").tolist()
+        [104, 105, 256, 33, 256]
+        """
         end = [] if separator is None else [self.token_id(separator)]
         if not self._use_compiled(len(data)):
             ids: list[int] = []
@@ -264,11 +272,14 @@ class Tokenizer(TokenizerFiles):
                         disallowed_special: Allowed = ()) -> Iterator[int]:  # fmt: skip
         """The token ids of the concatenation of ``iterable`` (a file's lines, say), lazily.
 
-        Text is held back only until the next safe cut (``Pretokenizer.recut``; never inside an
-        allowed or disallowed special token), so memory stays bounded by the longest stretch without
-        one and the time is linear in the text. Pieces between cuts are encoded in batches of about
-        ``COMPILED_MIN_CHARS``: the text of two neighbouring pieces encodes as the two pieces do, and a
-        batch is worth the compiled engine.
+        Text is held back only until the next safe cut (``recut``; never inside an allowed or
+        disallowed special token), so memory stays bounded by the longest stretch without one; pieces
+        between cuts are encoded in batches of about ``COMPILED_MIN_CHARS``, worth the compiled engine
+        (why that is exact: docs/exactness.md#long-texts-and-documents).
+
+        >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
+        >>> list(tokenizer.encode_iterable(["h", "i<|endof", "text|>!"]))
+        [104, 105, 256, 33]
         """
         options = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
         batch: list[str] = []
@@ -282,23 +293,9 @@ class Tokenizer(TokenizerFiles):
         if batch:
             yield from self.encode("".join(batch), **options)
 
-    def token_id(self, token: str | bytes) -> int:
-        """The id of one whole token (a special token's text, or a token's bytes)."""
-        if isinstance(token, str) and token in self.special_ids:
-            return self.special_ids[token]
-        token = token.encode("utf-8") if isinstance(token, str) else token
-        try:
-            return self._ids[token]
-        except KeyError:
-            raise KeyError(f"{token!r} is not a token of this vocabulary") from None
-
-    def decode(self, ids: Iterable[int]) -> str:
-        """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD."""
-        return b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="replace")
-
     def _encode_new(self, pretoken: str) -> tuple[int, ...]:
         """The ids of a pre-token not in the cache, which keeps them. A long one (a run of one letter)
-        goes to the compiled merge, which is O(n log n) where ``_merge`` is O(n²), unless the engine
+        goes to the compiled merge, which is O(n log n) where ``merged`` is O(n²), unless the engine
         is ``"python"``."""
         if len(self._cache) >= CACHE_LIMIT:
             self._cache.clear()
@@ -306,30 +303,8 @@ class Tokenizer(TokenizerFiles):
             data = pretoken.encode("utf-8")  # one piece: no special token inside, whatever its text
             bounds, no_specials = np.array([0, len(data)], np.int64), np.empty(0, np.int64)
             return tuple(self._compiled_encoder().encode(data, bounds, no_specials).tolist())
-        ids = self._cache[pretoken] = self._merge(pretoken.encode("utf-8"))
+        ids = self._cache[pretoken] = self.merged(pretoken.encode("utf-8"))
         return ids
-
-    def _merge(self, word: bytes) -> tuple[int, ...]:
-        """Apply the merges to one pre-token: the lowest-ranked adjacent pair first, leftmost first.
-
-        A pair a merge creates always ranks after that merge, so this is GPT-2's "merge every
-        occurrence of the best pair, then look again", one occurrence at a time.
-        """
-        parts = [self._byte_ids[b] for b in word]
-        rank_of = self._merges.get
-        ranks = [rank_of(pair, _UNMERGEABLE) for pair in pairwise(parts)]  # ranks[i]: parts i, i+1
-        while ranks:
-            best = min(ranks)
-            if best is _UNMERGEABLE:
-                break
-            i = ranks.index(best)
-            parts[i : i + 2] = [best[1]]
-            del ranks[i]
-            if i > 0:
-                ranks[i - 1] = rank_of((parts[i - 1], parts[i]), _UNMERGEABLE)
-            if i < len(ranks):
-                ranks[i] = rank_of((parts[i], parts[i + 1]), _UNMERGEABLE)
-        return tuple(parts)
 
 
 def _utf8(text: str) -> bytes:

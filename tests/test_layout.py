@@ -98,7 +98,7 @@ def test_module_names_do_not_clash_with_the_public_api():
 
 def test_the_split_pattern_and_the_cut_rule_are_defined_once():
     sources = {name: path.read_text(encoding="utf-8") for name, path in MODULES.items()}
-    # The text rules' home is two modules: the patterns with their cut rules, and what applies them.
+    # The text rules' home is the patterns with their cut rules, and what applies them.
     assert [name for name, text in sources.items() if r"\p{L}+| ?\p{N}+" in text] == ["rules.patterns"]
     compiling = sorted(name for name, text in sources.items() if "regex.compile(" in text)
-    assert compiling == ["rules.patterns", "rules.pretokenize"]
+    assert compiling == ["rules.cuts", "rules.patterns", "rules.pretokenize"]

@@ -299,7 +299,7 @@ def test_a_vocabulary_tiktoken_would_merge_otherwise_gets_no_rank_file(caplog):
 def test_ranks_merge_as_merges_do_on_every_vocabulary_training_makes(alphabet):
     """The argument above ``Tokenizer.tiktoken_ranks``, tried: vocabularies trained on random words
     over tiny alphabets (runs like "aaaa" make overlapping merges) meet its conditions, and
-    tiktoken's rank-based merge of random words equals ``_merge``."""
+    tiktoken's rank-based merge of random words equals ``merged``."""
     tiktoken = pytest.importorskip("tiktoken")
     from bpe_dask.rules import reference
 
@@ -316,7 +316,7 @@ def test_ranks_merge_as_merges_do_on_every_vocabulary_training_makes(alphabet):
         )
         for _ in range(200):
             word = "".join(rng.choices(alphabet, k=rng.randint(1, 20))).encode()
-            assert encoding._encode_single_piece(word) == list(tokenizer._merge(word)), (seed, word)
+            assert encoding._encode_single_piece(word) == list(tokenizer.merged(word)), (seed, word)
 
 
 # --- the compiled encoder (encode_numba) against the pure-Python reference -----------------------

@@ -4,8 +4,8 @@ Takes the ``InputFile``s of the job (``inputs``), a target chunk size and the ``
 the job; gives their partitions, each the unit of work of one map task:
 
 - a text file is cut into ``ByteRange``s. Each cut is moved forward to the start of a special
-  token, or where none is near, to another safe cut of the pretokenizer (``pretokenize`` says why
-  they are safe), so counting each range on its own gives exactly the counts of the whole file;
+  token, or where none is near, to another safe cut of the pretokenizer (docs/exactness.md#safe-cuts
+  says why they are safe), so counting each range on its own gives exactly the counts of the whole file;
 - a JSON Lines file of documents (one JSON object per line) into ``ByteRange``s cut after a
   newline, so that every range holds whole records; a compressed one is read whole;
 - a Parquet file into ``RowGroups``: runs of whole row groups of about the chunk size.

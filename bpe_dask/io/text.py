@@ -47,11 +47,10 @@ def iter_texts(
     Memory stays within a few times ``block_size + max_uncut``: more than ``max_uncut``
     characters without a safe cut is an error naming the file and offset.
 
-    With ``utf8_errors="replace"`` the bytes are first decoded with ``surrogateescape`` (one
-    stand-in character per invalid byte, of the class "other" as U+FFFD is), cut there, and each
-    block then turned into what decoding with ``replace`` gives. No cut falls between two
-    stand-ins, so the blocks put together are the range decoded with ``replace``, and the byte
-    offsets stay exact. ``block_size`` and ``max_uncut`` default to the settings
+    With ``utf8_errors="replace"`` the bytes are first decoded with ``surrogateescape``, cut there,
+    and each block then turned into what decoding with ``replace`` gives: the range decoded with
+    ``replace``, at exact byte offsets (docs/exactness.md#long-texts-and-documents). ``block_size``
+    and ``max_uncut`` default to the settings
     ``bpe-dask.block-size`` and ``bpe-dask.uncut-limit`` of ``store``.
     """
     block_size = block_size or store.size("block-size")

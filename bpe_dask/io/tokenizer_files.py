@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pathlib  # noqa: F401 (the examples)
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 from typing import Self
@@ -40,7 +41,13 @@ class TokenizerFiles:
         """The files ``save`` writes, by name: what a directory `bpe-dask train` wrote holds.
 
         ``tokenizer.tiktoken`` is left out, with a warning, for a vocabulary whose ranks tiktoken
-        would merge differently (``tiktoken_ranks``); one that training made never is."""
+        would merge differently (``tiktoken_ranks``); one that training made never is.
+
+        >>> from bpe_dask import Tokenizer
+        >>> files = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"]).files()
+        >>> sorted(files), files["tokenizer.tiktoken"].splitlines()[32]
+        (['merges.txt', 'tokenizer.json', 'tokenizer.tiktoken', 'vocab.json'], 'IA== 32')
+        """
         pattern = self.pretokenizer.pattern
         files = {
             "vocab.json": tokenizer_formats.vocab_json(self.vocab, self.special_ids),
@@ -55,37 +62,20 @@ class TokenizerFiles:
             log.warning("no tokenizer.tiktoken: %s", error)
         return files
 
-    # Why tiktoken, given these ranks, encodes as ``_merge`` does. tiktoken merges a pre-token's bytes
-    # by rank: it joins the two neighbouring parts whose concatenation is the token of lowest rank (the
-    # leftmost on a tie), again and again, and it takes a pre-token that is a whole token at once.
-    # ``_merge`` joins the two neighbouring parts that are a merge, lowest merge rank first, leftmost
-    # first. The ranks are the ids, and they are written only if: (1) no two tokens but special ones
-    # hold the same bytes; (2) the tokens of two or more bytes, in id order, are exactly what the merges
-    # make, in merge order, so each is made by one merge and ranks as it; (3) each merge's parts come
-    # before what it makes; (4) ``_merge`` makes each token's bytes into that one token.
-    #
-    # Training makes (2) and (3) so. [L]: a stretch of a pre-token whose two ends have stayed boundaries
-    # between parts so far has been merged by ``_merge`` exactly as it would be alone: no pair across an
-    # end was joined, so inside the stretch the leftmost-first choices of pairs to join are those made
-    # alone. Training splits each word as ``_merge`` does with the merges so far, and learns a merge
-    # from a word in which its token's bytes were two neighbouring parts, so by [L] those bytes alone
-    # are the same two parts then, and (4) follows; so does (1): bytes that a merge made into one token
-    # can never again be two parts for a later merge to join.
-    #
-    # Given (1)-(4), the two agree at every step. By (3) a merge only makes pairs of higher rank, so
-    # ``_merge`` goes through the ranks in order. Take any state of ``_merge`` on any pre-token, while
-    # it is at rank r, and two neighbouring parts x, y whose bytes x + y are a token t. The ends of
-    # their stretch have been boundaries from the start, so by [L] the stretch is in a state that t's
-    # bytes alone reach at rank r. By (4) those are split at least as finely as [a, b], t's own merge,
-    # up to t's rank, and are [t] after it, so a state of two parts is [a, b]: x, y is t's merge, and
-    # t's rank is r or later (parts are joined, never split). The pairs tiktoken may join are
-    # then exactly those ``_merge`` may join, ranked alike by (2), and both join the lowest and
-    # leftmost. A pre-token that is one token is that token in both, by (4). Special tokens are not
-    # ranks: tiktoken splits them out first, as ``Pretokenizer.split`` does, though where two overlap it
-    # does not take the longer first. The split pattern is the same regex for both (its ``regex``).
     def tiktoken_ranks(self) -> dict[bytes, int]:
         """The ``mergeable_ranks`` of a ``tiktoken.Encoding`` that encodes as this tokenizer does
-        (its special tokens go apart: ``special_ids``), or a ``BpeDaskError`` saying why none does."""
+        (its special tokens go apart: ``special_ids``), or a ``BpeDaskError`` saying why none does.
+        The ids are the ranks when four conditions hold, checked here; why tiktoken then encodes as
+        ``merged`` does: docs/exactness.md#tiktokens-ranks.
+
+        >>> from bpe_dask import Tokenizer
+        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
+        >>> Tokenizer(vocab, [(b"h", b"i")]).tiktoken_ranks()[b"hi"]
+        256
+        >>> Tokenizer({**vocab, 257: b"hi"}, [(b"h", b"i")]).tiktoken_ranks()
+        Traceback (most recent call last):
+        bpe_dask.errors.BpeDaskError: ids 256 and 257 hold the same bytes b'hi'
+        """
         specials = set(self.special_ids.values())
         ranks: dict[bytes, int] = {}
         for i, token in sorted(self.vocab.items()):
@@ -105,13 +95,20 @@ class TokenizerFiles:
             rank = ranks[token]
             if not (ranks.get(a, rank) < rank and ranks.get(b, rank) < rank):
                 raise BpeDaskError(f"merge {a!r} {b!r} joins what is no token before {token!r}")
-            if self._merge(token) != (rank,):
+            if self.merged(token) != (rank,):
                 raise BpeDaskError(f"its merges do not make {token!r} from its own bytes")
         return ranks
 
     def save(self, directory: str | os.PathLike, storage_options: dict | None = None) -> None:
         """Make ``directory`` (a path or URL) hold the tokenizer's files, published whole: a
-        tokenizer saved there before is replaced; a directory holding other files is refused."""
+        tokenizer saved there before is replaced; a directory holding other files is refused.
+
+        >>> from bpe_dask import Tokenizer
+        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
+        >>> Tokenizer(vocab, [(b"h", b"i")], ["<|endoftext|>"], "gpt4").save("tokenizer")
+        >>> sorted(path.name for path in pathlib.Path("tokenizer").iterdir())
+        ['_SUCCESS', 'merges.txt', 'tokenizer.json', 'tokenizer.tiktoken', 'vocab.json']
+        """
         directory, store = os.fspath(directory), Store(storage_options or {})
         check_output_dir(directory, True, lambda name: name in (*FILES, "report.json"), store)
         publish_directory(directory, self.files(), store)
@@ -131,7 +128,15 @@ class TokenizerFiles:
 
         A split pattern that is not built in (gpt2, gpt4, o200k) is refused unless ``trust_pattern``
         is true: a regex from a file may take time exponential in its text's length. A trusted one
-        still runs with a time limit per call (``patterns.PATTERN_TIMEOUT``)."""
+        still runs with a time limit per call (``pattern_limit.pattern_timeout``).
+
+        >>> from bpe_dask import Tokenizer
+        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
+        >>> Tokenizer(vocab, [(b"h", b"i")], ["<|endoftext|>"], "gpt4").save("saved")
+        >>> loaded = Tokenizer.load("saved")
+        >>> loaded.special_tokens, loaded.pretokenizer.pattern.name, loaded.encode("hi!<|endoftext|>")
+        (['<|endoftext|>'], 'gpt4', [256, 33, 257])
+        """
         folder = os.fspath(directory).rstrip("/")
         try:
             fs, path = Store(storage_options or {}).fs(f"{folder}/tokenizer.json")
@@ -165,7 +170,13 @@ class TokenizerFiles:
         pattern: str | SplitPattern = GPT2,
     ) -> Self:
         """A tokenizer from GPT-2-style ``vocab.json`` and ``merges.txt`` (CS336's interface),
-        local paths or any URL fsspec reads."""
+        local paths or any URL fsspec reads.
+
+        >>> from bpe_dask import Tokenizer
+        >>> Tokenizer({**{i: bytes([i]) for i in range(256)}, 256: b"hi"}, [(b"h", b"i")]).save("gpt2-style")
+        >>> Tokenizer.from_files("gpt2-style/vocab.json", "gpt2-style/merges.txt").merges
+        [(b'h', b'i')]
+        """
         special_tokens = check_special_tokens(special_tokens or ())
         pattern = split_pattern(pattern)
         store = Store(storage_options or {})

@@ -42,7 +42,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class CountResult:
-    """The word counts (in memory, or in the Parquet file ``path``) and how they were made."""
+    """The word counts (in memory, or in the Parquet file ``path``) and how they were made.
+
+    >>> _ = open("corpus.txt", "w").write("the cat the hat")
+    >>> result = count_words("corpus.txt")
+    >>> result.table().column_names, result.table().num_rows, result.report()["input_bytes"]
+    (['token', 'count'], 4, 15)
+    """
 
     input_files: list[str]
     input_bytes: int
@@ -82,6 +88,11 @@ def count_words(
     ``out`` names a Parquet file (or URL) for the counts, and then the job runs on a cluster.
     ``options`` are ``JobOptions`` fields: ``chunk_size``, ``client``, ``scheduler``, ``workers``,
     ``work_dir``, ``storage_options``, ``utf8_errors``, ``in_process``, ``overwrite``, ...
+
+    >>> _ = open("corpus.txt", "w").write("the cat<|endoftext|>the hat")
+    >>> counts = count_words("corpus.txt", ["<|endoftext|>"]).table()  # small: counted in-process
+    >>> sorted(zip(counts["token"].to_pylist(), counts["count"].to_pylist()))
+    [(b' cat', 1), (b' hat', 1), (b'the', 2)]
     """
     return count_with(input_list(inputs), JobOptions.of(special_tokens=special_tokens, **options), out)
 

@@ -67,6 +67,16 @@ def encode(
     that token's id. A tokenizer directory whose split pattern is not built in is refused unless
     ``trust_pattern`` (``Tokenizer.load``). ``options`` are ``JobOptions`` fields; a
     ``work_dir`` keeps the shards, so that a re-run after an interruption reuses them.
+
+    >>> import numpy as np
+    >>> from distributed import Client
+    >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
+    >>> tokenizer = Tokenizer(vocab, [(b"h", b"i")], ["<|endoftext|>"])
+    >>> _ = open("corpus.txt", "w").write("hi!<|endoftext|>hi")
+    >>> with Client(processes=False, n_workers=1, dashboard_address=None) as client:
+    ...     report = encode("corpus.txt", tokenizer, "ids.bin", client=client)
+    >>> report["dtype"], np.fromfile("ids.bin", report["dtype"]).tolist()
+    ('uint16', [256, 33, 257, 256])
     """
     started = time.perf_counter()
     opts = JobOptions.of(**options)

@@ -31,7 +31,15 @@ PathLike = str | os.PathLike
 
 @dataclass(frozen=True)
 class JobOptions:
-    """How a job runs. Every field has a default; ``JobOptions.of(**kwargs)`` checks them all."""
+    """How a job runs. Every field has a default; ``JobOptions.of(**kwargs)`` checks them all.
+
+    >>> options = JobOptions.of(special_tokens=["<|endoftext|>"], chunk_size="64MB", pattern="cl100k_base")
+    >>> options.chunk_size, options.pattern
+    (64000000, 'gpt4')
+    >>> JobOptions.of(chunk_sise=1)
+    Traceback (most recent call last):
+    bpe_dask.errors.BpeDaskError: unknown option 'chunk_sise' (options: chunk_size, client, ...)
+    """
 
     special_tokens: tuple[str, ...] = ()
     chunk_size: int | None = None  # bytes per map task; None: sized from the input and the cluster

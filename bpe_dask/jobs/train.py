@@ -19,7 +19,7 @@ from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.storage import Store, absolute
 from bpe_dask.io.tokenizer_formats import check_special_token_names
 from bpe_dask.jobs.context import Job, cluster_threads, is_embedded, peak_rss_bytes, report_bad_records
-from bpe_dask.jobs.count import count_on_cluster, count_with
+from bpe_dask.jobs.count import count_on_cluster, count_with, count_words  # noqa: F401 (count_words: examples)
 from bpe_dask.jobs.merging import Limits, Merges, Vocab, merge_here, merge_on_cluster, merge_table
 from bpe_dask.jobs.options import JobOptions, PathLike, input_list
 from bpe_dask.jobs.publishing import (
@@ -53,6 +53,13 @@ def train(
     ``max_token_length`` (bytes) are the ``Limits`` of the merge loop. ``options`` are ``JobOptions``
     fields; ``merge_on`` is ``"client"``, ``"worker"``, or ``"auto"``: on a worker when the cluster
     is not an embedded LocalCluster, so the client never holds the word counts.
+
+    >>> from distributed import Client
+    >>> _ = open("corpus.txt", "w").write("low lower lowest<|endoftext|>newest widest")
+    >>> with Client(processes=False, n_workers=1, dashboard_address=None) as client:
+    ...     report = train("corpus.txt", 260, "tokenizer", ["<|endoftext|>"], client=client)
+    >>> report["num_merges"], open("tokenizer/merges.txt").read().splitlines()
+    (3, ['w e', 's t', 'l o'])
     """
     started = time.perf_counter()
     opts = _training_options(vocab_size, special_tokens, options)
@@ -115,6 +122,15 @@ def merge(
     other special tokens than those are refused: the counts were split on the recorded ones. So with
     the ``pattern`` option: it defaults to the recorded split pattern, which the tokenizer keeps.
     ``min_frequency`` and ``max_token_length`` are those of ``train``.
+
+    >>> from distributed import Client
+    >>> _ = open("corpus.txt", "w").write("low lower lowest<|endoftext|>newest widest")
+    >>> with Client(processes=False, n_workers=1, dashboard_address=None) as client:
+    ...     _ = count_words("corpus.txt", ["<|endoftext|>"], out="counts.parquet", client=client)
+    >>> merge("counts.parquet", 259, "tokenizer")["special_tokens"]  # as the counts were made
+    ['<|endoftext|>']
+    >>> open("tokenizer/merges.txt").read().splitlines()
+    ['w e', 's t']
     """
     started = time.perf_counter()
     limits = Limits(min_frequency, max_token_length)
@@ -175,6 +191,11 @@ def train_bpe(
     ``min_frequency`` and ``max_token_length`` are those of ``train``. ``options`` are ``JobOptions``
     fields: ``chunk_size``, ``client``, ``scheduler``, ``workers``, ``work_dir``, ``storage_options``,
     ``in_process``, ... Nothing is written but the work directory.
+
+    >>> _ = open("corpus.txt", "w").write("low lower lowest<|endoftext|>newest widest")
+    >>> vocab, merges = train_bpe("corpus.txt", 260, ["<|endoftext|>"])  # small: counted in-process
+    >>> vocab[256], merges
+    (b'<|endoftext|>', [(b'w', b'e'), (b's', b't'), (b'l', b'o')])
     """
     opts = _training_options(vocab_size, special_tokens, options)
     limits = Limits(min_frequency, max_token_length)

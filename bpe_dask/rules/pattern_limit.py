@@ -19,16 +19,28 @@ import dask.config
 import regex
 
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.rules.patterns import SplitPattern
+from bpe_dask.rules.patterns import GPT2, SplitPattern, split_pattern  # noqa: F401 (GPT2: examples)
 
 DEFAULT_TIMEOUT = 10.0  # seconds per started million characters
 
 
 class PatternTimeoutError(BpeDaskError):
-    """A split pattern of one's own took longer than its time limit on a text."""
+    """A split pattern of one's own took longer than its time limit on a text.
+
+    >>> import dask.config
+    >>> with dask.config.set({"bpe-dask.pattern-timeout": 0.01}):
+    ...     finder(split_pattern("(?:x|x)+y|.")).findall("x" * 40)
+    Traceback (most recent call last):
+    bpe_dask.rules.pattern_limit.PatternTimeoutError: split pattern '(?:x|x)+y|.' took over 0.01 s ...
+    """
 
 
 def pattern_timeout() -> float:
+    """Seconds a pattern of one's own may take per started million characters of text.
+
+    >>> pattern_timeout()
+    10.0
+    """
     return float(dask.config.get("bpe-dask.pattern-timeout", default=DEFAULT_TIMEOUT))
 
 
@@ -51,5 +63,9 @@ class _TimedPattern:
 
 def finder(pattern: SplitPattern) -> regex.Pattern | _TimedPattern:
     """What finds ``pattern``'s pre-tokens (``findall``): the compiled regex, under a time limit unless
-    the pattern is built in."""
+    the pattern is built in.
+
+    >>> finder(GPT2) is GPT2.compiled, finder(split_pattern("[a-z]+|.")).findall("hi, you")
+    (True, ['hi', ',', ' ', 'you'])
+    """
     return pattern.compiled if pattern.builtin else _TimedPattern(pattern.compiled, pattern.regex)

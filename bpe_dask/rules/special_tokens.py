@@ -21,12 +21,20 @@ Allowed = Literal["all"] | Collection[str]
 
 
 class DisallowedSpecialTokenError(BpeDaskError, ValueError):
-    """The text holds a special token's text that ``disallowed_special`` refuses (tiktoken's ValueError)."""
+    """The text holds a special token's text that ``disallowed_special`` refuses (tiktoken's ValueError).
+
+    >>> isinstance(DisallowedSpecialTokenError("x"), (BpeDaskError, ValueError))
+    True
+    """
 
 
 def valid_text(text: str) -> str:
     """``text`` with each lone surrogate made U+FFFD (and a surrogate pair the character it encodes),
-    as tiktoken does before encoding text that is not valid Unicode."""
+    as tiktoken does before encoding text that is not valid Unicode.
+
+    >>> valid_text("a\\ud800b"), valid_text("\\ud83d\\udc4d")
+    ('a�b', '👍')
+    """
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
@@ -38,7 +46,15 @@ def _tokens(given: Allowed, name: str) -> frozenset[str]:
 
 class SpecialTokenRules:
     """A tokenizer's ``Pretokenizer`` for each set of allowed special tokens, made once and kept
-    (a dict read and written whole under the GIL: safe to share between threads)."""
+    (a dict read and written whole under the GIL: safe to share between threads).
+
+    >>> rules = SpecialTokenRules(Pretokenizer(["<|endoftext|>", "<|pad|>"]))
+    >>> pretokenizer, search = rules.of({"<|pad|>"}, "all")
+    >>> pretokenizer.special_tokens, search.search("a<|endoftext|>").group()
+    (('<|pad|>',), '<|endoftext|>')
+    >>> rules.cutter({"<|pad|>"}, "all").special_tokens  # never cut inside a refused token either
+    ('<|endoftext|>', '<|pad|>')
+    """
 
     def __init__(self, pretokenizer: Pretokenizer) -> None:
         self.everything = pretokenizer
@@ -92,6 +108,13 @@ class SpecialTokenRules:
 
 
 def refuse_disallowed(text: str, search: re.Pattern | None) -> None:
+    """Raise ``DisallowedSpecialTokenError`` if ``search`` (from ``SpecialTokenRules.of``) finds a
+    refused special token in ``text``.
+
+    >>> refuse_disallowed("<|endoftext|>", re.compile(re.escape("<|endoftext|>")))
+    Traceback (most recent call last):
+    bpe_dask.rules.special_tokens.DisallowedSpecialTokenError: the text holds '<|endoftext|>', which ...
+    """
     if search is not None and (found := search.search(text)) is not None:
         raise DisallowedSpecialTokenError(
             f"the text holds {found.group()!r}, which disallowed_special refuses: allow it as a special "

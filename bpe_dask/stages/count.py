@@ -208,8 +208,8 @@ def _add_documents(
 ) -> None:
     """Count the documents; one longer than ``limit`` bytes is counted in pieces of at most ``limit``
     bytes cut at safe places, as a text file is read in blocks, so that a long record takes no more
-    memory than the same text in a text file. A document stands alone, as if special tokens
-    surrounded it, so its pieces, cut where pre-tokens never cross, count as the whole would."""
+    memory than the same text in a text file (why the pieces count as the whole would:
+    docs/exactness.md#long-texts-and-documents)."""
     ends = documents.ends
     starts = np.concatenate(([0], ends[:-1])).astype(np.int64)
     done = 0  # the documents before this one are counted

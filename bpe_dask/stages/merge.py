@@ -34,7 +34,8 @@ Pair = tuple[int, int]
 
 
 class _Descending(bytes):
-    """Bytes that sort in reverse, so a min-heap breaks count ties towards the greater pair."""
+    """Bytes that sort in reverse, so a min-heap breaks count ties towards the greater pair
+    (docs/exactness.md#ties)."""
 
     __slots__ = ()
 

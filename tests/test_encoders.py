@@ -1,0 +1,121 @@
+"""Every encoder held to the reference encoder (``bpe_dask.rules.reference.encode``): the Tokenizer's
+Python and compiled engines, through each of its encoding methods, for every built-in pattern, on
+multilingual text with special tokens, random text and the CS336 fixture texts. The reference itself
+is held to tiktoken first."""
+
+from __future__ import annotations
+
+import functools
+import random
+
+import corpus
+import pytest
+from conftest import CS336_DIR
+
+from bpe_dask import Tokenizer, train_bpe
+from bpe_dask.rules import reference
+from bpe_dask.rules.patterns import split_pattern
+
+EOT = corpus.EOT
+FIXTURE_TEXTS = ["address.txt", "german.txt", "tinystories_sample.txt", "corpus.en"]
+# What GPT-4's and o200k's patterns tell apart besides the nasty alphabet: case changes inside words,
+# upper-case contractions, marks, runs of digits, "/" after punctuation, line ends after punctuation.
+PATTERN_ALPHABET = [*corpus.NASTY_ALPHABET, "A", "E", "'RE", "'ll", "x'rE", "123", "4567", "./", "\u0301",
+                    "\u0903", "日本", "ǅ", "camelCase", ".\n", "a\r\n", EOT, EOT + EOT]  # fmt: skip
+
+
+def random_text(seed: int) -> str:
+    rng = random.Random(seed)
+    return "".join(rng.choices(PATTERN_ALPHABET, k=3000))
+
+
+TEXTS = {
+    "multilingual": lambda: corpus.mixed_corpus(7, 12) + corpus.nasty_string(7, 2000) + EOT * 3,
+    "random": lambda: random_text(1) + random_text(2),
+    **{name: lambda name=name: (CS336_DIR / name).read_text(encoding="utf-8") for name in FIXTURE_TEXTS},
+}
+
+# GPT-2's own vocabulary (50,000 merges, ranks learned elsewhere), and one trained here per pattern
+# with special tokens that overlap ("<|endoftext|><|endoftext|>" holds "<|endoftext|>").
+VOCABULARIES = ["gpt2-openai", "gpt2", "gpt4", "o200k"]
+
+
+@pytest.fixture(scope="module")
+def vocabularies(tmp_path_factory) -> dict:
+    training = tmp_path_factory.mktemp("encoders") / "train.txt"
+    training.write_bytes((corpus.mixed_corpus(400, 40) + corpus.words_corpus(401, 2000)).encode())
+    specials = [EOT, EOT + EOT]
+    found = {"gpt2-openai": (*_gpt2_files(), [EOT], "gpt2")}
+    for pattern in ("gpt2", "gpt4", "o200k"):
+        vocab, merges = train_bpe(training, 256 + 2 + 400, specials, pattern=pattern)
+        found[pattern] = (vocab, merges, specials, pattern)
+    return found
+
+
+@functools.cache
+def _gpt2_files():
+    gpt2 = Tokenizer.from_files(CS336_DIR / "gpt2_vocab.json", CS336_DIR / "gpt2_merges.txt", [EOT])
+    return gpt2.vocab, gpt2.merges
+
+
+_expected: dict[tuple[str, str], list[int]] = {}
+
+
+def expected(vocabularies: dict, vocabulary: str, text_name: str) -> list[int]:
+    """The reference encoder's ids (computed once per vocabulary and text)."""
+    key = (vocabulary, text_name)
+    if key not in _expected:
+        vocab, merges, specials, pattern = vocabularies[vocabulary]
+        text = TEXTS[text_name]()
+        _expected[key] = reference.encode(text, vocab, merges, specials, split_pattern(pattern).regex)
+    return _expected[key]
+
+
+def pieces(text: str, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out, i = [], 0
+    while i < len(text):
+        n = rng.choice([1, 2, 3, 7, 50, 400])
+        out.append(text[i : i + n])
+        i += n
+    return out
+
+
+METHODS = {
+    "encode": lambda tokenizer, text: tokenizer.encode(text),
+    "encode_array": lambda tokenizer, text: tokenizer.encode_array(text).tolist(),
+    "encode_batch": lambda tokenizer, text: tokenizer.encode_batch([text, "", text], num_threads=2)[2],
+    "encode_iterable": lambda tokenizer, text: list(tokenizer.encode_iterable(pieces(text, len(text)))),
+}
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("text_name", list(TEXTS))
+@pytest.mark.parametrize("vocabulary", VOCABULARIES)
+@pytest.mark.parametrize("engine", ["python", "numba"])
+def test_every_encoder_equals_the_reference_encoder(vocabularies, engine, vocabulary, text_name, method):
+    if engine == "numba":
+        pytest.importorskip("numba")
+    vocab, merges, specials, pattern = vocabularies[vocabulary]
+    tokenizer = Tokenizer(vocab, merges, specials, pattern, engine=engine)
+    want = expected(vocabularies, vocabulary, text_name)
+    assert METHODS[method](tokenizer, TEXTS[text_name]()) == want
+    assert tokenizer.decode(want) == TEXTS[text_name]()
+
+
+@pytest.mark.parametrize("name", ["german.txt", "tinystories_sample.txt", "corpus.en"])
+def test_the_reference_encoder_equals_tiktoken_on_gpt2(name):
+    tiktoken = pytest.importorskip("tiktoken")
+    vocab, merges = _gpt2_files()
+    special_id = {token: i for i, token in vocab.items()}[EOT.encode()]
+    ranks = {token: i for i, token in vocab.items() if i != special_id}  # GPT-2's ids are its ranks
+    encoding = tiktoken.Encoding("gpt2-from-fixtures", pat_str=split_pattern("gpt2").regex,
+                                 mergeable_ranks=ranks, special_tokens={EOT: special_id})  # fmt: skip
+    text = (CS336_DIR / name).read_text(encoding="utf-8")
+    assert reference.encode(text, vocab, merges, [EOT]) == encoding.encode(text, allowed_special="all")
+
+
+def test_the_reference_encoder_splits_special_tokens_longest_first():
+    vocab = {i: bytes([i]) for i in range(256)} | {256: b"<s>", 257: b"<s><s>", 258: b"\n"}
+    ids = reference.encode("a<s><s><s>\n", vocab, [], ["<s>", "<s><s>", "\n"])
+    assert ids == [97, 257, 256, 258]  # a special token "\n" is its own id, not byte 10
