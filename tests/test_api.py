@@ -6,12 +6,12 @@ import threading
 
 import corpus
 import pytest
-from conftest import read_reference_merges
 from distributed import Client, LocalCluster
 
 from bpe_dask import BpeDaskError, count_words, train_bpe
 from bpe_dask.io import tokenizer_formats
 from bpe_dask.rules import reference
+from conftest import read_reference_merges
 
 EOT = "<|endoftext|>"
 

@@ -12,9 +12,9 @@ import corpus
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import read_reference_merges, read_reference_vocab
 
 from bpe_dask.rules.reference import train as reference_train
+from conftest import read_reference_merges, read_reference_vocab
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent

@@ -42,12 +42,12 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import servers
-from conftest import CS336_DIR, gpt2_decode
 
 from bpe_dask import JobOptions, Tokenizer, count_words, train_bpe
 from bpe_dask.io.counts_table import write_counts
 from bpe_dask.io.storage import Store
 from bpe_dask.rules import reference
+from conftest import CS336_DIR, gpt2_decode
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")

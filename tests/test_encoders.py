@@ -10,11 +10,11 @@ import random
 
 import corpus
 import pytest
-from conftest import CS336_DIR
 
 from bpe_dask import Tokenizer, train_bpe
 from bpe_dask.rules import reference
 from bpe_dask.rules.patterns import split_pattern
+from conftest import CS336_DIR
 
 EOT = corpus.EOT
 FIXTURE_TEXTS = ["address.txt", "german.txt", "tinystories_sample.txt", "corpus.en"]

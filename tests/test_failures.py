@@ -20,12 +20,12 @@ import dask.config
 import flaky_fs
 import pytest
 import servers
-from conftest import read_reference_merges
 
 from bpe_dask import BpeDaskError, count_words, train_bpe
 from bpe_dask.io import tokenizer_formats
 from bpe_dask.jobs import merging
 from bpe_dask.jobs import train as train_job
+from conftest import read_reference_merges
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent

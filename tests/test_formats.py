@@ -8,10 +8,10 @@ import json
 import corpus
 import pytest
 import regex
-from conftest import CS336_DIR, gpt2_bytes_to_unicode
 
 from bpe_dask import train_bpe
 from bpe_dask.io import tokenizer_formats
+from conftest import CS336_DIR, gpt2_bytes_to_unicode
 
 EOT = "<|endoftext|>"
 PATTERN = regex.compile(r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")

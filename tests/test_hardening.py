@@ -15,11 +15,11 @@ from pathlib import Path
 
 import corpus
 import pytest
-from conftest import read_reference_merges
 
 import bpe_dask
 from bpe_dask import BpeDaskError, Tokenizer, count_words, train_bpe
 from bpe_dask.stages import count as count_stage
+from conftest import read_reference_merges
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent

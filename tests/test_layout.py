@@ -4,6 +4,7 @@ imports only the layers below it, no import cycles), one home per rule, and no p
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import bpe_dask
@@ -102,3 +103,20 @@ def test_the_split_pattern_and_the_cut_rule_are_defined_once():
     assert [name for name, text in sources.items() if r"\p{L}+| ?\p{N}+" in text] == ["rules.patterns"]
     compiling = sorted(name for name, text in sources.items() if "regex.compile(" in text)
     assert compiling == ["rules.cuts", "rules.patterns", "rules.pretokenize"]
+
+
+def test_the_readme_layout_table_names_every_module_in_its_folder():
+    """README.md's "How it works" table lists the tree: each row's modules under the row's folder."""
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## How it works", 1)[1].split("\n## ", 1)[0]
+    listed, folder = set(), None
+    for row in section.splitlines():
+        cells = [cell.strip() for cell in row.strip()[1:-1].split("|")]
+        if not row.startswith("|") or len(cells) != 3 or set(cells[1]) <= {"-"} or cells[0] == "folder":
+            continue
+        if cells[0]:
+            folder = re.match(r"`(\w+)/`", cells[0]).group(1) if cells[0].startswith("`") else ""
+        for name in re.findall(r"`(\w+)\.py`", cells[1] + " " + cells[2]):
+            listed.add(f"{folder}.{name}" if folder else name)
+    in_tree = {name for name in MODULES if not name.endswith(("__init__", "__main__")) and name != "version"}
+    assert listed == in_tree, (sorted(in_tree - listed), sorted(listed - in_tree))

@@ -11,9 +11,9 @@ from pathlib import Path
 import corpus
 import pytest
 import servers
-from conftest import gpt2_decode
 
 from bpe_dask import train_bpe
+from conftest import gpt2_decode
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")

@@ -9,11 +9,11 @@ import re
 
 import corpus
 import pytest
-from conftest import CS336_DIR
 
 from bpe_dask import Tokenizer, train_bpe
 from bpe_dask.io import tokenizer_formats
 from bpe_dask.tokenizer import COMPILED_MIN_CHARS
+from conftest import CS336_DIR
 
 EOT = "<|endoftext|>"
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""

@@ -17,12 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import CS336_DIR, read_reference_merges
 from test_merge import ENGINES, NUMBA, random_words
 
 from bpe_dask import BpeDaskError, train, train_bpe
 from bpe_dask.rules import reference
 from bpe_dask.stages.merge import train_merges
+from conftest import CS336_DIR, read_reference_merges
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent
