@@ -6,7 +6,11 @@ import json
 import sys
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+
+from bpe_dask.io.counts_table import BINARY_LIMIT, COUNTS_SCHEMA, LARGE_COUNTS_SCHEMA
 
 TESTS_DIR = Path(__file__).resolve().parent
 CS336_DIR = TESTS_DIR / "fixtures" / "cs336"
@@ -82,3 +86,14 @@ def client():
         Client(cluster) as c,
     ):
         yield c
+
+
+def sum_counts(tables: list[pa.Table]) -> pa.Table:
+    """One table in which each token appears once, with the sum of its counts: the plain way (Arrow's
+    group-by), that ``compiled.sum_sorted`` and the reduce are held to."""
+    tables = [table.cast(LARGE_COUNTS_SCHEMA) for table in tables]  # binary, large, or both
+    table = pa.concat_tables(tables) if tables else LARGE_COUNTS_SCHEMA.empty_table()
+    summed = table.group_by("token").aggregate([("count", "sum")])
+    size = pc.sum(pc.binary_length(summed["token"])).as_py() or 0
+    schema = LARGE_COUNTS_SCHEMA if size > BINARY_LIMIT else COUNTS_SCHEMA
+    return pa.table({"token": summed["token"], "count": summed["count_sum"]}).cast(schema)

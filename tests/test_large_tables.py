@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from bpe_dask.io import counts_table
-from bpe_dask.io.counts_table import read_counts, sum_counts
+from bpe_dask.io.counts_table import read_counts
 from bpe_dask.io.inputs import expand_inputs
 from bpe_dask.io.plan import plan_ranges
 from bpe_dask.rules import reference
@@ -18,6 +18,7 @@ from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.stages.count import CountSettings, count_range_to_shard
 from bpe_dask.stages.merge import train_merges
 from bpe_dask.stages.reduce import combine, sum_sorted
+from conftest import sum_counts
 
 EOT = "<|endoftext|>"
 VOCAB_SIZE = 256 + 1 + 120

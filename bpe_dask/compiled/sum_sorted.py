@@ -5,7 +5,7 @@ their shards, each as flat arrays (``io.counts_table.as_arrays``); gives one run
 way in which each token appears once with the sum of its counts. Each pass merges the runs two by
 two, like the merge step of a merge sort, so the reduce does no hashing and no sorting: linear
 work, where a group-by and a sort of the concatenation cost several times as much.
-``counts_table.sum_counts`` is the general path and the tests hold this one to it.
+Arrow's group-by is the general path, and the tests hold this one to it.
 """
 
 from __future__ import annotations

@@ -62,16 +62,6 @@ def as_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return data[offsets[0] : offsets[-1]], offsets - offsets[0], counts
 
 
-def sum_counts(tables: list[pa.Table]) -> pa.Table:
-    """One table in which each token appears once, with the sum of its counts."""
-    tables = [table.cast(LARGE_COUNTS_SCHEMA) for table in tables]  # binary, large, or both
-    table = pa.concat_tables(tables) if tables else LARGE_COUNTS_SCHEMA.empty_table()
-    summed = table.group_by("token").aggregate([("count", "sum")])
-    size = pc.sum(pc.binary_length(summed["token"])).as_py() or 0
-    schema = LARGE_COUNTS_SCHEMA if size > BINARY_LIMIT else COUNTS_SCHEMA
-    return pa.table({"token": summed["token"], "count": summed["count_sum"]}).cast(schema)
-
-
 def write_counts(
     table: pa.Table,
     url: str,
