@@ -19,7 +19,7 @@ from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.storage import Store, absolute
 from bpe_dask.io.tokenizer_formats import check_special_token_names
 from bpe_dask.jobs.context import Job, cluster_threads, is_embedded, peak_rss_bytes, report_bad_records
-from bpe_dask.jobs.count import count_on_cluster, count_with, count_words  # noqa: F401 (count_words: examples)
+from bpe_dask.jobs.count import count_on_cluster, count_with
 from bpe_dask.jobs.merging import Limits, Merges, Vocab, merge_here, merge_on_cluster, merge_table
 from bpe_dask.jobs.options import JobOptions, PathLike, input_list
 from bpe_dask.jobs.publishing import (
@@ -124,6 +124,7 @@ def merge(
     ``min_frequency`` and ``max_token_length`` are those of ``train``.
 
     >>> from distributed import Client
+    >>> from bpe_dask import count_words
     >>> _ = open("corpus.txt", "w").write("low lower lowest<|endoftext|>newest widest")
     >>> with Client(processes=False, n_workers=1, dashboard_address=None) as client:
     ...     _ = count_words("corpus.txt", ["<|endoftext|>"], out="counts.parquet", client=client)
