@@ -33,7 +33,7 @@ from bpe_dask.rules.vocabulary import Vocabulary
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-    from bpe_dask.compiled.encode_gpt2 import CompiledEncoder
+    from bpe_dask.compiled import Encoder
 
 __all__ = ["FILES", "Tokenizer"]
 
@@ -75,7 +75,7 @@ class Tokenizer(TokenizerFiles, Vocabulary):
                                "python")  # fmt: skip
         self._special_rules = SpecialTokenRules(self.pretokenizer)
         self._cache: dict[str, tuple[int, ...]] = {}
-        self._compiled: CompiledEncoder | None = None
+        self._compiled: Encoder | None = None
         self._compiling = threading.Lock()
 
     def __getstate__(self) -> dict:  # caches and compiled state are rebuilt where the tokenizer lands
@@ -235,15 +235,14 @@ class Tokenizer(TokenizerFiles, Vocabulary):
             return False
         return True
 
-    def _compiled_encoder(self) -> CompiledEncoder:
+    def _compiled_encoder(self) -> Encoder:
         """Built once, by whichever thread asks first (the others wait for it), then shared."""
         if self._compiled is None:
             with self._compiling:
                 if self._compiled is None:
-                    from bpe_dask.compiled.encode_gpt4 import compiled_encoder
+                    from bpe_dask.compiled import Encoder
 
-                    pattern = self.pretokenizer.pattern.name
-                    self._compiled = compiled_encoder(self._byte_ids, self._merges, pattern)
+                    self._compiled = Encoder(self._byte_ids, self._merges, self.pretokenizer.pattern.name)
         return self._compiled
 
     def _encode_compiled(self, text: str, pretokenizer: Pretokenizer | None = None) -> np.ndarray:

@@ -190,7 +190,7 @@ def test_summing_sorted_runs_equals_a_group_by(seed):
     """The reduce merges shards sorted by token; the result must be pyarrow's group-by, sorted."""
     import pyarrow as pa
 
-    from bpe_dask.compiled.sum_sorted import sum_sorted
+    from bpe_dask.stages.reduce import sum_sorted
     from conftest import sum_counts
 
     rng = random.Random(seed)

@@ -9,7 +9,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from bpe_dask.compiled.sum_sorted import sum_sorted
 from bpe_dask.io import counts_table
 from bpe_dask.io.counts_table import read_counts
 from bpe_dask.io.inputs import expand_inputs
@@ -18,7 +17,7 @@ from bpe_dask.rules import reference
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.stages.count import CountSettings, count_range_to_shard
 from bpe_dask.stages.merge import train_merges
-from bpe_dask.stages.reduce import combine
+from bpe_dask.stages.reduce import combine, sum_sorted
 from conftest import sum_counts
 
 EOT = "<|endoftext|>"

@@ -354,26 +354,38 @@ def test_the_job_options_and_count_settings_name_a_pattern_one_way():
 # --- the compiled scanner (pretokenize_numba) against the regex module ----------------------------
 
 numba = pytest.importorskip("numba")
+np = pytest.importorskip("numpy")
+compiled = pytest.importorskip("bpe_dask.compiled")
+next_token = compiled.next_token  # a global of the loop below, for numba
+
+
+@numba.njit(cache=True)
+def pretoken_ends(pattern, data, lo, hi, table):
+    """Where each pre-token of ``data[lo:hi]`` ends, by the compiled scanner of pattern number
+    ``pattern`` (the tests hold the scanners to the ``regex`` module)."""
+    ends = np.empty(hi - lo, np.int64)
+    count, i = 0, lo
+    while i < hi:
+        i = next_token(pattern, data, i, hi, table)
+        ends[count] = i
+        count += 1
+    return ends[:count]
 
 
 def scanned(text: str) -> list[str]:
-    import numpy as np
-
-    from bpe_dask.compiled.scan_gpt2 import class_table, pretoken_ends
-
-    data = text.encode("utf-8")
-    ends = pretoken_ends(np.frombuffer(data, np.uint8), 0, len(data), class_table()).tolist()
+    data, gpt2 = text.encode("utf-8"), compiled.pattern_number("gpt2")
+    ends = pretoken_ends(gpt2, np.frombuffer(data, np.uint8), 0, len(data), compiled.table_of(gpt2)).tolist()
     return [data[a:b].decode("utf-8") for a, b in zip([0, *ends[:-1]], ends, strict=False)]
 
 
 def test_the_class_table_agrees_with_regex_on_every_code_point():
     """One character at a time, on every code point where the class changes, its neighbours, and
     a sample of the rest (the table is built from runs, so a mistake would show at their edges)."""
-    import numpy as np
+    from bpe_dask.compiled import code_points
 
-    from bpe_dask.compiled.scan_gpt2 import LETTER, NUMBER, OTHER, SPACE, class_table
-
-    table = class_table()
+    LETTER, NUMBER, OTHER, SPACE = (code_points.LETTER, code_points.NUMBER, code_points.OTHER,
+                                    code_points.SPACE)  # fmt: skip
+    table = code_points.class_table()
     edges = np.flatnonzero(np.diff(table)) + 1
     sample = {
         *edges.tolist(),
@@ -444,21 +456,19 @@ def test_the_scanner_on_every_pair_of_characters():
 def test_compiled_counts_equal_regex_counts_across_blocks_and_growth(seed):
     from collections import Counter
 
-    from bpe_dask.compiled.scan_gpt2 import CompiledCounts
-
     rng = random.Random(seed)
     words = [
         *one_of_each_class(),
         *("".join(rng.choices("abcdefghij", k=rng.randint(1, 12))) for _ in range(3000)),
     ]
     rules = Pretokenizer([EOT])
-    counts = CompiledCounts(capacity=16)  # tiny, so the arena and the table grow many times
+    counts = compiled.Counter("gpt2", capacity=16)  # tiny, so the arena and the table grow many times
     want: Counter[bytes] = Counter()
     for _ in range(20):
         text = "".join(rng.choices([*words, " ", EOT, "\n"], k=2000))
         data = text.encode()
         counts.add(data, rules.piece_bounds(data))
         want.update(t.encode() for t in pretokens(text, [EOT]))
-    table = counts.table()
-    got = dict(zip(table.column("token").to_pylist(), table.column("count").to_pylist(), strict=True))
+    data, offsets, counts = counts.arrays()
+    got = {bytes(data[a:b]): c for a, b, c in zip(offsets[:-1], offsets[1:], counts.tolist(), strict=True)}
     assert got == dict(want)

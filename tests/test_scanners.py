@@ -1,4 +1,4 @@
-"""The compiled GPT-4 and o200k scanners (``pretokenize_numba_gpt4``) against the ``regex`` module.
+"""The compiled GPT-4 and o200k scanners (``bpe_dask.compiled``) against the ``regex`` module.
 
 Pre-tokens, not only counts: each scanner's boundaries must be exactly where ``regex.findall``
 with the pattern puts them, on every pair of characters of every class the patterns tell apart
@@ -15,7 +15,7 @@ from itertools import product
 
 import pytest
 import regex
-from test_pretokenize import one_of_each_class
+from test_pretokenize import one_of_each_class, pretoken_ends
 
 from bpe_dask.rules.patterns import GPT4, O200K
 
@@ -46,16 +46,17 @@ CONTEXTS = ["", " ", "'", "a", "A", "7", ".", "\n", "  "]
 
 
 def scanner(name: str):
-    from bpe_dask.compiled.scan_gpt4 import gpt4_ends, o200k_ends, scan_table
+    from bpe_dask.compiled import pattern_number, table_of
 
-    ends, table = {"gpt4": gpt4_ends, "o200k": o200k_ends}[name], scan_table()
+    pattern = pattern_number(name)
+    table = table_of(pattern)
 
     def scanned(text: str, before: bytes = b"", after: bytes = b"") -> list[str]:
         """The scanner's pre-tokens of ``text``, scanned as the piece between ``before`` and
         ``after`` in one buffer (a scanner must not look past its piece)."""
         data = before + text.encode("utf-8") + after
         lo, hi = len(before), len(data) - len(after)
-        cuts = ends(np.frombuffer(data, np.uint8), lo, hi, table).tolist()
+        cuts = pretoken_ends(pattern, np.frombuffer(data, np.uint8), lo, hi, table).tolist()
         return [data[a:b].decode("utf-8") for a, b in zip([lo, *cuts], cuts, strict=False)]
 
     return scanned
@@ -67,13 +68,14 @@ PATTERNS = {"gpt4": GPT4, "o200k": O200K}
 def test_the_scan_table_agrees_with_regex_on_every_code_point():
     """Each bit of an entry, on every code point where an entry changes, its neighbours, and a
     sample of the rest; every letter in o200k's upper or lower class; the contraction letters."""
-    from bpe_dask.compiled.scan_gpt2 import LETTER, class_table
-    from bpe_dask.compiled.scan_gpt4 import CLASS, LOWER, LOWER_CLASS, UPPER, UPPER_CLASS, scan_table
-    from bpe_dask.compiled.scan_gpt4 import CONTRACTION_LETTERS as LETTERS
+    from bpe_dask.compiled import code_points
 
-    table = scan_table()
+    CLASS, LETTER, UPPER, LOWER = code_points.CLASS, code_points.LETTER, code_points.UPPER, code_points.LOWER
+    UPPER_CLASS, LOWER_CLASS = code_points.UPPER_CLASS, code_points.LOWER_CLASS
+    LETTERS = code_points.CONTRACTION_LETTERS
+    table = code_points.scan_table()
     assert UPPER_CLASS in O200K.regex and LOWER_CLASS in O200K.regex
-    assert (table & CLASS == class_table()).all()
+    assert (table & CLASS == code_points.class_table()).all()
     letters = table & CLASS == LETTER
     assert (table[letters] & (UPPER | LOWER) != 0).all()
     edges = np.flatnonzero(np.diff(table)) + 1
@@ -164,16 +166,15 @@ def test_the_counting_engines_agree_across_blocks_and_ranges(tmp_path, name):
             totals[engine, chunk_size] = total
     want = totals["python", 1 << 30]
     assert all(total == want for total in totals.values())
-    from bpe_dask.compiled.scan_gpt4 import compiled_counts
+    from bpe_dask.compiled import Counter
 
-    counts = compiled_counts(name, capacity=16)
+    counter = Counter(name, capacity=16)
     data = text.encode()
     for _ in range(3):
-        counts.add(data, Pretokenizer([EOT], name).piece_bounds(data))
-    table = counts.table()
-    assert dict(zip(table.column("token").to_pylist(), table.column("count").to_pylist(), strict=True)) == {
-        word: 3 * count for word, count in want.items()
-    }
+        counter.add(data, Pretokenizer([EOT], name).piece_bounds(data))
+    arena, offsets, counts = counter.arrays()
+    got = {bytes(arena[a:b]): c for a, b, c in zip(offsets[:-1], offsets[1:], counts.tolist(), strict=True)}
+    assert got == {word: 3 * count for word, count in want.items()}
 
 
 def test_the_numba_engine_counts_every_built_in_pattern_and_says_which(caplog):

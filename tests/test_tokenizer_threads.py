@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from bpe_dask import Tokenizer, encode, tokenizer, train_bpe
-from bpe_dask.compiled import encode_gpt2
+from bpe_dask.compiled import Encoder
 
 EOT = "<|endoftext|>"
 
@@ -41,7 +41,7 @@ def varied_texts(count: int) -> list[str]:
 @pytest.fixture
 def small_caches(monkeypatch):
     """Caches small enough to be emptied many times in a text, so threads empty them under each other."""
-    monkeypatch.setattr(encode_gpt2, "CACHE_ENTRIES", 64, raising=False)
+    monkeypatch.setattr(Encoder, "cache_entries", 64)
     monkeypatch.setattr(tokenizer, "CACHE_LIMIT", 64)
 
 
@@ -78,11 +78,7 @@ def test_encode_on_worker_threads_writes_the_ids_of_one_thread(trained, tmp_path
         LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address="127.0.0.1:0") as cluster,
         Client(cluster) as client,
     ):
-        client.run(
-            lambda: setattr(
-                __import__("bpe_dask.compiled.encode_gpt2").compiled.encode_gpt2, "CACHE_ENTRIES", 64
-            )
-        )
+        client.run(lambda: setattr(__import__("bpe_dask.compiled").compiled.Encoder, "cache_entries", 64))
         for run in range(2):  # each job sends the tokenizer afresh: nothing compiled or cached
             out = tmp_path / f"train{run}.bin"
             report = encode(inputs, str(tmp_path / "tok"), str(out), client=client, chunk_size=1 << 16,

@@ -1,20 +1,17 @@
-"""Summing sorted count tables (compiled): tables sorted by token in, one sorted table out.
+"""Summing sorted count tables (compiled): runs sorted by token in, one sorted run out.
 
 Takes count tables each sorted by token (bytewise, as Arrow sorts binary), as the map tasks write
-their shards; gives one table sorted the same way in which each token appears once with the sum
-of its counts. Each pass merges the runs two by two, like the merge step of a merge sort, so the
-reduce does no hashing and no sorting: linear work, where a group-by and a sort of the
-concatenation cost several times as much. Arrow's group-by is the general path, and the tests hold
-this one to it.
+their shards, each as flat arrays (``io.counts_table.as_arrays``); gives one run sorted the same
+way in which each token appears once with the sum of its counts. Each pass merges the runs two by
+two, like the merge step of a merge sort, so the reduce does no hashing and no sorting: linear
+work, where a group-by and a sort of the concatenation cost several times as much.
+Arrow's group-by is the general path, and the tests hold this one to it.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 from numba import njit
-
-from bpe_dask.io.counts_table import COUNTS_SCHEMA, as_arrays, tokens_array
 
 
 @njit(cache=True, nogil=True)
@@ -66,16 +63,26 @@ def _merge_two(data_a, offsets_a, counts_a, data_b, offsets_b, counts_b):
     return data[:used], offsets[: n + 1], counts[:n]
 
 
-def sum_sorted(tables: list[pa.Table]) -> pa.Table:
-    """One table, sorted by token, each token once with the sum of its counts in ``tables`` (each
-    sorted by token)."""
-    runs = [as_arrays(table) for table in tables if table.num_rows]
+Run = tuple[np.ndarray, np.ndarray, np.ndarray]  # tokens back to back, where each starts, counts
+
+
+def sum_sorted(runs: list[Run]) -> Run:
+    """One run, sorted by token, each token once with the sum of its counts in ``runs``.
+
+    A run is a count table sorted by token as three arrays: the tokens back to back (uint8), where
+    each starts and the last ends (int64, from 0), and the counts (int64). No runs give an empty one.
+
+    >>> run = (np.frombuffer(b"ab", np.uint8), np.array([0, 1, 2]), np.array([1, 2]))
+    >>> data, offsets, counts = sum_sorted([run, run])
+    >>> bytes(data), offsets.tolist(), counts.tolist()
+    (b'ab', [0, 1, 2], [2, 4])
+    """
+    runs = [run for run in runs if len(run[2])]
     while len(runs) > 1:
         runs = [
             _merge_two(*runs[k], *runs[k + 1]) if k + 1 < len(runs) else runs[k]
             for k in range(0, len(runs), 2)
         ]
     if not runs:
-        return COUNTS_SCHEMA.empty_table()
-    data, offsets, counts = runs[0]  # binary tokens, or large_binary past 2 GiB of them
-    return pa.table({"token": tokens_array(data, offsets), "count": pa.array(counts, pa.int64())})
+        return np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(0, np.int64)
+    return runs[0]

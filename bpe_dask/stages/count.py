@@ -4,8 +4,8 @@ Takes a partition (a ``ByteRange`` of text, or of records: ``records``) and the 
 the job; reads a text range as blocks cut at safe places (``blocks``), records as batches of
 documents that each stand alone (a document longer than a block in pieces cut at safe places, so
 memory stays bounded either way), counts their pre-tokens with one of two engines (the ``regex``
-module through ``pretokenize``, the reference, or the compiled scanners of ``pretokenize_numba`` and
-``pretokenize_numba_gpt4``; both give the same counts) and writes ``token: binary, count: int64``
+module through ``pretokenize``, the reference, or the compiled scanners of ``compiled.Counter``;
+both give the same counts) and writes ``token: binary, count: int64``
 (``large_binary`` past 2 GiB of tokens: ``counts_table``), sorted by token, to a shard. The
 shard's name is derived from the range's identity and the settings, so a re-run reuses finished
 shards and never confuses them with other work.
@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.counts_table import counts_table, write_counts
+from bpe_dask.io.counts_table import counts_table, tokens_array, write_counts
 from bpe_dask.io.plan import Partition
 from bpe_dask.io.records import BadRecords, Documents, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
@@ -130,8 +130,8 @@ def counting_engine(settings: CountSettings, size: int) -> str:
 
 
 def has_compiled_scanner(pattern: str) -> bool:
-    """Whether ``pattern`` has a compiled scanner: every built-in one has (``pretokenize_numba`` for
-    gpt2, ``pretokenize_numba_gpt4`` for gpt4 and o200k), a regex of one's own has not."""
+    """Whether ``pattern`` has a compiled scanner (``compiled.Counter``): every built-in one has, a
+    regex of one's own has not."""
     return split_pattern(pattern).builtin
 
 
@@ -157,12 +157,12 @@ class RegexCounter:
 
 
 class CompiledCounter:
-    """Pre-token counts from the compiled scanner, kept in flat arrays (``pretokenize_numba``)."""
+    """Pre-token counts from the compiled scanner, kept in flat arrays (``compiled.Counter``)."""
 
     def __init__(self, pretokenizer: Pretokenizer) -> None:
-        from bpe_dask.compiled.scan_gpt4 import compiled_counts
+        from bpe_dask.compiled import Counter
 
-        self.pretokenizer, self.counts = pretokenizer, compiled_counts(pretokenizer.pattern.name)
+        self.pretokenizer, self.counts = pretokenizer, Counter(pretokenizer.pattern.name)
 
     def add(self, text: str) -> None:
         data = text.encode("utf-8")
@@ -173,7 +173,10 @@ class CompiledCounter:
         self.counts.add(documents.data, bounds)
 
     def table(self) -> pa.Table:
-        return self.counts.table()
+        """The counts as Arrow columns ``token`` (binary, or large_binary past 2 GiB) and ``count``
+        (int64), the compiled counter's arena shared."""
+        data, offsets, counts = self.counts.arrays()
+        return pa.table({"token": tokens_array(data, offsets), "count": pa.array(counts, pa.int64())})
 
 
 def count_range(

@@ -65,7 +65,7 @@ def train_merges(
 
     ``word_counts`` are ``(word bytes, count)`` pairs, or a counts table (``token``, ``count``).
     ``progress`` is called with the number of merges done after each merge. ``engine`` is
-    ``"python"`` (the loop below), ``"numba"`` (the same loop compiled, in ``merge_numba``), or
+    ``"python"`` (the loop below), ``"numba"`` (the same loop compiled, ``compiled.train_merges``), or
     ``"auto"``: numba for large tables when it is installed, where its start-up pays off. The
     tests check every engine against the plain reference trainer (``bpe_dask.rules.reference``).
 
@@ -77,12 +77,12 @@ def train_merges(
     if not isinstance(word_counts, pa.Table):
         word_counts = list(word_counts)
     if _use_numba(engine, len(word_counts)):
-        from bpe_dask.compiled import merge_loop
+        from bpe_dask.compiled import train_merges
 
         data, offsets, freqs = _word_arrays(
             _sorted(word_counts) if isinstance(word_counts, pa.Table) else word_counts
         )
-        return merge_loop.train_merges(
+        return train_merges(
             data, offsets, freqs, initial_vocab(special_tokens), vocab_size, progress,
             min_frequency=min_frequency, max_token_length=max_token_length, stopped=stopped,
         )  # fmt: skip
@@ -163,9 +163,9 @@ def warm_up(engine: str = "auto") -> threading.Thread | None:
     first merges of a fresh install do not wait for it: the job starts this before counting."""
     if merge_engine(engine, NUMBA_MIN_WORDS) != "numba":
         return None
-    from bpe_dask.compiled import merge_loop
+    from bpe_dask.compiled import warm_up as compile_merges
 
-    thread = threading.Thread(target=merge_loop.warm_up, name="bpe-dask-compile", daemon=True)
+    thread = threading.Thread(target=compile_merges, name="bpe-dask-compile", daemon=True)
     thread.start()
     return thread
 

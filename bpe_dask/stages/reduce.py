@@ -15,8 +15,8 @@ import pyarrow as pa
 from dask.base import tokenize
 from dask.delayed import Delayed
 
-from bpe_dask.compiled.sum_sorted import sum_sorted
-from bpe_dask.io.counts_table import read_counts, write_counts
+from bpe_dask.compiled import sum_sorted as sum_sorted_runs
+from bpe_dask.io.counts_table import as_arrays, read_counts, tokens_array, write_counts
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.stages.count import Shard
 
@@ -57,6 +57,13 @@ def _combine(
         return table
     write_counts(table, out, store, settings, overwrite)
     return out
+
+
+def sum_sorted(tables: list[pa.Table]) -> pa.Table:
+    """One table, sorted by token, each token once with the sum of its counts in ``tables`` (each
+    sorted by token), summed by the compiled merge of sorted runs."""
+    data, offsets, counts = sum_sorted_runs([as_arrays(table) for table in tables if table.num_rows])
+    return pa.table({"token": tokens_array(data, offsets), "count": pa.array(counts, pa.int64())})
 
 
 def reduce_tree(
