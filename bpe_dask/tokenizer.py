@@ -13,7 +13,6 @@ GIL, and the compiled encoder lends each call a cache of its own.
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bpe_dask.errors import BpeDaskError
+from bpe_dask.engines import check_engine, check_pattern, use_compiled
 from bpe_dask.io.tokenizer_files import FILES, TokenizerFiles
 from bpe_dask.rules.pattern_limit import finder
 from bpe_dask.rules.pretokenize import GPT2, Pretokenizer, SplitPattern
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
 __all__ = ["FILES", "Tokenizer"]
 
 CACHE_LIMIT = 1 << 20
-ENGINES = ("auto", "python", "numba")
 COMPILED_MIN_CHARS = 1 << 16  # below this, loading compiled code costs more than it saves
 LONG_PRETOKEN = 256  # characters: past this, the pure-Python merge's O(n²) starts to show
 _BETWEEN = np.int64(1) << 62  # marks a document's end in one compiled call over many: no token's id
@@ -64,15 +62,10 @@ class Tokenizer(TokenizerFiles, Vocabulary):
         pattern: str | SplitPattern = GPT2,
         engine: str = "auto",
     ) -> None:
-        if engine not in ENGINES:
-            raise BpeDaskError(f"engine must be auto, python or numba, got {engine!r}")
-        self.engine = engine
+        self.engine = check_engine(engine)
         super().__init__(vocab, merges, special_tokens or ())
         self.pretokenizer = Pretokenizer(self.special_tokens, pattern)
-        if engine == "numba" and not self.pretokenizer.pattern.builtin:
-            raise BpeDaskError(f"the numba engine encodes with the built-in patterns only (gpt2, gpt4, "
-                               f"o200k), not {self.pretokenizer.pattern.spec}: use engine auto or "
-                               "python")  # fmt: skip
+        check_pattern(engine, self.pretokenizer.pattern.builtin, self.pretokenizer.pattern.spec)
         self._special_rules = SpecialTokenRules(self.pretokenizer)
         self._cache: dict[str, tuple[int, ...]] = {}
         self._compiled: Encoder | None = None
@@ -227,13 +220,8 @@ class Tokenizer(TokenizerFiles, Vocabulary):
     def _use_compiled(self, length: int) -> bool:
         """The compiled encoder for ``engine="numba"``, and for ``"auto"`` on text long enough to repay
         loading it (the pure-Python path below stays the reference the tests hold it to)."""
-        if self.engine == "python" or (self.engine == "auto" and length < COMPILED_MIN_CHARS):
-            return False
-        if not self.pretokenizer.pattern.builtin or importlib.util.find_spec("numba") is None:
-            if self.engine == "numba":
-                raise BpeDaskError("the numba engine needs numba and a built-in pattern")
-            return False
-        return True
+        builtin = self.pretokenizer.pattern.builtin
+        return use_compiled(self.engine, length, COMPILED_MIN_CHARS, builtin_pattern=builtin)
 
     def _compiled_encoder(self) -> Encoder:
         """Built once, by whichever thread asks first (the others wait for it), then shared."""

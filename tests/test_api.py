@@ -137,7 +137,7 @@ def test_storage_options_stay_out_of_reprs(text_file):
         ({"pattern": ["gpt2"]}, "pattern must be a string"),
         ({"pattern": "gpt5"}, "unknown split pattern 'gpt5'"),
         ({"pattern": "(x"}, "is not a valid regex: missing \\)"),
-        ({"pattern": r"\S+|\s+", "engine": "numba"}, "numba engine counts with the built-in patterns only"),
+        ({"pattern": r"\S+|\s+", "engine": "numba"}, "numba engine works with the built-in patterns only"),
         ({"workers": "two"}, "not a whole number"),
         ({"workers": 0}, "workers must be a positive number"),
         ({"in_process": "no"}, "in_process must be True or False"),

@@ -344,7 +344,7 @@ def test_the_job_options_and_count_settings_name_a_pattern_one_way():
     assert CountSettings(pattern="gpt4").key() == CountSettings(pattern="cl100k_base").key()
     assert CountSettings(pattern="gpt4").key() != CountSettings(pattern="o200k").key()
     assert CountSettings(pattern=r"\S+|\s+").recorded()["pattern"] == r"\S+|\s+"
-    with pytest.raises(BpeDaskError, match="numba engine counts with the built-in patterns only"):
+    with pytest.raises(BpeDaskError, match="numba engine works with the built-in patterns only"):
         CountSettings(pattern=r"\S+|\s+", engine="numba")
     assert CountSettings(pattern="cl100k_base", engine="numba").pattern == "gpt4"
     with pytest.raises(BpeDaskError, match="not a valid regex"):

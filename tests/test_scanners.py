@@ -179,14 +179,16 @@ def test_the_counting_engines_agree_across_blocks_and_ranges(tmp_path, name):
 
 def test_the_numba_engine_counts_every_built_in_pattern_and_says_which(caplog):
     from bpe_dask.errors import BpeDaskError
-    from bpe_dask.stages.count import CountSettings, counting_engine, has_compiled_scanner
+    from bpe_dask.rules.patterns import split_pattern
+    from bpe_dask.stages.count import CountSettings, counting_engine
 
     for name in ("gpt2", "gpt4", "o200k", "cl100k_base", O200K.regex):
-        assert has_compiled_scanner(name)
+        assert split_pattern(name).builtin
         settings = CountSettings(pattern=name, engine="numba")
         assert counting_engine(settings, 1) == f"the compiled {settings.pattern} scanner (numba)"
     assert counting_engine(CountSettings(pattern="gpt4"), 1) == "the regex module (gpt4 pattern)"
-    assert not has_compiled_scanner(r"\S+|\s+")
+    assert not split_pattern(r"\S+|\s+").builtin
+    assert counting_engine(CountSettings(pattern=r"\S+|\s+"), 1 << 30) == "the regex module (custom pattern)"
     with pytest.raises(BpeDaskError, match=r"built-in patterns only \(gpt2, gpt4, o200k\), not \\S\+"):
         CountSettings(pattern=r"\S+|\s+", engine="numba")
 

@@ -16,7 +16,9 @@ import numpy as np
 from numba import njit
 
 from bpe_dask.compiled.hashing import LOW, fnv_hash, same_bytes
-from bpe_dask.compiled.scan import next_token, pattern_number, table_of
+from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, pattern_number, table_of
+from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
+from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
 
 # A slot of the table is one int64: the upper 32 bits of the word's hash and its number plus one
 # (0: an empty slot).
@@ -39,36 +41,50 @@ def _find(data, i, end, arena, starts, lengths, slots):
     return slot, tag
 
 
-@njit(cache=True, nogil=True)
-def count_pieces(pattern, data, bounds, piece, position, table, arena, used, starts, lengths, counts, n,
-                 slots):  # fmt: skip
-    """Count the pre-tokens (of pattern number ``pattern``) of pieces ``[bounds[2k], bounds[2k+1])``,
-    from ``piece`` at ``position``.
+def count_loop(pattern: int):
+    """The counting loop of pattern number ``pattern``, compiled (and cached) for it alone."""
 
-    Stops early, at a pre-token boundary, when the arrays are full: returns where it stopped (the
-    piece and the byte), the arena bytes used and the distinct pre-tokens held. The caller grows
-    the arrays and calls again from there.
-    """
-    while piece < len(bounds) // 2:
-        hi = bounds[2 * piece + 1]
-        i = max(position, bounds[2 * piece])
-        while i < hi:
-            end = next_token(pattern, data, i, hi, table)
-            slot, tag = _find(data, i, end, arena, starts, lengths, slots)
-            if slots[slot] != 0:
-                counts[(slots[slot] & LOW) - 1] += 1
-            elif n == len(starts) or used + end - i > len(arena) or 2 * (n + 1) > len(slots):
-                return piece, i, used, n  # full: grow and come back
-            else:
-                arena[used : used + end - i] = data[i:end]
-                starts[n], lengths[n], counts[n] = used, end - i, 1
-                slots[slot] = tag | (n + 1)
-                used += end - i
-                n += 1
-            i = end
-        piece += 1
-        position = 0
-    return piece, 0, used, n
+    # ``pattern`` is a constant of the closure, and the loop branches on it where it scans: numba drops
+    # the other patterns' branches before it inlines a scanner, so a job compiles its own scanner only
+    # (as fast to compile as a loop written for one pattern; calling ``scan.next_token`` here would
+    # inline all three first: four times the compile time). Only the number is closed over: numba's
+    # cache key for a closure hashes what it closes over, the same in every process, so a new process
+    # loads the loop from the cache (a scanner closed over, or passed in, would be compiled again).
+    @njit(cache=True, nogil=True)
+    def count_pieces(data, bounds, piece, position, table, arena, used, starts, lengths, counts, n, slots):
+        """Count the pre-tokens of pieces ``[bounds[2k], bounds[2k+1])``, from ``piece`` at ``position``.
+
+        Stops early, at a pre-token boundary, when the arrays are full: returns where it stopped (the
+        piece and the byte), the arena bytes used and the distinct pre-tokens held. The caller grows
+        the arrays and calls again from there.
+        """
+        while piece < len(bounds) // 2:
+            hi = bounds[2 * piece + 1]
+            i = max(position, bounds[2 * piece])
+            while i < hi:
+                end = (next_token_gpt2(data, i, hi, table) if pattern == GPT2  # see the comment above
+                       else next_token_gpt4(data, i, hi, table) if pattern == GPT4
+                       else next_token_o200k(data, i, hi, table))
+                slot, tag = _find(data, i, end, arena, starts, lengths, slots)
+                if slots[slot] != 0:
+                    counts[(slots[slot] & LOW) - 1] += 1
+                elif n == len(starts) or used + end - i > len(arena) or 2 * (n + 1) > len(slots):
+                    return piece, i, used, n  # full: grow and come back
+                else:
+                    arena[used : used + end - i] = data[i:end]
+                    starts[n], lengths[n], counts[n] = used, end - i, 1
+                    slots[slot] = tag | (n + 1)
+                    used += end - i
+                    n += 1
+                i = end
+            piece += 1
+            position = 0
+        return piece, 0, used, n
+
+    return count_pieces
+
+
+COUNT_LOOPS = {number: count_loop(number) for number in NUMBERS.values()}
 
 
 @njit(cache=True, nogil=True)
@@ -98,6 +114,7 @@ class Counter:
 
     def __init__(self, pattern: str, capacity: int = 1 << 16) -> None:
         self.pattern = pattern_number(pattern)
+        self._loop = COUNT_LOOPS[self.pattern]
         self.classes = table_of(self.pattern)
         self.arena = np.empty(16 * capacity, np.uint8)
         self.starts = np.empty(capacity, np.int64)
@@ -111,8 +128,8 @@ class Counter:
         view = np.frombuffer(data, np.uint8)
         piece, position = 0, 0
         while piece < len(bounds) // 2:
-            piece, position, self.used, self.n = count_pieces(
-                self.pattern, view, bounds, piece, position, self.classes, self.arena, self.used,
+            piece, position, self.used, self.n = self._loop(
+                view, bounds, piece, position, self.classes, self.arena, self.used,
                 self.starts, self.lengths, self.counts, self.n, self.slots,
             )  # fmt: skip
             if piece < len(bounds) // 2:

@@ -20,7 +20,9 @@ from numba import njit
 
 from bpe_dask.compiled.hashing import fnv_hash, same_bytes
 from bpe_dask.compiled.merge_pretoken import EMPTY, SHORT, fill_pairs, merge_long, merge_short
-from bpe_dask.compiled.scan import next_token, pattern_number, table_of
+from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, pattern_number, table_of
+from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
+from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
 
 CACHED_MAX = 256  # longer pre-tokens are merged each time, not kept
 CACHE_ENTRIES = 1 << 17  # pre-tokens a cache holds: about 20 MB of arrays (one cache per concurrent call)
@@ -79,38 +81,49 @@ def _merged(data, i, end, h, out, n, parts, ranks, byte_ids, keys, pair_ranks, p
     return n + count
 
 
-@njit(cache=True, nogil=True)
-def encode_pieces(pattern, data, bounds, specials, table, byte_ids, keys, pair_ranks, pair_merged,
-                  slots, arena, ids_arena, used):  # fmt: skip
-    """The ids of the pieces ``data[bounds[2k]:bounds[2k+1]]``, split by pattern number ``pattern``,
-    with ``specials[k]`` between pieces ``k`` and ``k + 1`` unless it is negative. ``used`` holds the
-    cache's arena use, id-arena use and entries (updated)."""
-    out = np.empty(len(data) + len(specials), np.int64)
-    n = 0
-    parts = np.empty(SHORT, np.int64)
-    ranks = np.empty(SHORT, np.int64)
-    for piece in range(len(bounds) // 2):
-        if piece > 0 and specials[piece - 1] >= 0:  # -1: nothing between these pieces
-            out[n] = specials[piece - 1]
-            n += 1
-        i, hi = bounds[2 * piece], bounds[2 * piece + 1]
-        while i < hi:
-            end = next_token(pattern, data, i, hi, table)
-            if end - i == 1:
-                out[n] = byte_ids[data[i]]
+def encode_loop(pattern: int):
+    """The encoding loop of pattern number ``pattern``, compiled (and cached) for it alone, as
+    ``count.count_loop`` is."""
+
+    @njit(cache=True, nogil=True)
+    def encode_pieces(data, bounds, specials, table, byte_ids, keys, pair_ranks, pair_merged, slots, arena,
+                      ids_arena, used):  # fmt: skip
+        """The ids of the pieces ``data[bounds[2k]:bounds[2k+1]]``, with ``specials[k]`` between pieces
+        ``k`` and ``k + 1`` unless it is negative. ``used`` holds the cache's arena use, id-arena use
+        and entries (updated)."""
+        out = np.empty(len(data) + len(specials), np.int64)
+        n = 0
+        parts = np.empty(SHORT, np.int64)
+        ranks = np.empty(SHORT, np.int64)
+        for piece in range(len(bounds) // 2):
+            if piece > 0 and specials[piece - 1] >= 0:  # -1: nothing between these pieces
+                out[n] = specials[piece - 1]
                 n += 1
-            else:
-                h = np.int64(fnv_hash(data, i, end))
-                slot = _cached(data, i, end, h, slots, arena)
-                if slot >= 0:
-                    first, count = slots[slot, _IDS], slots[slot, _COUNT]
-                    out[n : n + count] = ids_arena[first : first + count]
-                    n += count
+            i, hi = bounds[2 * piece], bounds[2 * piece + 1]
+            while i < hi:
+                end = (next_token_gpt2(data, i, hi, table) if pattern == GPT2  # see count.count_loop
+                       else next_token_gpt4(data, i, hi, table) if pattern == GPT4
+                       else next_token_o200k(data, i, hi, table))
+                if end - i == 1:
+                    out[n] = byte_ids[data[i]]
+                    n += 1
                 else:
-                    n = _merged(data, i, end, h, out, n, parts, ranks, byte_ids, keys, pair_ranks,
-                                pair_merged, slots, arena, ids_arena, used)  # fmt: skip
-            i = end
-    return out[:n]
+                    h = np.int64(fnv_hash(data, i, end))
+                    slot = _cached(data, i, end, h, slots, arena)
+                    if slot >= 0:
+                        first, count = slots[slot, _IDS], slots[slot, _COUNT]
+                        out[n : n + count] = ids_arena[first : first + count]
+                        n += count
+                    else:
+                        n = _merged(data, i, end, h, out, n, parts, ranks, byte_ids, keys, pair_ranks,
+                                    pair_merged, slots, arena, ids_arena, used)  # fmt: skip
+                i = end
+        return out[:n]
+
+    return encode_pieces
+
+
+ENCODE_LOOPS = {number: encode_loop(number) for number in NUMBERS.values()}
 
 
 class Encoder:
@@ -165,9 +178,9 @@ class Encoder:
         if cache is None:
             cache = self._new_cache()
         try:
-            return encode_pieces(self.pattern, np.frombuffer(data, np.uint8), bounds, specials,
-                                 self.classes, self.byte_ids, self.keys, self.pair_ranks, self.pair_merged,
-                                 *cache)  # fmt: skip
+            return ENCODE_LOOPS[self.pattern](np.frombuffer(data, np.uint8), bounds, specials, self.classes,
+                                              self.byte_ids, self.keys, self.pair_ranks, self.pair_merged,
+                                              *cache)  # fmt: skip
         finally:
             with self._lock:
                 self._idle.append(cache)

@@ -28,11 +28,11 @@ def table_of(pattern: int) -> np.ndarray:
     return class_table() if pattern == GPT2 else scan_table()
 
 
-# One function that branches on the pattern, not one loop per scanner: numba caches no compiled
-# function that takes another as an argument or closes over one (each process would compile it
-# again), but it caches this, and the branch, the same for every pre-token, costs no measurable run
-# time. It costs compile time: each loop inlines all three scanners (about 25 s more for a count and
-# an encode with an empty cache). Not inlined, the scanners compile fast but count half as fast.
+# The scanner of a number, for loops where the number is known only when they run (the tests' loops).
+# The counting and encoding loops do not call this: each is compiled once per pattern, closing over
+# its number, and branches on it right where it scans, so that numba drops the other scanners before
+# it inlines any (``count.count_loop``). Through this function, they would be inlined first and
+# dropped after: four times the compile time.
 @njit(cache=True, nogil=True, inline="always")
 def next_token(pattern, data, i, hi, table):
     """The end of the pre-token of pattern number ``pattern`` that starts at byte ``i`` of a piece

@@ -149,10 +149,9 @@ def dask_setup(worker: object) -> None:
 def _warm_scanner() -> None:
     try:
         from bpe_dask.rules.pretokenize import Pretokenizer
-        from bpe_dask.stages.count import CompiledCounter, numba_installed
+        from bpe_dask.stages.counters import CompiledCounter
 
-        if numba_installed():
-            CompiledCounter(Pretokenizer()).add("warm up")
+        CompiledCounter(Pretokenizer()).add("warm up")
     except Exception:  # only ever an optimisation: the first task will say what is wrong
         log.debug("warming up the compiled scanner failed", exc_info=True)
 

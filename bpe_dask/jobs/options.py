@@ -17,12 +17,13 @@ from typing import Any
 from dask.utils import parse_bytes
 from distributed import Client
 
+from bpe_dask.engines import check_engine
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.inputs import Reading
 from bpe_dask.io.storage import absolute
 from bpe_dask.io.text import check_utf8_errors
 from bpe_dask.rules.pretokenize import check_special_tokens, split_pattern
-from bpe_dask.stages.count import ENGINES, CountSettings
+from bpe_dask.stages.count import CountSettings
 
 MERGE_PLACES = ("auto", "client", "worker")
 
@@ -95,8 +96,7 @@ class JobOptions:
         check_utf8_errors(self.utf8_errors)
         self.reading()
         set_(self, "pattern", split_pattern(self.pattern).spec)  # a built-in's name, or the regex
-        if self.engine not in ENGINES:
-            raise BpeDaskError(f"engine must be auto, python or numba, got {self.engine!r}")
+        check_engine(self.engine)
         if self.merge_on not in MERGE_PLACES:
             raise BpeDaskError(f"merge_on must be auto, client or worker, got {self.merge_on!r}")
         if sum(map(bool, (self.client, self.scheduler, self.workers))) > 1:

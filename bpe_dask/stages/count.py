@@ -16,23 +16,22 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
-import importlib.util
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.counts_table import counts_table, tokens_array, write_counts
+from bpe_dask.engines import check_pattern, use_compiled
+from bpe_dask.io.counts_table import write_counts
 from bpe_dask.io.plan import Partition
 from bpe_dask.io.records import BadRecords, Documents, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.text import check_utf8_errors, iter_texts
 from bpe_dask.rules.pretokenize import Pretokenizer, split_pattern
+from bpe_dask.stages.counters import COMPILED_MIN_BYTES, CompiledCounter, RegexCounter
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range counts
 # to, so that shards an older version left in a work directory are counted again, not reused.
@@ -51,9 +50,7 @@ class CountSettings:
     def __post_init__(self) -> None:
         check_utf8_errors(self.utf8_errors)
         object.__setattr__(self, "pattern", split_pattern(self.pattern).spec)  # "cl100k_base" is "gpt4"
-        if self.engine == "numba" and not has_compiled_scanner(self.pattern):
-            raise BpeDaskError(f"the numba engine counts with the built-in patterns only (gpt2, gpt4, "
-                               f"o200k), not {self.pattern}: use engine auto or python")  # fmt: skip
+        check_pattern(self.engine, split_pattern(self.pattern).builtin, self.pattern)
 
     def pretokenizer(self) -> Pretokenizer:
         return _pretokenizer(self.special_tokens, self.pattern)
@@ -95,31 +92,17 @@ def shard_path(shard_dir: str, byte_range: Partition, settings: CountSettings) -
     return f"{shard_dir.rstrip('/')}/{byte_range.key()}-{settings.key()}.parquet"
 
 
-ENGINES = ("auto", "python", "numba")
-
-
-# Below this much text, loading the compiled scanner (about half a second) costs more than it saves.
-COMPILED_MIN_BYTES = 4 * 2**20
-
-
 def new_counter(settings: CountSettings, size: int = COMPILED_MIN_BYTES) -> RegexCounter | CompiledCounter:
-    """A counter for the settings' pattern and about ``size`` bytes of text: the compiled scanner
-    where one exists and numba is installed (``engine="auto"``, for enough text), else the ``regex``
-    module, which stays the reference."""
+    """A counter for the settings' pattern and about ``size`` bytes of text: the compiled scanner for
+    a built-in pattern (``engine="auto"``: for enough text), else the ``regex`` module, which stays
+    the reference."""
     pretokenizer = settings.pretokenizer()
     return CompiledCounter(pretokenizer) if _compiled(settings, size) else RegexCounter(pretokenizer)
 
 
 def _compiled(settings: CountSettings, size: int) -> bool:
-    if settings.engine not in ENGINES:
-        raise BpeDaskError(f"engine must be auto, python or numba, got {settings.engine!r}")
-    if settings.engine == "python" or (settings.engine == "auto" and size < COMPILED_MIN_BYTES):
-        return False
-    if not has_compiled_scanner(settings.pattern) or not numba_installed():
-        if settings.engine == "numba":
-            raise BpeDaskError(f"the numba engine needs numba and a compiled scanner for {settings.pattern}")
-        return False
-    return True
+    return use_compiled(settings.engine, size, COMPILED_MIN_BYTES,
+                        builtin_pattern=split_pattern(settings.pattern).builtin)  # fmt: skip
 
 
 def counting_engine(settings: CountSettings, size: int) -> str:
@@ -127,56 +110,6 @@ def counting_engine(settings: CountSettings, size: int) -> str:
     if _compiled(settings, size):
         return f"the compiled {settings.pattern} scanner (numba)"
     return f"the regex module ({split_pattern(settings.pattern).name} pattern)"
-
-
-def has_compiled_scanner(pattern: str) -> bool:
-    """Whether ``pattern`` has a compiled scanner (``compiled.Counter``): every built-in one has, a
-    regex of one's own has not."""
-    return split_pattern(pattern).builtin
-
-
-@functools.cache
-def numba_installed() -> bool:
-    return importlib.util.find_spec("numba") is not None
-
-
-class RegexCounter:
-    """Pre-token counts in a dict, from ``Pretokenizer.count``: the readable reference path."""
-
-    def __init__(self, pretokenizer: Pretokenizer) -> None:
-        self.pretokenizer, self.counts = pretokenizer, {}
-
-    def add(self, text: str) -> None:
-        self.pretokenizer.count(text, self.counts)
-
-    def add_documents(self, documents: Documents) -> None:
-        self.pretokenizer.count_documents(documents.texts(), self.counts)
-
-    def table(self) -> pa.Table:
-        return counts_table(self.counts)
-
-
-class CompiledCounter:
-    """Pre-token counts from the compiled scanner, kept in flat arrays (``compiled.Counter``)."""
-
-    def __init__(self, pretokenizer: Pretokenizer) -> None:
-        from bpe_dask.compiled import Counter
-
-        self.pretokenizer, self.counts = pretokenizer, Counter(pretokenizer.pattern.name)
-
-    def add(self, text: str) -> None:
-        data = text.encode("utf-8")
-        self.counts.add(data, self.pretokenizer.piece_bounds(data))
-
-    def add_documents(self, documents: Documents) -> None:
-        bounds, _ = self.pretokenizer.document_bounds(documents.data, documents.ends)
-        self.counts.add(documents.data, bounds)
-
-    def table(self) -> pa.Table:
-        """The counts as Arrow columns ``token`` (binary, or large_binary past 2 GiB) and ``count``
-        (int64), the compiled counter's arena shared."""
-        data, offsets, counts = self.counts.arrays()
-        return pa.table({"token": tokens_array(data, offsets), "count": pa.array(counts, pa.int64())})
 
 
 def count_range(

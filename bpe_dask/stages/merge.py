@@ -13,7 +13,6 @@ popped. A merge touches only the words that contain the merged pair.
 from __future__ import annotations
 
 import heapq
-import importlib.util
 import logging
 import threading
 from collections import defaultdict
@@ -25,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bpe_dask import interrupts
-from bpe_dask.errors import BpeDaskError
+from bpe_dask.engines import use_compiled
 from bpe_dask.io.counts_table import as_arrays
 
 log = logging.getLogger(__name__)
@@ -139,15 +138,7 @@ NUMBA_MIN_WORDS = 50_000  # below this, loading compiled code costs more than it
 
 def merge_engine(engine: str, words: int) -> str:
     """``"numba"`` or ``"python"``: the engine ``train_merges`` runs for this many words."""
-    if engine not in ("auto", "python", "numba"):
-        raise BpeDaskError(f"engine must be auto, python or numba, got {engine!r}")
-    if engine == "python" or (engine == "auto" and words < NUMBA_MIN_WORDS):
-        return "python"
-    if importlib.util.find_spec("numba") is None:
-        if engine == "numba":
-            raise BpeDaskError("the numba engine needs numba: pip install numba")
-        return "python"
-    return "numba"
+    return "numba" if use_compiled(engine, words, NUMBA_MIN_WORDS) else "python"
 
 
 def _use_numba(engine: str, words: int) -> bool:
