@@ -351,7 +351,7 @@ def test_the_job_options_and_count_settings_name_a_pattern_one_way():
         JobOptions.of(pattern="[")
 
 
-# --- the compiled scanner (pretokenize_numba) against the regex module ----------------------------
+# --- the compiled scanners (bpe_dask.compiled) against the regex module ---------------------------
 
 numba = pytest.importorskip("numba")
 np = pytest.importorskip("numpy")
