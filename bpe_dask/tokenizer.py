@@ -52,6 +52,8 @@ class Tokenizer(TokenizerFiles, Vocabulary):
     ([259, 115, 116, 256, 115, 258], b'lowe')
     >>> tokenizer.decode([259, 115, 116, 256])
     'lowest<|endoftext|>'
+    >>> tokenizer
+    Tokenizer(vocab_size=260, merges=3, special_tokens=['<|endoftext|>'], pattern='gpt2', engine='auto')
     """
 
     def __init__(
@@ -70,6 +72,11 @@ class Tokenizer(TokenizerFiles, Vocabulary):
         self._cache: dict[str, tuple[int, ...]] = {}
         self._compiled: Encoder | None = None
         self._compiling = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (f"Tokenizer(vocab_size={len(self.vocab)}, merges={len(self.merges)}, "
+                f"special_tokens={self.special_tokens!r}, pattern={self.pretokenizer.pattern.spec!r}, "
+                f"engine={self.engine!r})")  # fmt: skip
 
     def __getstate__(self) -> dict:  # caches and compiled state are rebuilt where the tokenizer lands
         state = {**self.__dict__, "_cache": {}, "_compiled": None}

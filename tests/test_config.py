@@ -41,8 +41,13 @@ def test_flags_beat_the_config_which_beats_the_environment(tmp_path, monkeypatch
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("vocab_sise = 5\n", "unknown option 'vocab_sise'"),
+        ("vocab_sise = 5\n", r"unknown option 'vocab_sise' \(did you mean vocab_size\?\)$"),
+        ("quite = true\n", r"unknown option 'quite' \(did you mean quiet\?\)$"),
+        ("xyzzy = 1\n", r"unknown option 'xyzzy'$"),  # nothing close: no guess
         ("vocab_size = 'many'\n", "not a whole number"),
+        ("vocab_size = \"500\"\n", r"vocab_size: not a whole number: '500' \(a TOML number has no quotes\)"),
+        ("workers = 2.0\n", "workers: not a whole number: 2.0"),
+        ("min_frequency = true\n", "min_frequency: not a whole number: True"),
         ("special_tokens = 3\n", "not a list of strings"),
         ("storage_options = 'x'\n", "not JSON"),
         ("merge_on = 'moon'\n", "auto, client or worker"),
@@ -54,3 +59,24 @@ def test_config_mistakes_are_named(tmp_path, text, message):
     (tmp_path / "job.toml").write_text(text)
     with pytest.raises(BpeDaskError, match=message):
         load_config(str(tmp_path / "job.toml"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "suggestion"),
+    [
+        (["train", "in.txt", "--vocab-szie", "300", "--out", "o"],
+         "--vocab-szie 300 (did you mean --vocab-size?)"),
+        (["train", "in.txt", "--vocab-size=300", "--wrokers=2", "--out", "o"], "(did you mean --workers?)"),
+        (["encode", "in.txt", "--tokenzier", "t", "--out", "o.bin"], "(did you mean --tokenizer?)"),
+    ],
+)
+def test_a_mistyped_flag_is_a_usage_error_that_names_the_flag_it_was_meant_to_be(argv, suggestion, capsys):
+    from bpe_dask.cli.main import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("bpe-dask: error: unrecognized arguments: ")
+    assert error.rstrip().endswith(suggestion)
+    assert error.count("\n") == 1  # one line

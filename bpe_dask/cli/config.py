@@ -9,10 +9,11 @@ in flags, from the current directory.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from bpe_dask.errors import BpeDaskError
@@ -86,6 +87,8 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "trust_pattern": _boolean,
 }
 PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer"}
+# Numbers a flag gives as text; a TOML file has numbers of its own, so a quoted one is a mistake.
+NUMBER_OPTIONS = {"vocab_size", "min_frequency", "max_token_length", "workers"}
 DEFAULTS: dict[str, Any] = {
     "inputs": [],
     "overwrite": False,
@@ -112,13 +115,25 @@ def load_config(path: str) -> dict[str, Any]:
         name = key.replace("-", "_")
         name = {"input": "inputs", "special_token": "special_tokens"}.get(name, name)
         if name not in OPTIONS:
-            raise BpeDaskError(f"{path}: unknown option {key!r}")
+            raise BpeDaskError(f"{path}: unknown option {key!r}{did_you_mean(name, OPTIONS)}")
+        if name in NUMBER_OPTIONS and (isinstance(value, bool) or not isinstance(value, int)):
+            raise BpeDaskError(f"{path}: {key}: not a whole number: {value!r} (a TOML number has no quotes)")
         options[name] = _checked(name, value, source=f"{path}: {key}")
     base = os.path.dirname(os.path.abspath(path))
     for name in PATH_OPTIONS & options.keys():
         value = options[name]
         options[name] = [_from(base, v) for v in value] if isinstance(value, list) else _from(base, value)
     return options
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean X?)`` for the known word closest to a mistyped one, or nothing.
+
+    >>> did_you_mean("vocab_szie", ["vocab_size", "workers"])
+    ' (did you mean vocab_size?)'
+    """
+    close = difflib.get_close_matches(word, list(known), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
 
 
 def _from(base: str, path: str) -> str:

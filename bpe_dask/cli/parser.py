@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, NoReturn
 
+from bpe_dask.cli.config import did_you_mean
 from bpe_dask.io.inputs import BAD_RECORD_ACTIONS, INPUT_FORMATS
 from bpe_dask.io.text import UTF8_ERRORS
 from bpe_dask.version import __version__
@@ -165,7 +166,23 @@ Flag = str | tuple[str, dict[str, Any]]  # a flag, or a flag and what the comman
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments: "):  # a typo: name the flag it was meant to be
+            known = _flags(self)
+            for word in message.removeprefix("unrecognized arguments: ").split():
+                if word.startswith("--"):
+                    message += did_you_mean(word.split("=")[0], known)
+                    break
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _flags(parser: argparse.ArgumentParser) -> list[str]:
+    """Every flag of ``parser`` and its commands."""
+    flags = []
+    for action in parser._actions:
+        flags += action.option_strings
+        if isinstance(action, argparse._SubParsersAction):
+            flags += [flag for command in action.choices.values() for flag in _flags(command)]
+    return flags
 
 
 def build_parser() -> argparse.ArgumentParser:
