@@ -80,7 +80,7 @@ def _merge_batch(words, pairs, pairs_used, pool, pool_used, heap_counts, heap_ke
         merge = next_id + made
         best = pairs[best_slot, KEY]
         a, b, x = best >> 32, best & LOW, merge
-        out_pairs[made, 0], out_pairs[made, 1] = a, b
+        out_pairs[made, 0], out_pairs[made, 1], out_pairs[made, 2] = a, b, 0
         made += 1
         # The new token's bytes.
         need = sizes[a] + sizes[b]
@@ -134,6 +134,7 @@ def _merge_batch(words, pairs, pairs_used, pool, pool_used, heap_counts, heap_ke
                     r += 1
                 out += 1
             words[w] = out - s
+            out_pairs[made - 1, 2] += (length - (out - s)) * f  # tokens the merge saves in this word
             for q in range(s, out):  # the pairs the new word gains, which it is now listed under
                 if words[q] != x:
                     continue
@@ -181,17 +182,19 @@ def train_merges(
     min_frequency: int = 0,
     max_token_length: int | None = None,
     stopped: Callable[[str, int], None] | None = None,
+    savings: list[int] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Add merges to ``vocab`` (the bytes and special tokens) until it holds ``vocab_size`` tokens.
 
     The words are ``data[offsets[i]:offsets[i + 1]]`` (uint8, int64 offsets), counted ``freqs[i]``.
-    ``min_frequency``, ``max_token_length`` and ``stopped`` are those of ``merging.train_merges``.
+    ``min_frequency``, ``max_token_length``, ``stopped`` and ``savings`` are those of
+    ``stages.merge.train_merges``.
     """
     longest = UNLIMITED if max_token_length is None else min(max_token_length, UNLIMITED)
     min_frequency = min(min_frequency, UNLIMITED)  # both int64 in compiled code
     state = State(data, offsets, freqs, vocab, vocab_size, longest)
     merges: list[tuple[bytes, bytes]] = []
-    out_pairs = np.empty((_BATCH, 2), np.int64)
+    out_pairs = np.empty((_BATCH, 3), np.int64)  # each merge's pair, and the tokens it saves
     while len(vocab) < vocab_size:
         interrupts.check()  # between batches: compiled code sees no signal, and garbles one raised in it
         first = len(vocab)
@@ -202,7 +205,9 @@ def train_merges(
             state.heap_keys, state.heap_size, state.token_bytes, state.offsets, state.sizes, state.bytes_used,
             first, first + want, out_pairs, min_frequency, longest,
         )  # fmt: skip
-        for a, b in out_pairs[:made].tolist():
+        for a, b, saved in out_pairs[:made].tolist():
+            if savings is not None:
+                savings.append(saved)
             vocab[len(vocab)] = vocab[a] + vocab[b]
             merges.append((vocab[a], vocab[b]))
             if progress is not None:

@@ -144,13 +144,15 @@ def write_bytes_atomically(data: bytes, url: str, store: Store = LOCAL) -> None:
 
 
 def publish_directory(
-    url: str, files: Mapping[str, str], store: Store = LOCAL, overwrite: bool = True
+    url: str, files: Mapping[str, str | bytes], store: Store = LOCAL, overwrite: bool = True
 ) -> None:
-    """Make ``url`` a directory holding exactly ``files`` plus ``_SUCCESS``, never half of them."""
+    """Make ``url`` a directory holding exactly ``files`` (text, written as UTF-8, or bytes) plus
+    ``_SUCCESS``, never half of them."""
     with staged_directory(url, store, overwrite) as staging:
         fs, path = store.fs(staging)
-        for filename, text in files.items():
-            fs.pipe_file(f"{path}/{filename}", text.encode("utf-8"))
+        for filename, content in files.items():
+            data = content.encode("utf-8") if isinstance(content, str) else content
+            fs.pipe_file(f"{path}/{filename}", data)
 
 
 @contextmanager

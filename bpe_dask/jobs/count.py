@@ -35,6 +35,7 @@ from bpe_dask.stages.count import (
     counting_engine,
     new_counter,
 )
+from bpe_dask.stages.counters import SpecialsSeen
 from bpe_dask.stages.reduce import reduce_tree
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class CountResult:
     partitions: int
     partitions_reused: int = 0
     bad_records_skipped: int = 0
+    specials: SpecialsSeen = field(default_factory=SpecialsSeen)  # the special tokens the inputs held
     seconds: float = 0.0
     path: str | None = None
     store: Store = field(default_factory=Store, repr=False)  # where ``path`` is
@@ -73,6 +75,7 @@ class CountResult:
             "partitions_reused": self.partitions_reused,
             "partitions_computed": self.partitions - self.partitions_reused,
             "bad_records_skipped": self.bad_records_skipped,
+            "special_tokens_seen": self.specials.count,
         }
 
 
@@ -119,14 +122,16 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
         log.info("counting with %s", counting_engine(settings, job.input_bytes))
         result = _result(job)
         bad = BadRecords()
-        result._table = count_in_process(job.ranges, settings, job.store, bad)
+        result._table = count_in_process(job.ranges, settings, job.store, bad, result.specials)
     else:
         with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
             job.preflight(client, work, [out])
             job.plan(pretokenizer, cluster_threads(client))
             log.info("counting with %s", counting_engine(settings, job.largest_range))
             result = _result(job)
-            counts, result.partitions_reused, bad = count_on_cluster(client, job, settings, work, out)
+            counts, result.partitions_reused, bad, result.specials = count_on_cluster(
+                client, job, settings, work, out
+            )
             if out:
                 result.path = counts
             else:
@@ -142,19 +147,25 @@ def _result(job: Job) -> CountResult:
 
 
 def count_in_process(
-    ranges: Sequence[Partition], settings: CountSettings, store: Store, bad: BadRecords
+    ranges: Sequence[Partition], settings: CountSettings, store: Store, bad: BadRecords,
+    specials: SpecialsSeen | None = None,
 ) -> pa.Table:
+    """The counts of ``ranges``, here; records skipped are added to ``bad``, special tokens seen to
+    ``specials``."""
     counter = new_counter(settings, sum(r.text_bytes for r in ranges))
     for byte_range in ranges:
         count_range(byte_range, settings, store, counter=counter, bad=bad)
+    if specials is not None:
+        specials.merge(counter.specials)
     return counter.table()
 
 
 def count_on_cluster(
     client: Client, job: Job, settings: CountSettings, work_dir: str, out: str | None = None
-) -> tuple[str | pa.Table, int, BadRecords]:
+) -> tuple[str | pa.Table, int, BadRecords, SpecialsSeen]:
     """Map and reduce on the cluster: the summed counts, written to ``out`` (its URL is returned) or,
-    with no ``out``, handed back as a table; how many shards were reused; the records skipped."""
+    with no ``out``, handed back as a table; how many shards were reused; the records skipped; the
+    special tokens the inputs held."""
     shard_dir = f"{work_dir.rstrip('/')}/shards"
     store = job.store
     shards = [
@@ -170,7 +181,8 @@ def count_on_cluster(
     progress = TaskProgress("count", len(shards), job.input_bytes) if job.options.show_progress else None
     *finished, counts = run_tasks(client, [*shards, final], progress, [r.size for r in job.ranges])
     remove_files(partial_sums, store)
-    bad = BadRecords()
+    bad, specials = BadRecords(), SpecialsSeen()
     for shard in finished:
         bad.merge(shard.bad_records)
-    return counts, sum(shard.reused for shard in finished), bad
+        specials.merge(shard.specials)
+    return counts, sum(shard.reused for shard in finished), bad, specials

@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from dask.base import tokenize
 from distributed import Client
 
@@ -52,6 +53,8 @@ class Merged:
     peak_rss_bytes: int
     seconds: float
     stopped: Stop | None = None  # when --min-frequency or --max-token-length ended the loop early
+    byte_tokens: int = 0  # the words' tokens before any merge: their bytes, times their counts
+    savings: list[int] = field(default_factory=list)  # the tokens each merge saved, in order
 
 
 @dataclass(frozen=True)
@@ -86,10 +89,14 @@ def merge_table(
     """The merge loop over a word-count table, in this process."""
     started = time.perf_counter()
     stops: list[Stop] = []
+    savings: list[int] = []
     vocab, merges = train_merges(table, vocab_size, special_tokens, report_progress, engine=engine,
-                                 **asdict(limits), stopped=lambda *why: stops.append(Stop(*why)))  # fmt: skip
+                                 **asdict(limits), stopped=lambda *why: stops.append(Stop(*why)),
+                                 savings=savings)  # fmt: skip
     seconds = time.perf_counter() - started
-    return Merged(vocab, merges, table.num_rows, peak_rss_bytes(), seconds, stops[0] if stops else None)
+    byte_tokens = pc.sum(pc.multiply(pc.binary_length(table.column("token")), table.column("count"))).as_py()
+    return Merged(vocab, merges, table.num_rows, peak_rss_bytes(), seconds, stops[0] if stops else None,
+                  byte_tokens or 0, savings)  # fmt: skip
 
 
 def merge_on_worker(

@@ -1,9 +1,9 @@
 """Publishing a trained tokenizer: what the merge loop learned in, the tokenizer directory out.
 
 ``training_report`` is ``report.json``: the job's figures, the merge loop's, and what stopped it
-(``stopped_by``); ``publish_tokenizer`` writes the tokenizer's files and the report into ``--out``,
-whole or not at all (``io.publish``), after saying why the vocabulary is short, if it is
-(``warn_if_short``).
+(``stopped_by``); ``publish_tokenizer`` writes the tokenizer's files, the compression curve
+(``compression``) and the report into ``--out``, whole or not at all (``io.publish``), after saying
+why the vocabulary is short, if it is (``warn_if_short``).
 """
 
 from __future__ import annotations
@@ -16,14 +16,16 @@ from dataclasses import asdict
 from bpe_dask import interrupts
 from bpe_dask.io.publish import publish_directory
 from bpe_dask.io.storage import Store
+from bpe_dask.jobs import compression
 from bpe_dask.jobs.merging import Limits, Merged
 from bpe_dask.jobs.options import JobOptions
+from bpe_dask.stages.counters import SpecialsSeen
 from bpe_dask.tokenizer import FILES, Tokenizer
 from bpe_dask.version import __version__
 
 log = logging.getLogger(__name__)
 
-OUTPUT_FILES = (*FILES, "report.json")
+OUTPUT_FILES = (*FILES, *compression.FILES, "report.json")
 
 
 def is_output_file(name: str) -> bool:
@@ -38,20 +40,46 @@ def publish_tokenizer(
     report: dict,
     store: Store,
     limits: Limits,
-    files: dict[str, str] | None = None,
+    files: dict[str, str | bytes] | None = None,
+    specials: SpecialsSeen | None = None,
 ) -> None:
-    """Publish the tokenizer directory ``out``: the tokenizer's ``files`` (made here if not given)
+    """Publish the tokenizer directory ``out``: the tokenizer's ``files`` (made here if not given),
+    the compression curve when the special tokens the training data held are known (``specials``),
     and ``report.json``, whole or not at all, and not after a signal."""
     warn_if_short(merged, report["requested_vocab_size"], limits)
-    files = files or tokenizer_files(merged, opts.special_tokens, report["pattern"])
+    files = files or tokenizer_files(merged, opts.special_tokens, report["pattern"], specials)
+    if specials is None:
+        log.info("no compression curve: the counts do not record the special tokens their text held "
+                 "(counted by an older bpe-dask)")  # fmt: skip
+    else:
+        curve = compression_curve(merged, opts.special_tokens, specials)
+        report["compression"] = {"tokens": curve.final_tokens, "bytes_per_token": curve.rows()[-1][2],
+                                 "special_tokens_seen": specials.count, "knee": curve.knee()}  # fmt: skip
     files = {**files, "report.json": json.dumps(report, indent=2) + "\n"}
     interrupts.check()  # nothing is published after a signal, even one some library swallowed
     publish_directory(out, files, store, overwrite=opts.overwrite)  # checked again as it commits
 
 
-def tokenizer_files(merged: Merged, special_tokens: Sequence[str], pattern: str) -> dict[str, str]:
-    """The tokenizer's files by name (``Tokenizer.files``)."""
-    return Tokenizer(merged.vocab, merged.merges, special_tokens, pattern).files()
+def tokenizer_files(
+    merged: Merged, special_tokens: Sequence[str], pattern: str, specials: SpecialsSeen | None = None
+) -> dict[str, str | bytes]:
+    """The tokenizer's files by name (``Tokenizer.files``), and ``compression.csv`` and
+    ``compression.png`` when ``specials`` is given."""
+    tokenizer = Tokenizer(merged.vocab, merged.merges, special_tokens, pattern)
+    files: dict[str, str | bytes] = dict(tokenizer.files())
+    if specials is not None:
+        curve = compression_curve(merged, special_tokens, specials)
+        files["compression.csv"] = curve.csv()
+        files["compression.png"] = compression.plot({"training data": curve})
+    return files
+
+
+def compression_curve(
+    merged: Merged, special_tokens: Sequence[str], specials: SpecialsSeen
+) -> compression.Curve:
+    """The training data's tokens at each vocabulary size, from what the merge loop saved."""
+    first = 256 + len(special_tokens)
+    return compression.Curve(first, merged.byte_tokens, specials.count, specials.bytes, merged.savings)
 
 
 def training_report(

@@ -32,6 +32,7 @@ from bpe_dask.jobs.publishing import (
 )
 from bpe_dask.rules.pretokenize import split_pattern
 from bpe_dask.stages.count import counting_engine
+from bpe_dask.stages.counters import SpecialsSeen
 from bpe_dask.stages.merge import warm_up
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ def train(
         # The merge reads the counts where it runs: from the work directory on a worker; here, from
         # the reduce's own result, with no file in between.
         counts_file = f"{work.rstrip('/')}/counts/{job.key(settings)}.parquet" if on_worker else None
-        counts, reused, bad = count_on_cluster(client, job, settings, work, counts_file)
+        counts, reused, bad, specials = count_on_cluster(client, job, settings, work, counts_file)
         count_seconds = time.perf_counter() - started
         if on_worker:
             merged = merge_on_cluster(client, counts, vocab_size, opts.special_tokens, job, limits)
@@ -89,7 +90,7 @@ def train(
         # The tokenizer's files take a moment to make (tiktoken's ranks are checked): made while the
         # cluster closes.
         background = ThreadPoolExecutor(1)
-        files = background.submit(tokenizer_files, merged, opts.special_tokens, opts.pattern)
+        files = background.submit(tokenizer_files, merged, opts.special_tokens, opts.pattern, specials)
         background.shutdown(wait=False)  # the thread ends with its task
     report_bad_records(bad)
     warn_if_empty(merged.unique_words, job.input_bytes)
@@ -102,7 +103,7 @@ def train(
     report["merge_ran_on"] = "worker" if on_worker else "client"
     report["workers_peak_rss_bytes"] = workers_peak
     report["timings"]["total"] = time.perf_counter() - started
-    publish_tokenizer(out, merged, opts, report, job.store, limits, files.result())
+    publish_tokenizer(out, merged, opts, report, job.store, limits, files.result(), specials)
     return report
 
 
@@ -146,7 +147,9 @@ def merge(
     base = {"counts": counts, "counted_with": recorded, "pattern": opts.pattern}
     report = training_report(base, merged, opts.special_tokens, vocab_size, limits, {})
     report["timings"]["total"] = time.perf_counter() - started
-    publish_tokenizer(out, merged, opts, report, job.store, limits)
+    seen = (recorded or {}).get("special_tokens_seen")  # absent from counts an older bpe-dask wrote
+    specials = None if seen is None else SpecialsSeen(**seen)
+    publish_tokenizer(out, merged, opts, report, job.store, limits, specials=specials)
     return report
 
 

@@ -165,15 +165,16 @@ class Pretokenizer(SafeCuts):
         With a ``chunk`` pattern the text is first cut into chunks (``" the"``, ``"\\nhello,"``), and
         only each *distinct* chunk is pre-tokenized, its pre-tokens counted as often as it occurs.
         """
-        return self._count_pieces(self.pieces(text), counts)
+        return self.count_pieces(self.pieces(text), counts)
 
     def count_documents(
         self, documents: Iterable[str], counts: dict[str, int] | None = None
     ) -> dict[str, int]:
         """``count`` of documents that each stand alone: no pre-token crosses from one to the next."""
-        return self._count_pieces((piece for text in documents for piece in self.pieces(text)), counts)
+        return self.count_pieces((piece for text in documents for piece in self.pieces(text)), counts)
 
-    def _count_pieces(self, pieces: Iterable[str], counts: dict[str, int] | None) -> dict[str, int]:
+    def count_pieces(self, pieces: Iterable[str], counts: dict[str, int] | None = None) -> dict[str, int]:
+        """``count`` of text already split at its special tokens (``split``, ``pieces``)."""
         if counts is None:
             counts = {}  # a plain dict: a Counter's __missing__ is Python code, slow on this hot path
         if self._chunk is None:

@@ -31,11 +31,11 @@ from bpe_dask.io.records import BadRecords, Documents, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.text import check_utf8_errors, iter_texts
 from bpe_dask.rules.pretokenize import Pretokenizer, split_pattern
-from bpe_dask.stages.counters import COMPILED_MIN_BYTES, CompiledCounter, RegexCounter
+from bpe_dask.stages.counters import COMPILED_MIN_BYTES, CompiledCounter, RegexCounter, SpecialsSeen
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range counts
 # to, so that shards an older version left in a work directory are counted again, not reused.
-COUNTING_VERSION = 3
+COUNTING_VERSION = 4  # 4: a shard records the special tokens its range held
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,12 @@ class Shard:
     unique_words: int
     reused: bool
     bad_records: BadRecords = field(default_factory=BadRecords)
+    specials: SpecialsSeen = field(default_factory=SpecialsSeen)
 
 
-BAD_RECORDS_KEY = b"bpe_dask.bad_records"  # in a shard's metadata, so a reused shard still reports them
+# In a shard's metadata, so that a reused shard still reports them.
+BAD_RECORDS_KEY = b"bpe_dask.bad_records"
+SPECIALS_KEY = b"bpe_dask.special_tokens_seen"
 
 
 def shard_path(shard_dir: str, byte_range: Partition, settings: CountSettings) -> str:
@@ -231,13 +234,14 @@ def _count_range_to_shard(
     if fs.exists(fs_path):
         with fs.open(fs_path, "rb") as f:
             parquet = pq.ParquetFile(f)
-            recorded = json.loads((parquet.schema_arrow.metadata or {}).get(BAD_RECORDS_KEY, b"{}"))
-            return Shard(path, parquet.metadata.num_rows, True, BadRecords(**recorded))
+            metadata = parquet.schema_arrow.metadata or {}
+            bad, specials = (json.loads(metadata.get(key, b"{}")) for key in (BAD_RECORDS_KEY, SPECIALS_KEY))
+            return Shard(path, parquet.metadata.num_rows, True, BadRecords(**bad), SpecialsSeen(**specials))
     bad = BadRecords()
-    table = (
-        count_range(byte_range, settings, store, bad=bad).table().sort_by("token")
-    )  # the reduce merges runs
+    counter = count_range(byte_range, settings, store, bad=bad)
+    table = counter.table().sort_by("token")  # the reduce merges runs
+    metadata = {SPECIALS_KEY: json.dumps(vars(counter.specials))}
     if bad.count:
-        table = table.replace_schema_metadata({BAD_RECORDS_KEY: json.dumps(vars(bad))})
-    write_counts(table, path, store)
-    return Shard(path, table.num_rows, False, bad)
+        metadata[BAD_RECORDS_KEY] = json.dumps(vars(bad))
+    write_counts(table.replace_schema_metadata(metadata), path, store)
+    return Shard(path, table.num_rows, False, bad, counter.specials)

@@ -59,6 +59,7 @@ def train_merges(
     min_frequency: int = 0,
     max_token_length: int | None = None,
     stopped: Callable[[str, int], None] | None = None,
+    savings: list[int] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Learn merges until the vocabulary holds ``vocab_size`` tokens or no pair is left.
 
@@ -72,6 +73,10 @@ def train_merges(
     token; ``min_frequency`` stops the loop when the best pair left occurs fewer times. When one of
     them ends the loop before the vocabulary is full, ``stopped`` is told which:
     ``"min_frequency"`` and the best pair's count, or ``"max_token_length"`` and 0.
+
+    ``savings``, when given, gets for each merge how many tokens it saves: by how much the merge
+    shortens the words, times their counts. It is not the pair's count, which counts overlapping
+    pairs (``a a a`` holds ``a a`` twice, and one merge saves one token).
     """
     if not isinstance(word_counts, pa.Table):
         word_counts = list(word_counts)
@@ -83,7 +88,7 @@ def train_merges(
         )
         return train_merges(
             data, offsets, freqs, initial_vocab(special_tokens), vocab_size, progress,
-            min_frequency=min_frequency, max_token_length=max_token_length, stopped=stopped,
+            min_frequency=min_frequency, max_token_length=max_token_length, stopped=stopped, savings=savings,
         )  # fmt: skip
     if isinstance(word_counts, pa.Table):
         word_counts = list(zip(*(word_counts.column(c).to_pylist() for c in ("token", "count")), strict=True))
@@ -106,7 +111,9 @@ def train_merges(
         new_id = len(vocab)
         vocab[new_id] = vocab[a] + vocab[b]
         merges.append((vocab[a], vocab[b]))
-        state.merge(pair, new_id)
+        saved = state.merge(pair, new_id)
+        if savings is not None:
+            savings.append(saved)
         if progress is not None:
             progress(len(merges))
     return vocab, merges
@@ -216,8 +223,9 @@ class _MergeState:
                 return (ord(pair[0]), ord(pair[1])), -negative_count
         return None
 
-    def merge(self, pair: Pair, new_id: int) -> None:
-        """Replace ``pair`` with ``new_id`` in every word that holds it, updating counts and index.
+    def merge(self, pair: Pair, new_id: int) -> int:
+        """Replace ``pair`` with ``new_id`` in every word that holds it, updating counts and index;
+        gives how many tokens that saves (the words' shortening times their counts).
 
         Only the pairs at the merged spots change: ``x a b y`` loses ``x a``, ``a b`` and ``b y``
         and gains ``x X`` and ``X y``. Where two merged spots touch (``a b a b``), the pair
@@ -227,6 +235,7 @@ class _MergeState:
         merged, joined = chr(new_id), chr(pair[0]) + chr(pair[1])
         words, freqs, where = self.words, self.freqs, self.where
         delta: dict[str, int] = defaultdict(int)
+        saved = 0
         for index in where.pop(joined):
             word = words[index]
             at = word.find(joined)
@@ -243,6 +252,7 @@ class _MergeState:
                 at = word.find(joined, end)
             new_word = word.replace(joined, merged)
             words[index] = new_word
+            saved += (len(word) - len(new_word)) * freq
             at, last = new_word.find(merged), len(new_word) - 1
             while at >= 0:  # the pairs the new word gains, which it is now listed under
                 if at > 0:
@@ -255,6 +265,7 @@ class _MergeState:
                     where[gained].append(index)
                 at = new_word.find(merged, at + 1)
         self._apply(delta)
+        return saved
 
     def _apply(self, delta: dict[str, int]) -> None:
         pair_counts, heap, longest = self.pair_counts, self.heap, self.longest

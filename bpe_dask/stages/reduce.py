@@ -19,6 +19,7 @@ from bpe_dask.compiled import sum_sorted as sum_sorted_runs
 from bpe_dask.io.counts_table import as_arrays, read_counts, tokens_array, write_counts
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.stages.count import Shard
+from bpe_dask.stages.counters import SpecialsSeen
 
 # Each combine holds its inputs and their hash table: 16 shards of a million words is about
 # 1 GB. Fewer levels mean fewer Parquet round trips (one level costs 0.6 s on 65 MB of text).
@@ -32,15 +33,23 @@ def combine(
     *,
     settings: dict | None = None,
     overwrite: bool = True,
+    shards: Sequence[Shard] = (),
 ) -> str | pa.Table:
     """Sum the counts of ``parts`` (shards or earlier sums, each sorted by token) into the Parquet
-    file ``out``, sorted the same way; the last combine records the counting ``settings`` in it.
-    With no ``out`` the sum is returned, for a client that wants it in memory anyway.
+    file ``out``, sorted the same way; the last combine records the counting ``settings`` in it,
+    with the special tokens all the ``shards`` held (``special_tokens_seen``, for the compression
+    curve of a later ``merge``). With no ``out`` the sum is returned, for a client that wants it in
+    memory anyway.
 
     Sorted counts make the same input give the same file, and the merge loop run faster: words
     that share bytes sit together in memory, so a pair's holders do too (1.6 s against 2.0 s for
     419K words to 32K).
     """
+    if settings is not None and shards:
+        seen = SpecialsSeen()
+        for shard in shards:
+            seen.merge(shard.specials)
+        settings = {**settings, "special_tokens_seen": vars(seen)}
     return store.retries.run(_combine, parts, out, store, settings, overwrite)
 
 
@@ -90,7 +99,9 @@ def reduce_tree(
             dask.delayed(combine, pure=True)(group, path, store)
             for group, path in zip(groups, paths, strict=True)
         ]
-    final = dask.delayed(combine, pure=True)(level, out, store, settings=settings, overwrite=overwrite)
+    final = dask.delayed(combine, pure=True)(
+        level, out, store, settings=settings, overwrite=overwrite, shards=list(shards)
+    )
     return final, partial_sums
 
 
