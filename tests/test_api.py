@@ -191,3 +191,10 @@ def test_merge_keeps_the_pattern_the_counts_were_made_with_and_refuses_another(t
     with pytest.raises(BpeDaskError, match="was counted with split pattern 'o200k', not 'gpt4'"):
         bpe_dask.merge(counts, 300, str(tmp_path / "tok3"), pattern="gpt4")
     assert not (tmp_path / "tok3").exists()
+
+
+def test_the_smallest_vocabulary_is_named_in_words_that_agree():
+    with pytest.raises(BpeDaskError, match=r"^vocab size 256 is below 257 \(256 bytes \+ 1 special token\)$"):
+        train_bpe("anything.txt", 256, [EOT])
+    with pytest.raises(BpeDaskError, match=r"\(256 bytes \+ 2 special tokens\)$"):
+        train_bpe("anything.txt", 256, [EOT, "<|pad|>"])

@@ -149,6 +149,29 @@ def test_inputs_expand_globs_and_directories_in_order(tmp_path):
     assert names(expand_inputs([str(tmp_path / "b.txt"), str(tmp_path / "*.txt")])) == ["b.txt", "a.txt"]
 
 
+
+def test_an_earlier_bpe_dask_output_inside_a_directory_input_is_skipped_with_a_line(tmp_path, client, caplog):
+    import bpe_dask
+
+    corpus = tmp_path / "corpus"
+    (corpus / "spark").mkdir(parents=True)
+    (corpus / "a.txt").write_text("the cat the hat " * 50)
+    (corpus / "spark" / "part-0.txt").write_text("a dog")  # Spark leaves _SUCCESS too: still read
+    (corpus / "spark" / "_SUCCESS").write_text("")
+    bpe_dask.train(str(corpus / "a.txt"), 260, str(corpus / "tok"), client=client)  # a real output
+    assert {p.name for p in (corpus / "tok").iterdir()} >= {"_SUCCESS", "report.json", "vocab.json"}
+    with caplog.at_level("INFO", logger="bpe_dask"):
+        files = expand_inputs([str(corpus)])
+    relative = [f.url.removeprefix("file://").removeprefix(str(corpus)) for f in files]
+    assert relative == ["/a.txt", "/spark/part-0.txt"]
+    assert f"skipping file://{corpus / 'tok'}: an earlier bpe-dask output" in caplog.text
+    assert "spark" not in caplog.text
+    assert [f.url.rsplit("/", 1)[-1] for f in expand_inputs([str(corpus / "tok")])] == [
+        "compression.csv", "compression.png", "merges.txt", "report.json", "tokenizer.json",
+        "tokenizer.tiktoken", "vocab.json",
+    ]  # named itself, it is read: only folders found inside an input are skipped  # fmt: skip
+
+
 NO_WHITESPACE = [
     "a", "Z", "é", "日本", "7", "42", "٣", "²", "'s", "'T", "'ll", "'", "ve", "re", ".", ",!", "--", "\x00",
     "{", '"', ":", "[", "]", "\x1c", "<", "|", ">", "<|", "endoftext", "|>", "<|endoftext|>", "\ufffd",

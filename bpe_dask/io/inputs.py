@@ -12,6 +12,7 @@ text column is found by ``text_column_index``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -22,6 +23,8 @@ from fsspec.utils import infer_compression
 
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.storage import LOCAL, Store, describe
+
+log = logging.getLogger(__name__)
 
 _GLOB_CHARS = frozenset("*?[")
 
@@ -147,7 +150,14 @@ def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str) -> list[Inp
         entries = fs.glob(path, detail=True)
     elif fs.isdir(path):
         entries = fs.find(path, detail=True)
-        entries = {p: e for p, e in entries.items() if not _is_hidden(p[len(path) :])}
+        earlier = _earlier_outputs(entries, path.rstrip("/"))
+        for directory in earlier:
+            log.info("skipping %s: an earlier bpe-dask output (it holds _SUCCESS and report.json)",
+                     fs.unstrip_protocol(directory))  # fmt: skip
+        entries = {
+            p: e for p, e in entries.items()
+            if not _is_hidden(p[len(path) :]) and not any(p.startswith(d + "/") for d in earlier)
+        }  # fmt: skip
     elif fs.exists(path):
         entries = {path: fs.info(path)}
     else:
@@ -160,6 +170,18 @@ def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str) -> list[Inp
         url = fs.unstrip_protocol(name)
         files.append(InputFile(url, int(info["size"]), _version_of(info), infer_compression(name)))
     return files
+
+
+def _earlier_outputs(entries: dict, top: str) -> list[str]:
+    """The folders below ``top`` that a bpe-dask job wrote (a tokenizer, or encoded shards): they hold
+    ``_SUCCESS`` and ``report.json``. Their files are not training text. (``_SUCCESS`` alone is not
+    enough: Spark and Hadoop leave one beside the Parquet files they write.)"""
+    names = set(entries)
+    return [
+        p.removesuffix("/_SUCCESS") for p in sorted(names)
+        if p.endswith("/_SUCCESS") and p.removesuffix("/_SUCCESS") != top
+        and p.removesuffix("_SUCCESS") + "report.json" in names
+    ]  # fmt: skip
 
 
 def _is_hidden(relative_path: str) -> bool:

@@ -219,6 +219,7 @@ def _training_options(vocab_size: int, special_tokens: Sequence[str], options: d
     if vocab_size < smallest:
         tokens = len(opts.special_tokens)
         raise BpeDaskError(
-            f"vocab size {vocab_size} is below {smallest} (256 bytes + {tokens} special tokens)"
+            f"vocab size {vocab_size} is below {smallest} (256 bytes + {tokens} special "
+            f"token{'' if tokens == 1 else 's'})"
         )
     return opts
