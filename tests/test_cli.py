@@ -135,8 +135,8 @@ def test_the_bundled_sample_job_runs(tmp_path):
 # --- user errors: one line, non-zero exit, no traceback, nothing written -----------------------
 
 
-def assert_user_error(done: subprocess.CompletedProcess, *fragments: str) -> None:
-    assert done.returncode == 1, done.stderr
+def assert_user_error(done: subprocess.CompletedProcess, *fragments: str, code: int = 1) -> None:
+    assert done.returncode == code, done.stderr
     assert "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
@@ -155,35 +155,37 @@ def sample(tmp_path) -> Path:
 
 
 @pytest.mark.parametrize(
-    ("args", "fragments"),
+    ("args", "fragments", "code"),  # 2: options missing, unknown or not of their kind, as argparse exits
     [
-        (["missing.txt", "--vocab-size", "300"], ["input not found", "missing.txt"]),
-        (["nothing-*.txt", "--vocab-size", "300"], ["no input files match"]),
-        (["in.txt", "--vocab-size", "256", "--special-token", EOT], ["vocab size 256", "257"]),
-        (["in.txt", "--vocab-size", "0"], ["vocab-size"]),
-        (["in.txt", "--vocab-size", "-5"], ["vocab-size"]),
-        (["in.txt", "--vocab-size", "300", "--special-token", ""], ["special tokens must be non-empty"]),
-        (["in.txt", "--vocab-size", "300", "--special-token", EOT, "--special-token", EOT], ["given twice"]),
-        (["in.txt", "--vocab-size", "300", "--chunk-size", "lots"], ["not a size"]),
-        (["in.txt", "--vocab-size", "300", "--config", "nope.toml"], ["config file not found"]),
-        (["in.txt"], ["--vocab-size is required"]),
-        (["in.txt", "--vocab-size", "300", "--special-token", "\udcff"], ["not valid Unicode"]),
-        (["in.txt", "--vocab-size", "300", "--special-token", "a"], ["single byte"]),
-        (["in.txt", "--vocab-size", "300", "--config", "."], ["cannot read config file"]),
-        (["in.txt", "--vocab-size", "300", "--scheduler", "nowhere"], ["cannot reach the Dask scheduler"]),
-        (["in.txt", "--vocab-size", "300", "--work-dir", "in.txt"], ["cannot use --work-dir"]),
-        (["in.txt", "--vocab-size", "300", "--storage-options", "{oops"], ["not JSON"]),
-        (["in.txt", "--vocab-size", "300", "--pattern", "gpt5"], ["unknown split pattern 'gpt5'"]),
+        (["missing.txt", "--vocab-size", "300"], ["input not found", "missing.txt"], 1),
+        (["nothing-*.txt", "--vocab-size", "300"], ["no input files match"], 1),
+        (["in.txt", "--vocab-size", "256", "--special-token", EOT], ["vocab size 256", "257"], 1),
+        (["in.txt", "--vocab-size", "0"], ["vocab-size"], 2),
+        (["in.txt", "--vocab-size", "-5"], ["vocab-size"], 2),
+        (["in.txt", "--vocab-size", "300", "--special-token", ""], ["special tokens must be non-empty"], 1),
+        (["in.txt", "--vocab-size", "300", "--special-token", EOT, "--special-token", EOT],
+         ["given twice"], 1),
+        (["in.txt", "--vocab-size", "300", "--chunk-size", "lots"], ["not a size"], 2),
+        (["in.txt", "--vocab-size", "300", "--config", "nope.toml"], ["config file not found"], 2),
+        (["in.txt"], ["--vocab-size is required"], 2),
+        (["in.txt", "--vocab-size", "300", "--special-token", "\udcff"], ["not valid Unicode"], 1),
+        (["in.txt", "--vocab-size", "300", "--special-token", "a"], ["single byte"], 1),
+        (["in.txt", "--vocab-size", "300", "--config", "."], ["cannot read config file"], 2),
+        (["in.txt", "--vocab-size", "300", "--scheduler", "nowhere"], ["cannot reach the Dask scheduler"], 1),
+        (["in.txt", "--vocab-size", "300", "--work-dir", "in.txt"], ["cannot use --work-dir"], 1),
+        (["in.txt", "--vocab-size", "300", "--storage-options", "{oops"], ["not JSON"], 2),
+        (["in.txt", "--vocab-size", "300", "--pattern", "gpt5"], ["unknown split pattern 'gpt5'"], 1),
         (
             ["in.txt", "--vocab-size", "300", "--pattern", r"\S+|\s+", "--engine", "numba"],
             ["built-in patterns only"],
+            1,
         ),
     ],
 )
-def test_bad_options_fail_in_one_line(sample, tmp_path, args, fragments):
+def test_bad_options_fail_in_one_line(sample, tmp_path, args, fragments, code):
     before = {p.name for p in tmp_path.iterdir()}
     done = run("train", *args, "--out", "out", "-q", cwd=tmp_path, check=False)
-    assert_user_error(done, *fragments)
+    assert_user_error(done, *fragments, code=code)
     assert_nothing_written(tmp_path, before)
 
 

@@ -16,7 +16,7 @@ import tomllib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from bpe_dask.errors import BpeDaskError
+from bpe_dask.errors import BpeDaskError, UsageError
 from bpe_dask.io.text import check_utf8_errors
 from bpe_dask.jobs.options import MERGE_PLACES, parse_size, positive_int, whole_number
 
@@ -105,19 +105,19 @@ def load_config(path: str) -> dict[str, Any]:
         with open(path, "rb") as f:
             raw = tomllib.load(f)
     except FileNotFoundError:
-        raise BpeDaskError(f"config file not found: {path}") from None
+        raise UsageError(f"config file not found: {path}") from None
     except OSError as error:
-        raise BpeDaskError(f"cannot read config file {path}: {error.strerror or error}") from None
+        raise UsageError(f"cannot read config file {path}: {error.strerror or error}") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
-        raise BpeDaskError(f"{path}: not valid TOML ({error})") from None
+        raise UsageError(f"{path}: not valid TOML ({error})") from None
     options = {}
     for key, value in raw.items():
         name = key.replace("-", "_")
         name = {"input": "inputs", "special_token": "special_tokens"}.get(name, name)
         if name not in OPTIONS:
-            raise BpeDaskError(f"{path}: unknown option {key!r}{did_you_mean(name, OPTIONS)}")
+            raise UsageError(f"{path}: unknown option {key!r}{did_you_mean(name, OPTIONS)}")
         if name in NUMBER_OPTIONS and (isinstance(value, bool) or not isinstance(value, int)):
-            raise BpeDaskError(f"{path}: {key}: not a whole number: {value!r} (a TOML number has no quotes)")
+            raise UsageError(f"{path}: {key}: not a whole number: {value!r} (a TOML number has no quotes)")
         options[name] = _checked(name, value, source=f"{path}: {key}")
     base = os.path.dirname(os.path.abspath(path))
     for name in PATH_OPTIONS & options.keys():
@@ -161,4 +161,4 @@ def _checked(name: str, value: Any, source: str) -> Any:
     try:
         return OPTIONS[name](value)
     except BpeDaskError as error:
-        raise BpeDaskError(f"{source}: {error}") from None
+        raise UsageError(f"{source}: {error}") from None

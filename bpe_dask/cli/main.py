@@ -2,7 +2,8 @@
 
 Takes ``argv``; parses it (``parser``), resolves flags and ``--config`` into options
 (``config``), runs the job and gives an exit code: 0 when done, 1 for a user error (one line on
-stderr, no traceback), 2 for a malformed command line, 130 when interrupted, 143 when terminated.
+stderr, no traceback), 2 for a malformed command line (argparse's, or options missing, unknown or
+not of their kind: ``UsageError``), 130 when interrupted, 143 when terminated.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from bpe_dask import interrupts
 from bpe_dask.cli.config import resolve
 from bpe_dask.cli.parser import build_parser
-from bpe_dask.errors import BpeDaskError
+from bpe_dask.errors import BpeDaskError, UsageError
 from bpe_dask.io.counts_table import count_rows
 from bpe_dask.jobs.cluster import quiet_dask_errors
 from bpe_dask.jobs.count import count_words
@@ -63,7 +64,7 @@ def _run(command: str, config_path: str | None, verbose: bool, counts: str | Non
     except BpeDaskError as error:
         interrupts.check()  # an error the signal caused (the cluster closing under a task) is the signal
         print(f"bpe-dask: error: {error}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, UsageError) else 1  # 2: as argparse exits for a malformed command
     interrupts.check()
     log.info("done: %s", json.dumps(_summary(report)))
     return 0
@@ -73,7 +74,7 @@ def _require(options: dict[str, Any], *names: str) -> None:
     for name in names:
         if not options.get(name):
             flag = "INPUT" if name == "inputs" else "--" + name.replace("_", "-")
-            raise BpeDaskError(f"{flag} is required (on the command line or in --config)")
+            raise UsageError(f"{flag} is required (on the command line or in --config)")
 
 
 def _job_options(options: dict[str, Any]) -> dict[str, Any]:
