@@ -31,8 +31,8 @@ def run(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedP
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
-def one_line_error(done: subprocess.CompletedProcess, *fragments: str) -> str:
-    assert done.returncode == 1, done.stderr
+def one_line_error(done: subprocess.CompletedProcess, *fragments: str, code: int = 1) -> str:
+    assert done.returncode == code, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("bpe-dask: error: "), done.stderr
     for fragment in fragments:
@@ -373,7 +373,7 @@ def test_help_explains_every_option_and_what_is_required(tmp_path):
 
 def test_messages_say_each_thing_once_and_count_in_words(tmp_path, text_file):
     zero = run("train", "in.txt", "--vocab-size", "300", "--out", "t", "--workers", "0", cwd=tmp_path)
-    one_line_error(zero, "--workers: must be a positive number, got 0")
+    one_line_error(zero, "--workers: must be a positive number, got 0", code=2)  # a usage error
     done = run("train", "in.txt", "--vocab-size", "300", "--out", "tok", "--workers", "1", "--chunk-size",
                "1GiB", cwd=tmp_path)  # fmt: skip
     assert "1 input file, " in done.stderr and "1 partition of" in done.stderr
