@@ -116,6 +116,17 @@ def test_empty_input_warns_and_writes_bytes_and_specials_only(tmp_path):
     assert (tmp_path / "out" / "merges.txt").read_text() == ""
 
 
+def test_verbose_shows_dasks_debug_logging_and_the_default_does_not(tmp_path):
+    write_text(tmp_path / "in.txt", "hello world " * 20)
+    args = ("train", "in.txt", "--vocab-size", "260", "--out", "tok", "--workers", "1", "--overwrite")
+    verbose = run(*args, "-v", cwd=tmp_path).stderr
+    assert "distributed.scheduler - INFO" in verbose and "- DEBUG -" in verbose
+    assert "findfont" not in verbose  # drawing compression.png: matplotlib's font search stays out
+    plain = run(*args, cwd=tmp_path).stderr
+    assert "distributed." not in plain and "- DEBUG -" not in plain and "findfont" not in plain
+    assert "bpe-dask: started a LocalCluster of 1 worker process\n" in plain
+
+
 def test_the_bundled_sample_job_runs(tmp_path):
     command = [
         sys.executable,

@@ -153,7 +153,12 @@ def _configure_logging(quiet: bool, verbose: bool) -> None:
     level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
     logging.basicConfig(format="bpe-dask: %(message)s", level=level, stream=sys.stderr)
     log.setLevel(level)
-    if not verbose:
+    for name in ("matplotlib", "PIL"):  # drawing compression.png: font searches, not the job's news
+        logging.getLogger(name).setLevel(logging.WARNING)
+    if verbose:  # Dask's config gives its loggers levels of their own: -v lowers them (and the workers')
+        for name in ("distributed", "dask"):
+            logging.getLogger(name).setLevel(logging.DEBUG)
+    else:
         quiet_dask_errors()
         for name in ("botocore", "aiobotocore", "s3fs", "fsspec"):  # "Found credentials in ...", say
             logging.getLogger(name).setLevel(logging.WARNING)

@@ -135,7 +135,8 @@ def _local_client(workers: int) -> Iterator[Client]:
             )
             client = stack.enter_context(Client(cluster))
         link = f" (dashboard: {client.dashboard_link})" if has_bokeh() else ""
-        log.info("started a LocalCluster of %d worker processes%s", workers, link)
+        plural = "" if workers == 1 else "es"
+        log.info("started a LocalCluster of %d worker process%s%s", workers, plural, link)
         yield client
 
 
