@@ -127,6 +127,16 @@ def test_verbose_shows_dasks_debug_logging_and_the_default_does_not(tmp_path):
     assert "bpe-dask: started a LocalCluster of 1 worker process\n" in plain
 
 
+def test_more_workers_than_cores_is_warned_of(tmp_path):
+    cores = len(os.sched_getaffinity(0))
+    write_text(tmp_path / "in.txt", "hello world " * 20)
+    args = ("train", "in.txt", "--vocab-size", "260", "--out", "tok", "--overwrite")
+    done = run(*args, "--workers", str(cores + 1), cwd=tmp_path)
+    warning = f"bpe-dask: --workers {cores + 1} on {cores} cores: the worker processes will take turns"
+    assert warning in done.stderr
+    assert "take turns" not in run(*args, "--workers", str(cores), cwd=tmp_path).stderr
+
+
 def test_the_bundled_sample_job_runs(tmp_path):
     command = [
         sys.executable,

@@ -113,6 +113,11 @@ def dashboard_works(client: Client) -> bool:
 def _local_client(workers: int) -> Iterator[Client]:
     if workers < 1:
         raise BpeDaskError(f"--workers must be at least 1, got {workers}")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if workers > cores:  # each a process with one thread: more than the cores only take turns
+        log.warning("--workers %d on %d cores: the worker processes will take turns on them, and each "
+                    "costs start-up time and memory; --workers %d is the most that runs at once",
+                    workers, cores, cores)  # fmt: skip
     # Distributed's statistical profiler samples the worker's stack every 10 ms; on pure-Python
     # tasks that costs several percent, for a dashboard view the embedded cluster rarely needs.
     verbose = logging.getLogger("distributed").getEffectiveLevel() <= logging.DEBUG
