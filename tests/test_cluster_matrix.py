@@ -64,7 +64,10 @@ TIMEOUT = 120
 SAMPLE = ("corpus.en", "tinystories_sample.txt")  # configs/sample.toml's inputs
 RUNS = 5  # encodes on 2-thread workers in a row (test_encode_again_and_again_on_two_thread_workers)
 
-TRAIN_FILES = {"merges.txt", "vocab.json", "tokenizer.json", "tokenizer.tiktoken", "report.json"}
+TRAIN_FILES = {
+    "merges.txt", "vocab.json", "tokenizer.json", "tokenizer.tiktoken", "report.json", "compression.csv",
+    "compression.png",
+}  # fmt: skip
 SUCCESS = "_SUCCESS"
 OUTPUT = {
     "train": "tok",
@@ -272,8 +275,10 @@ def make_inputs(cell: Cell, place: Place, expected: Expected, s3, source: Path) 
     kind = place.inputs
     options = {**CREDENTIALS, "endpoint_url": s3.endpoint_url} if kind == "s3" else None
     if cell.command == "merge":
-        table = count_words(source, [EOT], in_process=True).table()
+        counted = count_words(source, [EOT], in_process=True)
         settings = JobOptions.of(special_tokens=[EOT]).count_settings().recorded()
+        settings["special_tokens_seen"] = vars(counted.specials)  # as the reduce records them
+        table = counted.table()
         write_counts(table, place.url("counts-in.parquet", kind), Store(options or {}), settings)
         return
     if kind == "s3":

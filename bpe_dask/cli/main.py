@@ -156,8 +156,10 @@ def _configure_logging(quiet: bool, verbose: bool) -> None:
     for name in ("matplotlib", "PIL"):  # drawing compression.png: font searches, not the job's news
         logging.getLogger(name).setLevel(logging.WARNING)
     if verbose:  # Dask's config gives its loggers levels of their own: -v lowers them (and the workers')
+        # to INFO, not DEBUG: Dask's debug lines dump raw messages, pickled arguments and so the
+        # storage options' credentials included.
         for name in ("distributed", "dask"):
-            logging.getLogger(name).setLevel(logging.DEBUG)
+            logging.getLogger(name).setLevel(logging.INFO)
     else:
         quiet_dask_errors()
         for name in ("botocore", "aiobotocore", "s3fs", "fsspec"):  # "Found credentials in ...", say

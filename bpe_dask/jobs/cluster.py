@@ -120,7 +120,7 @@ def _local_client(workers: int) -> Iterator[Client]:
                     workers, cores, cores)  # fmt: skip
     # Distributed's statistical profiler samples the worker's stack every 10 ms; on pure-Python
     # tasks that costs several percent, for a dashboard view the embedded cluster rarely needs.
-    verbose = logging.getLogger("distributed").getEffectiveLevel() <= logging.DEBUG
+    verbose = log.getEffectiveLevel() <= logging.DEBUG  # -v: the workers say what Dask says at INFO
     with dask.config.set({"distributed.worker.profile.enabled": False}), ExitStack() as stack:
         # Started with SIGINT blocked, so that its processes never get a terminal's Ctrl-C (each would
         # print a traceback): a signal meanwhile is raised once it is up, and closes it.
@@ -134,7 +134,7 @@ def _local_client(workers: int) -> Iterator[Client]:
                     # only with bokeh, without which it would be a page asking for bokeh.
                     dashboard_address="127.0.0.1:0",
                     scheduler_kwargs={"dashboard": has_bokeh()},
-                    silence_logs=logging.DEBUG if verbose else logging.WARNING,  # the workers' own level
+                    silence_logs=logging.INFO if verbose else logging.WARNING,  # the workers' own level
                     preload=["bpe_dask.jobs.cluster"],  # dask_setup below: the workers warm up as they start
                 )
             )
