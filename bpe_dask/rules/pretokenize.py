@@ -167,12 +167,6 @@ class Pretokenizer(SafeCuts):
         """
         return self.count_pieces(self.pieces(text), counts)
 
-    def count_documents(
-        self, documents: Iterable[str], counts: dict[str, int] | None = None
-    ) -> dict[str, int]:
-        """``count`` of documents that each stand alone: no pre-token crosses from one to the next."""
-        return self.count_pieces((piece for text in documents for piece in self.pieces(text)), counts)
-
     def count_pieces(self, pieces: Iterable[str], counts: dict[str, int] | None = None) -> dict[str, int]:
         """``count`` of text already split at its special tokens (``split``, ``pieces``)."""
         if counts is None:

@@ -19,6 +19,7 @@ SpecialsSeen(count=2, bytes=26)
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,17 +61,22 @@ class RegexCounter:
         self.pretokenizer, self.counts, self.specials = pretokenizer, {}, SpecialsSeen()
 
     def add(self, text: str) -> None:
-        pieces = []
-        for segment, special in self.pretokenizer.split(text):
-            if special:
-                self.specials.merge(SpecialsSeen(1, len(segment.encode("utf-8"))))
-            else:
-                pieces.append(segment)
-        self.pretokenizer.count_pieces(pieces, self.counts)
+        self.pretokenizer.count_pieces(self._pieces([text]), self.counts)
 
     def add_documents(self, documents: Documents) -> None:
-        for text in documents.texts():  # each stands alone: no pre-token crosses into the next
-            self.add(text)
+        # One call for the batch (each document split on its own: no pre-token crosses into the next).
+        self.pretokenizer.count_pieces(self._pieces(documents.texts()), self.counts)
+
+    def _pieces(self, texts: Iterable[str]) -> Iterator[str]:
+        """The text between special tokens, streamed; the special tokens are tallied on the way."""
+        specials = self.specials
+        for text in texts:
+            for segment, special in self.pretokenizer.split(text):
+                if special:
+                    specials.count += 1
+                    specials.bytes += len(segment.encode("utf-8"))
+                else:
+                    yield segment
 
     def table(self) -> pa.Table:
         return counts_table(self.counts)
