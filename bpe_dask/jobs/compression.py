@@ -14,8 +14,10 @@ vocab_size,tokens,bytes_per_token
 257,11,2.0909
 258,8,2.875
 259,6,3.8333
->>> curve.final_tokens, curve.knee(step=1, gain=0.26)  # 2 tokens saved of 8: the first under 26 %
-(6, 258)
+>>> curve.knee(step=1, gain=0.26)  # 2 tokens saved of 8: the first under 26 %
+258
+>>> curve.summary()
+{'tokens': 6, 'bytes_per_token': 3.8333, 'special_tokens_seen': 1, 'knee': None}
 """
 
 from __future__ import annotations
@@ -45,10 +47,6 @@ class Curve:
         return list(itertools.accumulate(self.savings, lambda tokens, saved: tokens - saved,
                                          initial=self.byte_tokens + self.special_tokens))  # fmt: skip
 
-    @property
-    def final_tokens(self) -> int:
-        return self.byte_tokens + self.special_tokens - sum(self.savings)
-
     def rows(self) -> list[tuple[int, int, float]]:
         """``(vocab_size, tokens, bytes_per_token)`` at each size."""
         text_bytes = self.byte_tokens + self.special_bytes
@@ -58,6 +56,13 @@ class Curve:
     def csv(self) -> str:
         lines = ["vocab_size,tokens,bytes_per_token", *(f"{v},{t},{b:g}" for v, t, b in self.rows())]
         return "\n".join(lines) + "\n"
+
+    def summary(self) -> dict:
+        """What ``report.json`` says of it: the final size's tokens and bytes per token, the special
+        tokens seen, and the knee."""
+        _, tokens, bytes_per_token = self.rows()[-1]
+        return {"tokens": tokens, "bytes_per_token": bytes_per_token,
+                "special_tokens_seen": self.special_tokens, "knee": self.knee()}  # fmt: skip
 
     def knee(self, step: int = STEP, gain: float = GAIN) -> int | None:
         """The first vocabulary size from which ``step`` more tokens of vocabulary save less than

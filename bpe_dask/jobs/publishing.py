@@ -41,43 +41,43 @@ def publish_tokenizer(
     store: Store,
     limits: Limits,
     files: dict[str, str | bytes] | None = None,
-    specials: SpecialsSeen | None = None,
+    curve: compression.Curve | None = None,
 ) -> None:
-    """Publish the tokenizer directory ``out``: the tokenizer's ``files`` (made here if not given),
-    the compression curve when the special tokens the training data held are known (``specials``),
-    and ``report.json``, whole or not at all, and not after a signal."""
+    """Publish the tokenizer directory ``out``: the tokenizer's ``files`` (made here if not given,
+    with the compression ``curve`` when there is one) and ``report.json``, whole or not at all, and
+    not after a signal."""
     warn_if_short(merged, report["requested_vocab_size"], limits)
-    files = files or tokenizer_files(merged, opts.special_tokens, report["pattern"], specials)
-    if specials is None:
+    files = files or tokenizer_files(merged, opts.special_tokens, report["pattern"], curve)
+    if curve is None:
         log.info("no compression curve: the counts do not record the special tokens their text held "
                  "(counted by an older bpe-dask)")  # fmt: skip
     else:
-        curve = compression_curve(merged, opts.special_tokens, specials)
-        report["compression"] = {"tokens": curve.final_tokens, "bytes_per_token": curve.rows()[-1][2],
-                                 "special_tokens_seen": specials.count, "knee": curve.knee()}  # fmt: skip
+        report["compression"] = curve.summary()
     files = {**files, "report.json": json.dumps(report, indent=2) + "\n"}
     interrupts.check()  # nothing is published after a signal, even one some library swallowed
     publish_directory(out, files, store, overwrite=opts.overwrite)  # checked again as it commits
 
 
 def tokenizer_files(
-    merged: Merged, special_tokens: Sequence[str], pattern: str, specials: SpecialsSeen | None = None
+    merged: Merged, special_tokens: Sequence[str], pattern: str, curve: compression.Curve | None = None
 ) -> dict[str, str | bytes]:
     """The tokenizer's files by name (``Tokenizer.files``), and ``compression.csv`` and
-    ``compression.png`` when ``specials`` is given."""
+    ``compression.png`` when there is a ``curve``."""
     tokenizer = Tokenizer(merged.vocab, merged.merges, special_tokens, pattern)
     files: dict[str, str | bytes] = dict(tokenizer.files())
-    if specials is not None:
-        curve = compression_curve(merged, special_tokens, specials)
+    if curve is not None:
         files["compression.csv"] = curve.csv()
         files["compression.png"] = compression.plot({"training data": curve})
     return files
 
 
 def compression_curve(
-    merged: Merged, special_tokens: Sequence[str], specials: SpecialsSeen
-) -> compression.Curve:
-    """The training data's tokens at each vocabulary size, from what the merge loop saved."""
+    merged: Merged, special_tokens: Sequence[str], specials: SpecialsSeen | None
+) -> compression.Curve | None:
+    """The training data's tokens at each vocabulary size, from what the merge loop saved; none when
+    the special tokens the data held are not known (counts an older bpe-dask wrote)."""
+    if specials is None:
+        return None
     first = 256 + len(special_tokens)
     return compression.Curve(first, merged.byte_tokens, specials.count, specials.bytes, merged.savings)
 

@@ -23,6 +23,7 @@ from bpe_dask.jobs.count import count_on_cluster, count_with
 from bpe_dask.jobs.merging import Limits, Merges, Vocab, merge_here, merge_on_cluster, merge_table
 from bpe_dask.jobs.options import JobOptions, PathLike, input_list
 from bpe_dask.jobs.publishing import (
+    compression_curve,
     is_output_file,
     publish_tokenizer,
     tokenizer_files,
@@ -90,7 +91,8 @@ def train(
         # The tokenizer's files take a moment to make (tiktoken's ranks are checked): made while the
         # cluster closes.
         background = ThreadPoolExecutor(1)
-        files = background.submit(tokenizer_files, merged, opts.special_tokens, opts.pattern, specials)
+        curve = compression_curve(merged, opts.special_tokens, specials)
+        files = background.submit(tokenizer_files, merged, opts.special_tokens, opts.pattern, curve)
         background.shutdown(wait=False)  # the thread ends with its task
     report_bad_records(bad)
     warn_if_empty(merged.unique_words, job.input_bytes)
@@ -103,7 +105,7 @@ def train(
     report["merge_ran_on"] = "worker" if on_worker else "client"
     report["workers_peak_rss_bytes"] = workers_peak
     report["timings"]["total"] = time.perf_counter() - started
-    publish_tokenizer(out, merged, opts, report, job.store, limits, files.result(), specials)
+    publish_tokenizer(out, merged, opts, report, job.store, limits, files.result(), curve)
     return report
 
 
@@ -148,8 +150,8 @@ def merge(
     report = training_report(base, merged, opts.special_tokens, vocab_size, limits, {})
     report["timings"]["total"] = time.perf_counter() - started
     seen = (recorded or {}).get("special_tokens_seen")  # absent from counts an older bpe-dask wrote
-    specials = None if seen is None else SpecialsSeen(**seen)
-    publish_tokenizer(out, merged, opts, report, job.store, limits, specials=specials)
+    curve = compression_curve(merged, opts.special_tokens, None if seen is None else SpecialsSeen(**seen))
+    publish_tokenizer(out, merged, opts, report, job.store, limits, curve=curve)
     return report
 
 
