@@ -7,6 +7,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import subprocess
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -95,3 +98,38 @@ def test_merge_draws_the_same_curve_from_a_counts_file_and_none_from_an_older_on
     assert not (tmp_path / "older" / "compression.csv").exists()
     assert "no compression curve" in caplog.text
     assert (tmp_path / "older" / "merges.txt").read_text() == (tmp_path / "merged" / "merges.txt").read_text()
+
+
+BACKGROUND = r"""
+import sys
+import bpe_dask
+from distributed import Client
+from bpe_dask.jobs import publishing, train
+
+imported = []
+def tokenizer_files(*args, **kwargs):  # what train runs in its background thread
+    before = set(sys.modules)
+    files = publishing.tokenizer_files(*args, **kwargs)
+    imported.extend(sorted(set(sys.modules) - before))
+    assert "compression.png" in files
+    return files
+train.tokenizer_files = tokenizer_files
+
+if __name__ == "__main__":
+    open("in.txt", "w").write("hello world, the cat sat " * 50)
+    with Client(processes=False, n_workers=1, dashboard_address=None) as client:
+        bpe_dask.train("in.txt", 270, "tok", client=client)
+    print(imported)
+"""
+
+
+def test_the_background_thread_that_draws_imports_nothing(tmp_path):
+    """A job draws compression.png in a thread while its cluster closes, and Dask's scheduler takes its
+    directory out of ``sys.path`` then: an import in that thread can miss a module (seen in CI: ``No
+    module named 'six'``, through matplotlib and dateutil). So everything is imported before, here in
+    a fresh process where nothing was."""
+    (tmp_path / "job.py").write_text(BACKGROUND)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "job.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300, check=True)  # fmt: skip
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout

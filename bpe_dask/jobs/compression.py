@@ -74,6 +74,14 @@ class Curve:
         return None
 
 
+def load_plotting() -> None:
+    """Import what ``plot`` uses, by drawing an empty picture, in this thread. A job draws in a
+    background thread while its cluster closes, and Dask's scheduler takes its directory out of
+    ``sys.path`` as it closes: an import walking ``sys.path`` at that moment can miss a module
+    (seen: ``No module named 'six'``, which matplotlib imports through dateutil)."""
+    plot({})
+
+
 def plot(curves: Mapping[str, Curve], title: str = "Compression of the training data") -> bytes:
     """A PNG of bytes per token against vocabulary size, a line per curve, each curve's knee marked."""
     import matplotlib

@@ -18,6 +18,7 @@ from bpe_dask.io.counts_table import read_counts, recorded_settings
 from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.storage import Store, absolute
 from bpe_dask.io.tokenizer_formats import check_special_token_names
+from bpe_dask.jobs import compression
 from bpe_dask.jobs.context import Job, cluster_threads, is_embedded, peak_rss_bytes, report_bad_records
 from bpe_dask.jobs.count import count_on_cluster, count_with
 from bpe_dask.jobs.merging import Limits, Merges, Vocab, merge_here, merge_on_cluster, merge_table
@@ -92,6 +93,8 @@ def train(
         # cluster closes.
         background = ThreadPoolExecutor(1)
         curve = compression_curve(merged, opts.special_tokens, specials)
+        if curve is not None:
+            compression.load_plotting()  # here, not in the thread: see there
         files = background.submit(tokenizer_files, merged, opts.special_tokens, opts.pattern, curve)
         background.shutdown(wait=False)  # the thread ends with its task
     report_bad_records(bad)
