@@ -46,6 +46,17 @@ def _storage_options(value: Any) -> dict:
     return value
 
 
+def _vocab_sizes(value: Any) -> list[int]:
+    """``"8000,16000"`` (a flag) or ``[8000, 16000]`` (TOML) as whole numbers."""
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    elif not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+        raise BpeDaskError(f"not a list of whole numbers: {value!r}")
+    if not value:
+        raise BpeDaskError("no vocabulary size given")
+    return [positive_int(v) for v in value]
+
+
 def _merge_on(value: Any) -> str:
     if value not in MERGE_PLACES:
         raise BpeDaskError(f"must be auto, client or worker, got {value!r}")
@@ -78,6 +89,8 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "ship_credentials": _boolean,
     "utf8_errors": check_utf8_errors,
     "tokenizer": _string,
+    "tokenizers": _strings,
+    "vocab_sizes": _vocab_sizes,
     "engine": _string,
     "format": _string,
     "input_format": _string,
@@ -86,7 +99,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "document_separator": _string,
     "trust_pattern": _boolean,
 }
-PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer"}
+PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer", "tokenizers"}
 # Numbers a flag gives as text; a TOML file has numbers of its own, so a quoted one is a mistake.
 NUMBER_OPTIONS = {"vocab_size", "min_frequency", "max_token_length", "workers"}
 DEFAULTS: dict[str, Any] = {
@@ -153,7 +166,8 @@ def resolve(flags: Mapping[str, Any], config_path: str | None = None) -> dict[st
 
 
 def _flag(name: str) -> str:
-    return {"inputs": "INPUT", "special_tokens": "--special-token"}.get(name, "--" + name.replace("_", "-"))
+    flags = {"inputs": "INPUT", "special_tokens": "--special-token", "tokenizers": "--tokenizer"}
+    return flags.get(name, "--" + name.replace("_", "-"))
 
 
 def _checked(name: str, value: Any, source: str) -> Any:

@@ -1,6 +1,6 @@
 """The command line's grammar: every flag once, in ``FLAGS``, and each command as the list of its flags.
 
-Takes nothing; gives the ``argparse`` parser of ``bpe-dask train | count | merge | encode``. A flag
+Takes nothing; gives the ``argparse`` parser of ``bpe-dask train | count | merge | encode | evaluate``. A flag
 the user leaves out is absent from the parsed options (``argparse.SUPPRESS``), so a ``--config``
 file can give it instead (``config.resolve``).
 
@@ -38,6 +38,10 @@ FLAGS: dict[str, dict[str, Any]] = {
     "--tokenizer": {
         "metavar": "DIR",
         "help": "a tokenizer directory `bpe-dask train` wrote",
+    },
+    "--vocab-sizes": {
+        "metavar": "N,N,...",
+        "help": "also measure each tokenizer cut to these vocabulary sizes (its first merges): 8000,16000",
     },
     "--out": {},
     "--format": {
@@ -219,6 +223,14 @@ def build_parser() -> argparse.ArgumentParser:
          out("OUT", "a .bin file of ids (with OUT.json beside it), or a directory of .npy shards")],
         ["--format", special("a special token (default: those the tokenizer's tokenizer.json registers)"),
          *READING, "--document-separator", "--trust-pattern", *CLUSTER],
+    )  # fmt: skip
+    tokenizers = ("--tokenizer", {"dest": "tokenizers", "action": "append", "metavar": "DIR|FILE",
+                                  "help": "a tokenizer directory, or a HF tokenizer.json (repeatable)"})
+    _command(
+        commands, "evaluate", "measure how well tokenizers compress held-out text (bytes per token)",
+        ["inputs", tokenizers],
+        ["--vocab-sizes", out("DIR", "write evaluation.json and evaluation.png there (default: print only)"),
+         *READING, "--trust-pattern", *(flag for flag in CLUSTER if flag != "--work-dir")],
     )  # fmt: skip
     return parser
 
