@@ -96,8 +96,10 @@ class Tokenizer(TokenizerFiles, Vocabulary):
             raise BpeDaskError(f"vocabulary size {vocab_size!r} is not between {first:,} (the 256 bytes and "
                                f"the special tokens) and the tokenizer's {len(self.vocab):,}")  # fmt: skip
         merges = self.merges[: vocab_size - first]
-        made = (self._ids.get(a + b) for a, b in merges)  # a merge whose token is missing changes nothing
-        kept = {*self._byte_ids, *self.special_ids.values(), *(i for i in made if i is not None)}
+        # What the merges make, and what they join (the same, for merges that each join what earlier
+        # ones made, as trained ones do); a merge whose token is missing changes nothing.
+        tokens = (self._ids.get(token) for a, b in merges for token in (a + b, a, b))
+        kept = {*self._byte_ids, *self.special_ids.values(), *(i for i in tokens if i is not None)}
         vocab = {i: self.vocab[i] for i in sorted(kept)}
         return Tokenizer(vocab, merges, self.special_tokens, self.pretokenizer.pattern, self.engine)
 
@@ -285,22 +287,26 @@ class Tokenizer(TokenizerFiles, Vocabulary):
                 ids.extend(encoded)
         return ids
 
-    def pretoken_lengths(self, data: bytes, offsets: npt.ArrayLike) -> np.ndarray:
-        """How many ids each pre-token encodes to (int64), their UTF-8 back to back in ``data``, the
-        ``k``-th from ``offsets[k]`` to ``offsets[k + 1]``: ``encode`` merges each pre-token on its own,
-        so a text's ids number the sum over its distinct pre-tokens of this times their count, plus one
-        per special token.
+    def pretoken_histogram(self, data: bytes, offsets: npt.ArrayLike, counts: npt.ArrayLike) -> np.ndarray:
+        """How often each id occurs in the encoding of counted pre-tokens (int64, indexed by id): their
+        UTF-8 back to back in ``data``, the ``k``-th from ``offsets[k]`` to ``offsets[k + 1]``, occurring
+        ``counts[k]`` times. ``encode`` merges every pre-token on its own, so a text whose pre-tokens
+        these are encodes to these ids, plus one per special token.
 
         >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
-        >>> Tokenizer(vocab, [(b"h", b"i")]).pretoken_lengths(b"hi hi", [0, 2, 5]).tolist()
-        [1, 2]
+        >>> histogram = Tokenizer(vocab, [(b"h", b"i")]).pretoken_histogram(b"hi hi", [0, 2, 5], [2, 1])
+        >>> histogram[[32, 256]].tolist(), int(histogram.sum())  # " " once, "hi" three times
+        ([1, 3], 4)
         """
-        offsets = np.asarray(offsets, np.int64)
+        offsets, counts = np.asarray(offsets, np.int64), np.asarray(counts, np.int64)
+        ids = max(self.vocab) + 1
         if self._use_compiled(len(data)):
-            return self._compiled_encoder().lengths(data, offsets)
-        words = memoryview(data)
-        return np.fromiter((len(self.merged(bytes(words[a:b]))) for a, b in pairwise(offsets.tolist())),
-                           np.int64, max(0, len(offsets) - 1))  # fmt: skip
+            return self._compiled_encoder().histogram(data, offsets, counts, ids)
+        histogram, words = np.zeros(ids, np.int64), memoryview(data)
+        for (a, b), count in zip(pairwise(offsets.tolist()), counts.tolist(), strict=True):
+            for token in self.merged(bytes(words[a:b])):
+                histogram[token] += count
+        return histogram
 
     def encode_iterable(self, iterable: Iterable[str], *, allowed_special: Allowed = "all",
                         disallowed_special: Allowed = ()) -> Iterator[int]:  # fmt: skip

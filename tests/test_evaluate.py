@@ -72,14 +72,29 @@ def test_a_truncated_tokenizer_is_what_training_to_that_size_learns(tokenizers, 
     assert (cut.vocab, cut.merges) == (vocab, merges)
 
 
-def test_pretoken_lengths_are_the_lengths_of_the_merged_ids(tokenizers):
-    tokenizer = Tokenizer.load(tokenizers["gpt2"])
+def test_the_histogram_is_of_the_merged_ids(tokenizers):
     words = [w.encode() for w in ["the", " the", "a" * 30, "b" * 400, "日本語", " x", "!", "don", "'t"]]
+    counts = [3, 1, 2, 1, 5, 1, 1, 2, 7]
     offsets = np.cumsum([0, *map(len, words)])
-    expected = [len(tokenizer.merged(w)) for w in words]
+    reference = Tokenizer.load(tokenizers["gpt2"], engine="python")
+    expected = np.zeros(max(reference.vocab) + 1, np.int64)
+    for word, count in zip(words, counts, strict=True):
+        for token in reference.encode(word.decode()):
+            expected[token] += count
     for engine in ("python", "numba"):
-        lengths = Tokenizer.load(tokenizers["gpt2"], engine=engine).pretoken_lengths(b"".join(words), offsets)
-        assert lengths.tolist() == expected, engine
+        tokenizer = Tokenizer.load(tokenizers["gpt2"], engine=engine)
+        assert tokenizer.pretoken_histogram(b"".join(words), offsets, counts).tolist() == expected.tolist()
+
+
+def test_merges_that_do_not_nest_are_encoded_at_each_size(tmp_path):
+    """``abc`` is one token whole, but three under the first merge alone, which needs ``bc``, made by
+    the second: splitting the whole encoding back would say one."""
+    vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"abc", 257: b"bc"}
+    tokenizer = Tokenizer(vocab, [(b"a", b"bc"), (b"b", b"c")])
+    (tmp_path / "t.txt").write_text("abc abc")
+    report = evaluate(tmp_path / "t.txt", {"odd": tokenizer}, [257])
+    assert [(r["vocab_size"], r["tokens"]) for r in report["results"]] == [(257, 7), (258, 3)]
+    assert len(tokenizer.truncated(257).encode("abc abc")) == 7
 
 
 @pytest.mark.parametrize(("engine", "where"), [("python", "here"), ("numba", "here"), ("auto", "cluster")])

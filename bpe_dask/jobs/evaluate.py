@@ -37,7 +37,7 @@ from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_charac
 from bpe_dask.jobs.progress import TaskProgress
 from bpe_dask.jobs.wording import format_bytes, plural
 from bpe_dask.stages.count import CountSettings
-from bpe_dask.stages.evaluate import Measured, measure_range
+from bpe_dask.stages.evaluate import Measure, Measured, measure_range, nested, pieces_at
 from bpe_dask.tokenizer import Tokenizer
 from bpe_dask.version import __version__
 
@@ -53,8 +53,11 @@ class Row:
 
     name: str
     vocab_size: int
-    tokenizer: Tokenizer
+    tokenizer: Tokenizer  # whole: cut to ``vocab_size`` where it is measured (``_measures``)
     source: str | None  # the tokenizer's directory or file, absolute; None for a ``Tokenizer`` given
+
+
+Group = tuple[CountSettings, list[Measure], list[int]]  # what counting takes; measures; rows in order
 
 
 def evaluate(
@@ -116,12 +119,11 @@ def evaluate(
         small = job.input_bytes <= config.size("in-process-limit", job.store.settings)
         in_process = small and not opts.wants_cluster
     if in_process:
-        measured = [_measure_here(job, settings, [rows[k].tokenizer for k in members])
-                    for settings, members in groups]  # fmt: skip
+        measured = [_measure_here(job, settings, measures) for settings, measures, _ in groups]
     else:
         with job.cluster() as client:
             job.preflight(client, None)  # the tasks read the inputs and write nothing
-            measured = _measure_on_cluster(client, job, groups, rows)
+            measured = _measure_on_cluster(client, job, groups)
     report = _report(job, rows, groups, measured, started)
     if out:
         files = {"evaluation.json": json.dumps(report, indent=2) + "\n",
@@ -210,36 +212,52 @@ def _rows(loaded: dict[str, Tokenizer], sources: dict[str, str | Tokenizer], siz
                 log.info("%s takes %s to %s ids: not measured at %s", name, f"{first:,}", f"{whole:,}",
                          f"{size:,}")  # fmt: skip
             elif size < whole:
-                rows.append(Row(name, size, tokenizer.truncated(size), source))
+                rows.append(Row(name, size, tokenizer, source))
         rows.append(Row(name, whole, tokenizer, source))
     return rows
 
 
-def _groups(rows: list[Row], opts: JobOptions) -> list[tuple[CountSettings, list[int]]]:
+def _groups(rows: list[Row], opts: JobOptions) -> list[Group]:
     """The rows by what counting their text takes: the split pattern and the special tokens. Text is
-    read and counted once per group (usually one), its partitions planned for that group's cuts."""
-    groups: dict[CountSettings, list[int]] = {}
+    read and counted once per group (usually one), its partitions planned for that group's cuts.
+    Each tokenizer is one ``Measure`` at all its sizes when its merges nest, else one per size."""
+    by_settings: dict[CountSettings, dict[str, list[int]]] = {}
     for k, row in enumerate(rows):
-        pretokenizer = row.tokenizer.pretokenizer
-        settings = CountSettings(tuple(row.tokenizer.special_tokens), opts.utf8_errors,
-                                 pretokenizer.pattern.spec, opts.engine)  # fmt: skip
-        groups.setdefault(settings, []).append(k)
-    return list(groups.items())
+        tokenizer = row.tokenizer
+        settings = CountSettings(tuple(tokenizer.special_tokens), opts.utf8_errors,
+                                 tokenizer.pretokenizer.pattern.spec, opts.engine)  # fmt: skip
+        by_settings.setdefault(settings, {}).setdefault(row.name, []).append(k)
+    groups = []
+    for settings, by_name in by_settings.items():
+        measures, order = [], []
+        for members in by_name.values():
+            tokenizer = rows[members[0]].tokenizer
+            whole = len(tokenizer.vocab)
+            if nested(tokenizer):
+                pieces = [None if rows[k].vocab_size == whole else pieces_at(tokenizer, rows[k].vocab_size)
+                          for k in members]  # fmt: skip
+                measures.append(Measure(tokenizer, tuple(pieces)))
+            else:
+                log.info("%s: its merges do not nest, so each size is encoded apart", rows[members[0]].name)
+                measures += [Measure(tokenizer if rows[k].vocab_size == whole else
+                                     tokenizer.truncated(rows[k].vocab_size)) for k in members]  # fmt: skip
+            order += members
+        groups.append((settings, measures, order))
+    return groups
 
 
-def _measure_here(job: Job, settings: CountSettings, tokenizers: list[Tokenizer]) -> list[Measured]:
+def _measure_here(job: Job, settings: CountSettings, measures: list[Measure]) -> list[Measured]:
     job.plan(settings.pretokenizer())
-    return [measure_range(r, tokenizers, settings, job.store) for r in job.ranges]
+    return [measure_range(r, measures, settings, job.store) for r in job.ranges]
 
 
-def _measure_on_cluster(client: Client, job: Job, groups: list[tuple[CountSettings, list[int]]],
-                        rows: list[Row]) -> list[list[Measured]]:  # fmt: skip
+def _measure_on_cluster(client: Client, job: Job, groups: list[Group]) -> list[list[Measured]]:
     """A task per partition and group, each tokenizer sent to every worker once."""
     threads, tag = cluster_threads(client), uuid.uuid4().hex  # a key of this job's own: nothing to reuse
     tasks, sizes, counts = [], [], []
-    for g, (settings, members) in enumerate(groups):
+    for g, (settings, measures, _) in enumerate(groups):
         job.plan(settings.pretokenizer(), threads)
-        shared = [client.scatter(rows[k].tokenizer, broadcast=True, hash=False) for k in members]
+        shared = [client.scatter(measure, broadcast=True, hash=False) for measure in measures]
         tasks += [
             dask.delayed(measure_range, pure=True)(
                 r, shared, settings, job.store, dask_key_name=f"evaluate-{tokenize(tag, g, r.key())}"
@@ -253,8 +271,8 @@ def _measure_on_cluster(client: Client, job: Job, groups: list[tuple[CountSettin
     return [measured[sum(counts[:g]) : sum(counts[: g + 1])] for g in range(len(groups))]
 
 
-def _report(job: Job, rows: list[Row], groups: list[tuple[CountSettings, list[int]]],
-            measured: list[list[Measured]], started: float) -> dict:  # fmt: skip
+def _report(job: Job, rows: list[Row], groups: list[Group], measured: list[list[Measured]],
+            started: float) -> dict:  # fmt: skip
     """The report: what was read, and a row per tokenizer and size."""
     first = measured[0]  # every group reads the same text
     text_bytes, documents = sum(m.text_bytes for m in first), sum(m.documents for m in first)
@@ -264,8 +282,8 @@ def _report(job: Job, rows: list[Row], groups: list[tuple[CountSettings, list[in
     report_bad_records(bad)
     records = bool(job.files) and all(f.has_records for f in job.files)
     tokens = [0] * len(rows)
-    for (_, members), parts in zip(groups, measured, strict=True):
-        for position, k in enumerate(members):
+    for (_, _, order), parts in zip(groups, measured, strict=True):
+        for position, k in enumerate(order):
             tokens[k] = sum(m.tokens[position] for m in parts)
     if not text_bytes:
         log.warning("the inputs hold no text (%s)", format_bytes(job.input_bytes))
@@ -307,7 +325,7 @@ def _described(rows: list[Row]) -> dict[str, dict]:
             "source": row.source, "special_tokens": tokenizer.special_tokens,
             "pattern": tokenizer.pretokenizer.pattern.spec,
         })  # fmt: skip
-        described[row.name]["vocab_size"] = row.vocab_size  # the whole tokenizer's comes last
+        described[row.name]["vocab_size"] = len(tokenizer.vocab)
     return described
 
 
