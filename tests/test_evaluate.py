@@ -224,3 +224,17 @@ def test_no_inputs_is_a_usage_error(tokenizers, capsys):
         capsys.readouterr().err.strip()
         == "bpe-dask: error: INPUT is required (on the command line or in --config)"
     )
+
+
+def test_a_config_file_gives_the_tokenizers_and_sizes(tokenizers, held_out, tmp_path, capsys):
+    config = tmp_path / "evaluate.toml"
+    paths = ", ".join(f'"{p}"' for p in held_out)
+    config.write_text(f'inputs = [{paths}]\ntokenizers = ["{tokenizers["gpt2"]}"]\nvocab_sizes = [300]\n')
+    assert main(["evaluate", "--config", str(config), "-q"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    texts = list(HELD_OUT.values())
+    assert [int(r[2].replace(",", "")) for r in rows] == [encoded_tokens(tokenizers["gpt2"], s, texts)
+                                                          for s in (300, None)]  # fmt: skip
+    config.write_text(f'inputs = [{paths}]\ntokenizers = ["{tokenizers["gpt2"]}"]\nvocab_sizes = "300"\n')
+    assert main(["evaluate", "--config", str(config), "-q"]) == 2
+    assert "not a list of whole numbers" in capsys.readouterr().err

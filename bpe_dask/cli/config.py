@@ -131,6 +131,8 @@ def load_config(path: str) -> dict[str, Any]:
             raise UsageError(f"{path}: unknown option {key!r}{did_you_mean(name, OPTIONS)}")
         if name in NUMBER_OPTIONS and (isinstance(value, bool) or not isinstance(value, int)):
             raise UsageError(f"{path}: {key}: not a whole number: {value!r} (a TOML number has no quotes)")
+        if name == "vocab_sizes" and not isinstance(value, list):  # a flag's "8000,16000" is text
+            raise UsageError(f"{path}: {key}: not a list of whole numbers: {value!r} (e.g. [8000, 16000])")
         options[name] = _checked(name, value, source=f"{path}: {key}")
     base = os.path.dirname(os.path.abspath(path))
     for name in PATH_OPTIONS & options.keys():
