@@ -16,6 +16,7 @@ import pytest
 
 from bpe_dask import Tokenizer, evaluate, train_bpe
 from bpe_dask.cli.main import main
+from bpe_dask.jobs.evaluate import table
 from conftest import CS336_DIR
 
 EOT, PAD = "<|endoftext|>", "<|pad|>"
@@ -134,6 +135,11 @@ def test_records_give_tokens_per_document(tokenizers, tmp_path):
         tokens = encoded_tokens(tokenizers["gpt2"], row["vocab_size"], documents)
         assert row["tokens"] == tokens
         assert row["tokens_per_document"] == round(tokens / len(documents), 2)
+    lines = table(report).splitlines()
+    assert lines[0].split()[-1] == "tokens/doc"
+    assert [line.split()[-1] for line in lines[1:]] == [
+        f"{r['tokens_per_document']:.1f}" for r in report["results"]
+    ]
 
 
 def test_a_hugging_face_tokenizer_json_is_a_comparison_row(tmp_path, held_out):
