@@ -4,7 +4,8 @@
 tokens per document, for each tokenizer given and for smaller vocabularies of each (a vocabulary of
 ``k`` ids is the bytes, the special tokens and the first merges: ``Tokenizer.truncated``). It plans
 the inputs as ``encode`` does and measures each partition in a Dask task (``stages.evaluate``), which
-hands back only counts; small inputs with no cluster asked for are measured in this process. The
+hands back only counts, with one merging per tokenizer however many sizes are asked for; small
+inputs with no cluster asked for are measured in this process. The
 result is a report (a row per tokenizer and size), printed as a table by the command line
 (``table``), and, given ``out``, ``evaluation.json`` and ``evaluation.png`` published whole.
 """
@@ -53,7 +54,7 @@ class Row:
 
     name: str
     vocab_size: int
-    tokenizer: Tokenizer  # whole: cut to ``vocab_size`` where it is measured (``_measures``)
+    tokenizer: Tokenizer  # whole: cut to ``vocab_size`` where it is measured (``_groups``)
     source: str | None  # the tokenizer's directory or file, absolute; None for a ``Tokenizer`` given
 
 
