@@ -44,7 +44,7 @@ FLAGS: dict[str, dict[str, Any]] = {
         "choices": ("bin", "npy"),
         "help": (
             "bin: one flat file of uint16/uint32 ids to np.memmap; npy: a directory of shards (default: bin "
-            "when OUT ends in .bin)"
+            "when OUT ends in .bin, npy when it has no suffix; any other name needs --format)"
         ),
     },
     "--special-token": {
