@@ -85,6 +85,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "on_bad_record": _string,
     "document_separator": _string,
     "trust_pattern": _boolean,
+    "strict_pattern": _boolean,
 }
 PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer"}
 # Numbers a flag gives as text; a TOML file has numbers of its own, so a quoted one is a mistake.

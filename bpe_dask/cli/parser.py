@@ -88,6 +88,13 @@ FLAGS: dict[str, dict[str, Any]] = {
             "'<|endoftext|>'"
         ),
     },
+    "--strict-pattern": {
+        "action": "store_true",
+        "help": (
+            "stop, before any work, if the split pattern leaves characters of a sample of the input out of "
+            "every pre-token (default: a warning)"
+        ),
+    },
     "--trust-pattern": {
         "action": "store_true",
         "help": "run the tokenizer's split pattern even if not built in (gpt2, gpt4, o200k)",
@@ -199,12 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
     _command(
         commands, "train", "count words and learn merges: the whole job, a tokenizer directory out",
         ["inputs", "--vocab-size", out("DIR", TOKENIZER_OUT)],
-        [special(SPECIAL_TOKEN_HELP), pattern(PATTERN_HELP), *LIMITS, *READING, "--merge-on", *CLUSTER],
+        [special(SPECIAL_TOKEN_HELP), pattern(PATTERN_HELP), "--strict-pattern", *LIMITS, *READING,
+         "--merge-on", *CLUSTER],
     )  # fmt: skip
     _command(
         commands, "count", "count words only, into a Parquet table to merge later",
         ["inputs", out("COUNTS", "Parquet file for the counts (token: binary, count: int64)")],
-        [special(SPECIAL_TOKEN_HELP), pattern(PATTERN_HELP), *READING, *CLUSTER],
+        [special(SPECIAL_TOKEN_HELP), pattern(PATTERN_HELP), "--strict-pattern", *READING, *CLUSTER],
     )  # fmt: skip
     _command(
         commands, "merge", "learn merges from a counts table that `bpe-dask count` wrote",
@@ -218,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
         ["inputs", "--tokenizer",
          out("OUT", "a .bin file of ids (with OUT.json beside it), or a directory of .npy shards")],
         ["--format", special("a special token (default: those the tokenizer's tokenizer.json registers)"),
-         *READING, "--document-separator", "--trust-pattern", *CLUSTER],
+         *READING, "--document-separator", "--trust-pattern", "--strict-pattern", *CLUSTER],
     )  # fmt: skip
     return parser
 

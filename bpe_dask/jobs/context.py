@@ -30,6 +30,7 @@ from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.inputs import InputFile, expand_inputs
 from bpe_dask.io.plan import Partition, plan_ranges
 from bpe_dask.io.records import BadRecords
+from bpe_dask.io.sample import sample_documents
 from bpe_dask.io.storage import Store, describe, is_local, required_packages
 from bpe_dask.jobs.cluster import dask_client, failures_explained
 from bpe_dask.jobs.options import JobOptions
@@ -65,6 +66,28 @@ class Job:
         self.files = expand_inputs(
             inputs, self.store, exclude=[e for e in exclude if e], reading=self.options.reading()
         )
+
+    def check_pattern(self, pretokenizer: Pretokenizer) -> None:
+        """A split pattern of one's own may leave characters out of every pre-token, and such text is
+        never counted (``'\\w+'`` drops spaces and punctuation): say how many characters of a sample of
+        the first input it drops, in a warning, or, with ``strict_pattern``, an error before any work."""
+        if pretokenizer.pattern.builtin or not self.files:
+            return
+        documents = sample_documents(self.files[0], self.store)
+        dropped = "".join(pretokenizer.uncovered(document) for document in documents)
+        if not dropped:
+            return
+        total = sum(map(len, documents))
+        examples = ", ".join(repr(c) for c in list(dict.fromkeys(dropped))[:5])
+        message = (
+            f"the split pattern '{pretokenizer.pattern.spec}' leaves {len(dropped):,} of the {total:,} "
+            f"characters of a sample of {self.files[0].name} out of every pre-token "
+            f"({100 * len(dropped) / total:.1f} %; {examples}): such text is never counted, and the "
+            "tokenizer cannot encode it"
+        )
+        if self.options.strict_pattern:
+            raise BpeDaskError(f"{message} (--strict-pattern)")
+        log.warning("%s; --strict-pattern makes this an error", message)
 
     def plan(self, pretokenizer: Pretokenizer, threads: int | None = None) -> None:
         """The files cut into byte ranges: ``--chunk-size`` bytes each, or sized for ``threads`` worker

@@ -112,6 +112,7 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
     job.find_inputs(inputs, exclude=[out, opts.work_dir])
     settings = opts.count_settings()
     pretokenizer = settings.pretokenizer()
+    job.check_pattern(pretokenizer)
     in_process = opts.in_process
     if in_process is None:
         # Below this much input the Python API counts here: starting a cluster costs seconds.

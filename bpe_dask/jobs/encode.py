@@ -95,6 +95,7 @@ def encode(
         check_output_dir(out, opts.overwrite, is_encoded_file, job.store)
     job.find_inputs(inputs, exclude=[out, opts.work_dir])
     _check_separator(document_separator, tokenizer, job)
+    job.check_pattern(tokenizer.pretokenizer)
     _say_format(out, fmt, tokenizer)
     with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
         job.preflight(client, work, [out])

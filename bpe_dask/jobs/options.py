@@ -60,6 +60,7 @@ class JobOptions:
     ship_package: bool = False  # upload this bpe_dask to workers that lack it
     ship_credentials: bool = False  # send this machine's AWS_* credentials to the tasks (not by default)
     overwrite: bool = False  # replace results already in the output
+    strict_pattern: bool = False  # a split pattern that leaves text out of every pre-token is an error
     show_progress: bool = False  # progress bars and log lines on stderr
 
     @classmethod
@@ -86,7 +87,7 @@ class JobOptions:
                 raise BpeDaskError(f"{name} must be a string, got {getattr(self, name)!r}")
         if self.work_dir:
             set_(self, "work_dir", absolute(self.work_dir))  # as the workers must read it
-        for name in ("ship_package", "ship_credentials", "overwrite", "show_progress") + (
+        for name in ("ship_package", "ship_credentials", "overwrite", "show_progress", "strict_pattern") + (
             ("in_process",) if self.in_process is not None else ()
         ):
             if not isinstance(getattr(self, name), bool):

@@ -72,6 +72,7 @@ def train(
     check_output_dir(out, opts.overwrite, is_output_file, job.store)
     job.find_inputs(inputs, exclude=[out, opts.work_dir])
     settings = opts.count_settings()
+    job.check_pattern(settings.pretokenizer())
     if opts.merge_on != "worker" and not (opts.scheduler or opts.client):
         warm_up(opts.engine)  # the merge loop compiles (or loads) while the cluster starts and counts
     with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
