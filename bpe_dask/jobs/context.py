@@ -94,13 +94,15 @@ class Job:
         threads (``None``: as large as a task may be, for counting in this process)."""
         chunk_size = self.options.chunk_size or partition_size(self.input_bytes, threads, self.store.settings)
         self.ranges = plan_ranges(self.files, chunk_size, pretokenizer, self.store)
-        log.info(
-            "%s, %s, %s of about %s",
-            plural(len(self.files), "input file"),
-            format_bytes(self.input_bytes),
-            plural(len(self.ranges), "partition"),
-            format_bytes(chunk_size),
-        )
+        compressed = sum(1 for f in self.files if f.compression)
+        if compressed == len(self.files):  # the chunk size cuts nothing: the sizes are not the text's
+            sizes = f"{format_bytes(self.input_bytes)} compressed, {plural(len(self.ranges), 'partition')} " \
+                "(a compressed file is read whole, as one task)"
+        else:
+            whole = f" ({compressed} compressed, each read whole as one task)" if compressed else ""
+            sizes = f"{format_bytes(self.input_bytes)}{whole}, {plural(len(self.ranges), 'partition')} of " \
+                f"about {format_bytes(chunk_size)}"
+        log.info("%s, %s", plural(len(self.files), "input file"), sizes)
         if pretokenizer.pattern.cut_rule is None and any(
             f.size > chunk_size and not f.has_records for f in self.files
         ):

@@ -83,7 +83,7 @@ def train(
         # The merge reads the counts where it runs: from the work directory on a worker; here, from
         # the reduce's own result, with no file in between.
         counts_file = f"{work.rstrip('/')}/counts/{job.key(settings)}.parquet" if on_worker else None
-        counts, reused, bad, specials = count_on_cluster(client, job, settings, work, counts_file)
+        counts, reused, bad, specials, text_bytes = count_on_cluster(client, job, settings, work, counts_file)
         count_seconds = time.perf_counter() - started
         if on_worker:
             merged = merge_on_cluster(client, counts, vocab_size, opts.special_tokens, job, limits)
@@ -101,7 +101,8 @@ def train(
     report_bad_records(bad)
     warn_if_empty(merged.unique_words, job.input_bytes)
     report = training_report(
-        {"inputs": job.input_urls, "input_bytes": job.input_bytes, "partitions": len(job.ranges),
+        {"inputs": job.input_urls, "input_bytes": job.input_bytes, "text_bytes": text_bytes,
+         "partitions": len(job.ranges),
          "partitions_reused": reused, "partitions_computed": len(job.ranges) - reused,
          "utf8_errors": opts.utf8_errors, "bad_records_skipped": bad.count, "pattern": opts.pattern},
         merged, opts.special_tokens, vocab_size, limits, {"count": count_seconds},
@@ -155,6 +156,8 @@ def merge(
     report["timings"]["total"] = time.perf_counter() - started
     seen = (recorded or {}).get("special_tokens_seen")  # absent from counts an older bpe-dask wrote
     curve = compression_curve(merged, opts.special_tokens, None if seen is None else SpecialsSeen(**seen))
+    if seen is not None:
+        report["text_bytes"] = merged.byte_tokens + seen["bytes"]
     publish_tokenizer(out, merged, opts, report, job.store, limits, curve=curve)
     return report
 

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from bpe_dask.engines import check_pattern, use_compiled
-from bpe_dask.io.counts_table import write_counts
+from bpe_dask.io.counts_table import words_bytes, write_counts
 from bpe_dask.io.plan import Partition
 from bpe_dask.io.records import BadRecords, Documents, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
@@ -84,11 +84,13 @@ class Shard:
     reused: bool
     bad_records: BadRecords = field(default_factory=BadRecords)
     specials: SpecialsSeen = field(default_factory=SpecialsSeen)
+    text_bytes: int = 0  # the UTF-8 bytes of the text counted: the words' and the special tokens'
 
 
 # In a shard's metadata, so that a reused shard still reports them.
 BAD_RECORDS_KEY = b"bpe_dask.bad_records"
 SPECIALS_KEY = b"bpe_dask.special_tokens_seen"
+TEXT_BYTES_KEY = b"bpe_dask.text_bytes"
 
 
 def shard_path(shard_dir: str, byte_range: Partition, settings: CountSettings) -> str:
@@ -236,12 +238,18 @@ def _count_range_to_shard(
             parquet = pq.ParquetFile(f)
             metadata = parquet.schema_arrow.metadata or {}
             bad, specials = (json.loads(metadata.get(key, b"{}")) for key in (BAD_RECORDS_KEY, SPECIALS_KEY))
-            return Shard(path, parquet.metadata.num_rows, True, BadRecords(**bad), SpecialsSeen(**specials))
+            seen = SpecialsSeen(**specials)
+            if TEXT_BYTES_KEY in metadata:
+                text_bytes = int(metadata[TEXT_BYTES_KEY])
+            else:  # a shard an earlier version wrote
+                text_bytes = words_bytes(parquet.read()) + seen.bytes
+            return Shard(path, parquet.metadata.num_rows, True, BadRecords(**bad), seen, text_bytes)
     bad = BadRecords()
     counter = count_range(byte_range, settings, store, bad=bad)
     table = counter.table().sort_by("token")  # the reduce merges runs
-    metadata = {SPECIALS_KEY: json.dumps(vars(counter.specials))}
+    text_bytes = words_bytes(table) + counter.specials.bytes
+    metadata = {SPECIALS_KEY: json.dumps(vars(counter.specials)), TEXT_BYTES_KEY: str(text_bytes)}
     if bad.count:
         metadata[BAD_RECORDS_KEY] = json.dumps(vars(bad))
     write_counts(table.replace_schema_metadata(metadata), path, store)
-    return Shard(path, table.num_rows, False, bad, counter.specials)
+    return Shard(path, table.num_rows, False, bad, counter.specials, text_bytes)
