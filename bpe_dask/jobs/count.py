@@ -20,7 +20,7 @@ from distributed import Client
 
 from bpe_dask import settings as config
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.counts_table import read_counts, words_bytes
+from bpe_dask.io.counts_table import read_counts, words_bytes, write_counts
 from bpe_dask.io.outputs import check_output_file, remove_files
 from bpe_dask.io.plan import Partition
 from bpe_dask.io.records import BadRecords
@@ -117,7 +117,9 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
     pretokenizer = settings.pretokenizer()
     job.check_pattern(pretokenizer)
     in_process = opts.in_process
-    if in_process is None:
+    if not job.input_bytes:  # nothing to count: no cluster to start, or to wait for
+        in_process = True
+    elif in_process is None:
         # Below this much input the Python API counts here: starting a cluster costs seconds.
         small = job.input_bytes <= config.size("in-process-limit", job.store.settings)
         in_process = not (opts.wants_cluster or out) and small
@@ -129,6 +131,10 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
         result._table = count_in_process(job.ranges, settings, job.store, bad, result.specials)
         result.text_bytes = words_bytes(result._table) + result.specials.bytes
         say_text_bytes(job, result.text_bytes)
+        if out:  # as the reduce records it: the settings, and the special tokens seen
+            recorded = {**settings.recorded(), "special_tokens_seen": vars(result.specials)}
+            write_counts(result._table, out, job.store, recorded, opts.overwrite)
+            result.path = out
     else:
         with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
             job.preflight(client, work, [out])

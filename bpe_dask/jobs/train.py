@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.counts_table import read_counts, recorded_settings
+from bpe_dask.io.counts_table import counts_table, read_counts, recorded_settings
 from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.storage import Store, absolute
 from bpe_dask.io.tokenizer_formats import check_special_token_names
@@ -73,6 +73,8 @@ def train(
     job.find_inputs(inputs, exclude=[out, opts.work_dir])
     settings = opts.count_settings()
     job.check_pattern(settings.pretokenizer())
+    if not job.input_bytes:  # nothing to count: no cluster to start, or to wait for
+        return _train_on_nothing(job, vocab_size, out, limits, started)
     if opts.merge_on != "worker" and not (opts.scheduler or opts.client):
         warm_up(opts.engine)  # the merge loop compiles (or loads) while the cluster starts and counts
     with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
@@ -114,6 +116,26 @@ def train(
     return report
 
 
+def _train_on_nothing(job: Job, vocab_size: int, out: str, limits: Limits, started: float) -> dict:
+    """``train`` of inputs that hold no bytes, here: the bytes and the special tokens, no merges."""
+    opts = job.options
+    job.plan(opts.count_settings().pretokenizer())
+    merged = merge_here(counts_table({}), vocab_size, opts, limits)
+    warn_if_empty(merged.unique_words, job.input_bytes)
+    report = training_report(
+        {"inputs": job.input_urls, "input_bytes": 0, "text_bytes": 0, "partitions": len(job.ranges),
+         "partitions_reused": 0, "partitions_computed": len(job.ranges), "utf8_errors": opts.utf8_errors,
+         "bad_records_skipped": 0, "pattern": opts.pattern},
+        merged, opts.special_tokens, vocab_size, limits, {"count": 0.0},
+    )  # fmt: skip
+    report["merge_ran_on"] = "client"
+    report["timings"]["total"] = time.perf_counter() - started
+    curve = compression_curve(merged, opts.special_tokens, SpecialsSeen())
+    files = tokenizer_files(merged, opts.special_tokens, opts.pattern, curve)
+    publish_tokenizer(out, merged, opts, report, job.store, limits, files, curve)
+    return report
+
+
 def merge(
     counts: str,
     vocab_size: int,
@@ -151,6 +173,7 @@ def merge(
     job = Job.start(opts, [counts, out])
     check_output_dir(out, opts.overwrite, is_output_file, job.store)
     merged = merge_here(read_counts(counts, job.store), vocab_size, opts, limits)
+    warn_if_empty(merged.unique_words, None)
     base = {"counts": counts, "counted_with": recorded, "pattern": opts.pattern}
     report = training_report(base, merged, opts.special_tokens, vocab_size, limits, {})
     report["timings"]["total"] = time.perf_counter() - started
