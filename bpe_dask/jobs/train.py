@@ -77,6 +77,10 @@ def train(
         return _train_on_nothing(job, vocab_size, out, limits, started)
     if opts.merge_on != "worker" and not (opts.scheduler or opts.client):
         warm_up(opts.engine)  # the merge loop compiles (or loads) while the cluster starts and counts
+    background = ThreadPoolExecutor(1)
+    # Drawing compression.png imports matplotlib (a second or two): in the background while the
+    # cluster starts, finished before the cluster closes (compression.load_plotting says why).
+    plotting = background.submit(compression.load_plotting)
     with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
         job.preflight(client, work)  # the tokenizer is published from here, not by the tasks
         job.plan(settings.pretokenizer(), cluster_threads(client))
@@ -93,11 +97,9 @@ def train(
             merged = merge_here(counts, vocab_size, opts, limits)
         workers_peak = client.run(peak_rss_bytes)
         # The tokenizer's files take a moment to make (tiktoken's ranks are checked): made while the
-        # cluster closes.
-        background = ThreadPoolExecutor(1)
+        # cluster closes, with everything they import already imported.
         curve = compression_curve(merged, opts.special_tokens, specials)
-        if curve is not None:
-            compression.load_plotting()  # here, not in the thread: see there
+        plotting.result()
         files = background.submit(tokenizer_files, merged, opts.special_tokens, opts.pattern, curve)
         background.shutdown(wait=False)  # the thread ends with its task
     report_bad_records(bad)
