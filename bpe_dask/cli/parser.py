@@ -104,6 +104,13 @@ FLAGS: dict[str, dict[str, Any]] = {
         "metavar": "ADDR",
         "help": "run on a Dask scheduler, e.g. tcp://host:8786",
     },
+    "--scheduler-file": {
+        "metavar": "FILE",
+        "help": (
+            "run on the Dask scheduler this file names: the JSON `dask scheduler --scheduler-file`, "
+            "dask-jobqueue and dask-mpi write"
+        ),
+    },
     "--chunk-size": {
         "metavar": "SIZE",
         "help": "bytes per map task, e.g. 16MiB (default: from the input size and the cluster's threads)",
@@ -158,8 +165,8 @@ FLAGS: dict[str, dict[str, Any]] = {
 LIMITS = ("--min-frequency", "--max-token-length")
 READING = ("--input-format", "--text-column", "--on-bad-record")
 COMMON = ("--storage-options", "--config", "--overwrite", "--quiet", "--verbose")
-CLUSTER = ("--workers", "--scheduler", "--chunk-size", "--utf8-errors", "--engine", "--work-dir",
-           "--ship-package", "--ship-credentials", *COMMON)  # fmt: skip
+CLUSTER = ("--workers", "--scheduler", "--scheduler-file", "--chunk-size", "--utf8-errors", "--engine",
+           "--work-dir", "--ship-package", "--ship-credentials", *COMMON)  # fmt: skip
 
 Flag = str | tuple[str, dict[str, Any]]  # a flag, or a flag and what the command adds to it
 

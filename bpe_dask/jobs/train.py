@@ -72,7 +72,7 @@ def train(
     check_output_dir(out, opts.overwrite, is_output_file, job.store)
     job.find_inputs(inputs, exclude=[out, opts.work_dir])
     settings = opts.count_settings()
-    if opts.merge_on != "worker" and not (opts.scheduler or opts.client):
+    if opts.merge_on != "worker" and not (opts.on_scheduler or opts.client):
         warm_up(opts.engine)  # the merge loop compiles (or loads) while the cluster starts and counts
     with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
         job.preflight(client, work)  # the tokenizer is published from here, not by the tasks
