@@ -86,6 +86,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "on_bad_record": _string,
     "document_separator": _string,
     "trust_pattern": _boolean,
+    "patterns": _strings,  # warm-up's
 }
 PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer", "scheduler_file"}
 # Numbers a flag gives as text; a TOML file has numbers of its own, so a quoted one is a mistake.

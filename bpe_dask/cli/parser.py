@@ -1,6 +1,6 @@
 """The command line's grammar: every flag once, in ``FLAGS``, and each command as the list of its flags.
 
-Takes nothing; gives the ``argparse`` parser of ``bpe-dask train | count | merge | encode``. A flag
+Takes nothing; gives the ``argparse`` parser of ``bpe-dask train | count | merge | encode | warm-up``. A flag
 the user leaves out is absent from the parsed options (``argparse.SUPPRESS``), so a ``--config``
 file can give it instead (``config.resolve``).
 
@@ -27,6 +27,10 @@ PATTERN_HELP = (
     "own (cut only at special tokens, so one long document without them is one task)"
 )
 TOKENIZER_OUT = "directory for vocab.json, merges.txt, tokenizer.json and report.json"
+WARM_UP_HELP = (
+    "compile the numba code of every job with these patterns into numba's cache (NUMBA_CACHE_DIR), e.g. "
+    "when building a worker image, so that workers load it instead of compiling"
+)
 
 # Every flag's argparse keywords; ``names`` where it has a short form, ``default`` where it is not
 # left out when not given. A command may add to them (``--out``'s metavar and help differ).
@@ -227,6 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
         ["--format", special("a special token (default: those the tokenizer's tokenizer.json registers)"),
          *READING, "--document-separator", "--trust-pattern", *CLUSTER],
     )  # fmt: skip
+    _command(
+        commands, "warm-up", WARM_UP_HELP, [],
+        [("--pattern", {"dest": "patterns", "nargs": "+", "action": "extend", "metavar": "NAME",
+                        "help": "the built-in patterns the jobs use: gpt2 (the default), gpt4, o200k"}),
+         "--config", "--quiet", "--verbose"],
+    )  # fmt: skip
     return parser
 
 
@@ -238,8 +248,10 @@ def _command(
     parser = commands.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
     group = parser.add_argument_group("required (on the command line or in --config)")
     parser._action_groups.insert(0, parser._action_groups.pop())  # shown first
-    positional, *flags = required
-    if positional == "counts":
+    positional, *flags = required or [None]
+    if positional is None:  # a command of no input
+        parser._action_groups.remove(group)
+    elif positional == "counts":
         group.add_argument("counts", metavar="COUNTS", help="a Parquet counts table (a file or URL)")
     else:
         group.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS, help=INPUT_HELP)
