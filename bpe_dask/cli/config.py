@@ -159,11 +159,11 @@ PLACES = ("scheduler_file", "scheduler", "workers")
 
 
 def _one_place_to_run(options: dict[str, Any], levels: list[Mapping[str, Any]]) -> None:
-    """Where a scheduler file is concerned, the highest of ``levels`` (the config file, then the
-    flags) that says where to run decides it, in place of those below and of
-    ``DASK_SCHEDULER_ADDRESS``: a flag ``--scheduler-file`` runs a config file that sets ``workers``
-    on that scheduler. Within one level, a scheduler file beside ``--scheduler`` or ``--workers``
-    is refused."""
+    """Where to run, when a scheduler file is among the choices: the highest of ``levels`` (the config
+    file, then the flags) that names a place decides, and the places below it and
+    ``DASK_SCHEDULER_ADDRESS`` are dropped (a ``--scheduler-file`` flag runs a config file that sets
+    ``workers`` on that scheduler). A scheduler file beside a scheduler or workers in one level is a
+    usage error."""
     for level in reversed(levels):
         given = [name for name in PLACES if name in level]
         if "scheduler_file" in given and len(given) > 1:

@@ -58,6 +58,9 @@ def dask_client(
         yield from _local_client(workers or default_workers())
 
 
+SCHEDULER_FILE_LIMIT = 16 * 2**20  # characters; Dask's are a few hundred
+
+
 def scheduler_address(path: str) -> str:
     """The address in a Dask scheduler file: the JSON that ``dask scheduler --scheduler-file`` (and
     dask-jobqueue, dask-mpi) write, which ``distributed.Client(scheduler_file=...)`` reads. Read once,
@@ -72,7 +75,7 @@ def scheduler_address(path: str) -> str:
     """
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read()
+            text = f.read(SCHEDULER_FILE_LIMIT)  # not a whole corpus given by mistake
     except OSError as error:
         reason = error.strerror or describe(error)
         raise BpeDaskError(f"cannot read the scheduler file {path}: {reason}") from None

@@ -1,0 +1,5 @@
+import sys
+
+from bpe_dask.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,186 @@
+"""Command-line options: built-in defaults, then a TOML config file, then command-line flags.
+
+Takes the flags argparse saw and an optional ``--config`` file; gives one dict of option values
+in the types the jobs take (``JobOptions`` checks what they mean). A config file uses the long
+option names (``vocab_size`` or ``vocab-size``) at the top level. Relative paths in a config file
+are taken from the file's own folder, so a job runs the same from any directory; relative paths
+in flags, from the current directory.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from bpe_dask.errors import BpeDaskError, UsageError
+from bpe_dask.io.text import check_utf8_errors
+from bpe_dask.jobs.options import MERGE_PLACES, parse_size, positive_int, whole_number
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str):
+        raise BpeDaskError(f"not a string: {value!r}")
+    return value
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BpeDaskError(f"not a list of strings: {value!r}")
+    return list(value)
+
+
+def _storage_options(value: Any) -> dict:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise BpeDaskError(f"not JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise BpeDaskError(f"must be a JSON object or TOML table, got a {type(value).__name__}")
+    return value
+
+
+def _merge_on(value: Any) -> str:
+    if value not in MERGE_PLACES:
+        raise BpeDaskError(f"must be auto, client or worker, got {value!r}")
+    return value
+
+
+def _boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise BpeDaskError(f"not true or false: {value!r}")
+    return value
+
+
+OPTIONS: dict[str, Callable[[Any], Any]] = {
+    "inputs": _strings,
+    "vocab_size": positive_int,
+    "min_frequency": whole_number,  # 0 (Hugging Face's default) and 1 both change nothing
+    "max_token_length": positive_int,
+    "out": _string,
+    "special_tokens": _strings,
+    "pattern": _string,
+    "workers": positive_int,
+    "scheduler": _string,
+    "scheduler_file": _string,
+    "chunk_size": parse_size,
+    "work_dir": _string,
+    "overwrite": _boolean,
+    "quiet": _boolean,
+    "storage_options": _storage_options,
+    "merge_on": _merge_on,
+    "ship_package": _boolean,
+    "ship_credentials": _boolean,
+    "utf8_errors": check_utf8_errors,
+    "tokenizer": _string,
+    "engine": _string,
+    "format": _string,
+    "input_format": _string,
+    "text_column": _string,
+    "on_bad_record": _string,
+    "document_separator": _string,
+    "trust_pattern": _boolean,
+    "patterns": _strings,  # warm-up's
+}
+PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer", "scheduler_file"}
+# Numbers a flag gives as text; a TOML file has numbers of its own, so a quoted one is a mistake.
+NUMBER_OPTIONS = {"vocab_size", "min_frequency", "max_token_length", "workers"}
+DEFAULTS: dict[str, Any] = {
+    "inputs": [],
+    "overwrite": False,
+    "quiet": False,
+    "merge_on": "auto",
+    "ship_package": False,
+    "utf8_errors": "strict",
+}
+
+
+def load_config(path: str) -> dict[str, Any]:
+    """The options a TOML file sets, checked and with canonical names."""
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except FileNotFoundError:
+        raise UsageError(f"config file not found: {path}") from None
+    except OSError as error:
+        raise UsageError(f"cannot read config file {path}: {error.strerror or error}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise UsageError(f"{path}: not valid TOML ({error})") from None
+    options = {}
+    for key, value in raw.items():
+        name = key.replace("-", "_")
+        name = {"input": "inputs", "special_token": "special_tokens"}.get(name, name)
+        if name not in OPTIONS:
+            raise UsageError(f"{path}: unknown option {key!r}{did_you_mean(name, OPTIONS)}")
+        if name in NUMBER_OPTIONS and (isinstance(value, bool) or not isinstance(value, int)):
+            raise UsageError(f"{path}: {key}: not a whole number: {value!r} (a TOML number has no quotes)")
+        options[name] = _checked(name, value, source=f"{path}: {key}")
+    base = os.path.dirname(os.path.abspath(path))
+    for name in PATH_OPTIONS & options.keys():
+        value = options[name]
+        options[name] = [_from(base, v) for v in value] if isinstance(value, list) else _from(base, value)
+    return options
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean X?)`` for the known word closest to a mistyped one, or nothing.
+
+    >>> did_you_mean("vocab_szie", ["vocab_size", "workers"])
+    ' (did you mean vocab_size?)'
+    """
+    close = difflib.get_close_matches(word, list(known), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _from(base: str, path: str) -> str:
+    """``path`` taken relative to ``base``, unless it is absolute or a URL."""
+    return path if "://" in path or os.path.isabs(path) else os.path.normpath(os.path.join(base, path))
+
+
+def resolve(flags: Mapping[str, Any], config_path: str | None = None) -> dict[str, Any]:
+    """Defaults, then the environment, then the config file, then the flags given."""
+    options = dict(DEFAULTS)
+    if os.environ.get("DASK_SCHEDULER_ADDRESS"):
+        options["scheduler"] = os.environ["DASK_SCHEDULER_ADDRESS"]
+    from_file = load_config(config_path) if config_path else {}
+    options.update(from_file)
+    options.update({k: _checked(k, v, source=_flag(k)) for k, v in flags.items()})
+    _one_place_to_run(options, [from_file, flags])
+    return options
+
+
+PLACES = ("scheduler_file", "scheduler", "workers")
+
+
+def _one_place_to_run(options: dict[str, Any], levels: list[Mapping[str, Any]]) -> None:
+    """Where a scheduler file is concerned, the highest of ``levels`` (the config file, then the
+    flags) that says where to run decides it, in place of those below and of
+    ``DASK_SCHEDULER_ADDRESS``: a flag ``--scheduler-file`` runs a config file that sets ``workers``
+    on that scheduler. Within one level, a scheduler file beside ``--scheduler`` or ``--workers``
+    is refused."""
+    for level in reversed(levels):
+        given = [name for name in PLACES if name in level]
+        if "scheduler_file" in given and len(given) > 1:
+            raise UsageError(f"--scheduler-file and {_flag(given[1])} both say where to run: give one")
+        if given:
+            for name in (PLACES[1:] if "scheduler_file" in given else PLACES[:1]):
+                options.pop(name, None)
+            return
+
+
+def _flag(name: str) -> str:
+    return {"inputs": "INPUT", "special_tokens": "--special-token"}.get(name, "--" + name.replace("_", "-"))
+
+
+def _checked(name: str, value: Any, source: str) -> Any:
+    """``value`` in the type the jobs take; a mistake names where it came from (a flag, or a file and key)."""
+    try:
+        return OPTIONS[name](value)
+    except BpeDaskError as error:
+        raise UsageError(f"{source}: {error}") from None

@@ -1,0 +1,261 @@
+"""The command line's grammar: every flag once, in ``FLAGS``, and each command as the list of its flags.
+
+Takes nothing; gives the ``argparse`` parser of ``bpe-dask train | count | merge | encode | warm-up``. A flag
+the user leaves out is absent from the parsed options (``argparse.SUPPRESS``), so a ``--config``
+file can give it instead (``config.resolve``).
+
+>>> vars(build_parser().parse_args(["count", "in.txt", "--out", "counts.parquet"]))
+{'command': 'count', 'config': None, 'verbose': False, 'inputs': ['in.txt'], 'out': 'counts.parquet'}
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, NoReturn
+
+from bpe_dask.cli.config import did_you_mean
+from bpe_dask.io.inputs import BAD_RECORD_ACTIONS, INPUT_FORMATS
+from bpe_dask.io.text import UTF8_ERRORS
+from bpe_dask.version import __version__
+
+INPUT_HELP = "files, directories or globs, local paths or URLs fsspec reads (s3://, gs://, ...)"
+SPECIAL_TOKEN_HELP = (
+    "a special token, e.g. '<|endoftext|>': split out before counting, never merged (repeatable)"
+)
+PATTERN_HELP = (
+    "the pre-tokenization split pattern: gpt2 (the default), gpt4 (cl100k), o200k, or a regex of your "
+    "own (cut only at special tokens, so one long document without them is one task)"
+)
+TOKENIZER_OUT = "directory for vocab.json, merges.txt, tokenizer.json and report.json"
+WARM_UP_HELP = (
+    "compile the numba code of every job with these patterns into numba's cache (NUMBA_CACHE_DIR), e.g. "
+    "when building a worker image, so that workers load it instead of compiling"
+)
+
+# Every flag's argparse keywords; ``names`` where it has a short form, ``default`` where it is not
+# left out when not given. A command may add to them (``--out``'s metavar and help differ).
+FLAGS: dict[str, dict[str, Any]] = {
+    "--vocab-size": {
+        "metavar": "N",
+        "help": "tokens in the vocabulary: 256 bytes + special tokens + merges",
+    },
+    "--tokenizer": {
+        "metavar": "DIR",
+        "help": "a tokenizer directory `bpe-dask train` wrote",
+    },
+    "--out": {},
+    "--format": {
+        "choices": ("bin", "npy"),
+        "help": (
+            "bin: one flat file of uint16/uint32 ids to np.memmap; npy: a directory of shards (default: bin "
+            "when OUT ends in .bin)"
+        ),
+    },
+    "--special-token": {
+        "dest": "special_tokens",
+        "action": "append",
+        "metavar": "TOKEN",
+    },
+    "--pattern": {
+        "metavar": "NAME|REGEX",
+    },
+    "--min-frequency": {
+        "metavar": "N",
+        "help": "stop merging when the most frequent pair occurs fewer than N times (default: no limit)",
+    },
+    "--max-token-length": {
+        "metavar": "N",
+        "help": "never learn a token longer than N bytes: longer pairs are passed over (default: no limit)",
+    },
+    "--input-format": {
+        "choices": INPUT_FORMATS,
+        "help": (
+            "how to read the inputs (default: by name: .parquet, .jsonl/.ndjson (also .gz, .zst, ...), else "
+            "text)"
+        ),
+    },
+    "--text-column": {
+        "metavar": "NAME",
+        "help": "the Parquet column or JSON field holding each document's text (default: text)",
+    },
+    "--on-bad-record": {
+        "choices": BAD_RECORD_ACTIONS,
+        "help": (
+            "a record without text (bad JSON, missing field, not a string, null): stop at it (error, the "
+            "default) or leave it out and count it (skip)"
+        ),
+    },
+    "--document-separator": {
+        "metavar": "TOKEN",
+        "help": (
+            "with records (Parquet, JSON Lines): end each document with this special token's id, e.g. "
+            "'<|endoftext|>'"
+        ),
+    },
+    "--trust-pattern": {
+        "action": "store_true",
+        "help": "run the tokenizer's split pattern even if not built in (gpt2, gpt4, o200k)",
+    },
+    "--merge-on": {
+        "choices": ("auto", "client", "worker"),
+        "help": "where the merge loop runs (auto: on a worker, unless the cluster is the embedded one)",
+    },
+    "--workers": {
+        "metavar": "N",
+        "help": "start a LocalCluster of N worker processes (default: one per core)",
+    },
+    "--scheduler": {
+        "metavar": "ADDR",
+        "help": "run on a Dask scheduler, e.g. tcp://host:8786",
+    },
+    "--scheduler-file": {
+        "metavar": "FILE",
+        "help": (
+            "run on the Dask scheduler this file names: the JSON `dask scheduler --scheduler-file`, "
+            "dask-jobqueue and dask-mpi write"
+        ),
+    },
+    "--chunk-size": {
+        "metavar": "SIZE",
+        "help": "bytes per map task, e.g. 16MiB (default: from the input size and the cluster's threads)",
+    },
+    "--utf8-errors": {
+        "choices": UTF8_ERRORS,
+        "help": "invalid UTF-8 in the input: stop at it (strict, the default) or read it as U+FFFD (replace)",
+    },
+    "--engine": {
+        "choices": ("auto", "python", "numba"),
+        "help": (
+            "compiled code (numba) or the pure-Python reference; auto: compiled where it pays (the default)"
+        ),
+    },
+    "--work-dir": {
+        "metavar": "DIR",
+        "help": "where shards go; kept, so a re-run reuses them (default: a temporary directory)",
+    },
+    "--ship-package": {
+        "action": "store_true",
+        "help": "upload this bpe_dask to workers that lack it",
+    },
+    "--ship-credentials": {
+        "action": "store_true",
+        "help": "send this machine's AWS_* credentials to the tasks (default: their own)",
+    },
+    "--storage-options": {
+        "metavar": "JSON",
+        "help": 'fsspec options for URLs, e.g. \'{"endpoint_url": "http://127.0.0.1:9000"}\'',
+    },
+    "--config": {
+        "default": None,
+        "metavar": "FILE",
+        "help": "a TOML file of options; flags override it",
+    },
+    "--overwrite": {
+        "action": "store_true",
+        "help": "replace results already in --out",
+    },
+    "--quiet": {
+        "names": ("-q", "--quiet"),
+        "action": "store_true",
+        "help": "warnings and errors only",
+    },
+    "--verbose": {
+        "names": ("-v", "--verbose"),
+        "default": False,
+        "action": "store_true",
+        "help": "debug logging, Dask's included",
+    },
+}
+LIMITS = ("--min-frequency", "--max-token-length")
+READING = ("--input-format", "--text-column", "--on-bad-record")
+COMMON = ("--storage-options", "--config", "--overwrite", "--quiet", "--verbose")
+CLUSTER = ("--workers", "--scheduler", "--scheduler-file", "--chunk-size", "--utf8-errors", "--engine",
+           "--work-dir", "--ship-package", "--ship-credentials", *COMMON)  # fmt: skip
+
+Flag = str | tuple[str, dict[str, Any]]  # a flag, or a flag and what the command adds to it
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments: "):  # a typo: name the flag it was meant to be
+            known = _flags(self)
+            for word in message.removeprefix("unrecognized arguments: ").split():
+                if word.startswith("--"):
+                    message += did_you_mean(word.split("=")[0], known)
+                    break
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _flags(parser: argparse.ArgumentParser) -> list[str]:
+    """Every flag of ``parser`` and its commands."""
+    flags = []
+    for action in parser._actions:
+        flags += action.option_strings
+        if isinstance(action, argparse._SubParsersAction):
+            flags += [flag for command in action.choices.values() for flag in _flags(command)]
+    return flags
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="bpe-dask",
+        description="Exact byte-level BPE tokenizers (GPT-2 / CS336 rules) trained and applied as Dask jobs.",
+        epilog="Run `bpe-dask COMMAND --help` for a command's options.",
+    )
+    parser.add_argument("--version", action="version", version=f"bpe-dask {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    out = lambda metavar, help: ("--out", {"metavar": metavar, "help": help})  # noqa: E731
+    special = lambda help: ("--special-token", {"help": help})  # noqa: E731
+    pattern = lambda help: ("--pattern", {"help": help})  # noqa: E731
+    _command(
+        commands, "train", "count words and learn merges: the whole job, a tokenizer directory out",
+        ["inputs", "--vocab-size", out("DIR", TOKENIZER_OUT)],
+        [special(SPECIAL_TOKEN_HELP), pattern(PATTERN_HELP), *LIMITS, *READING, "--merge-on", *CLUSTER],
+    )  # fmt: skip
+    _command(
+        commands, "count", "count words only, into a Parquet table to merge later",
+        ["inputs", out("COUNTS", "Parquet file for the counts (token: binary, count: int64)")],
+        [special(SPECIAL_TOKEN_HELP), pattern(PATTERN_HELP), *READING, *CLUSTER],
+    )  # fmt: skip
+    _command(
+        commands, "merge", "learn merges from a counts table that `bpe-dask count` wrote",
+        ["counts", "--vocab-size", out("DIR", TOKENIZER_OUT)],
+        [special("a special token (default: those the counts were made with)"),
+         pattern("the split pattern (default: the one the counts were made with)"), *LIMITS, "--engine",
+         *COMMON],
+    )  # fmt: skip
+    _command(
+        commands, "encode", "encode text into token ids with a trained tokenizer",
+        ["inputs", "--tokenizer",
+         out("OUT", "a .bin file of ids (with OUT.json beside it), or a directory of .npy shards")],
+        ["--format", special("a special token (default: those the tokenizer's tokenizer.json registers)"),
+         *READING, "--document-separator", "--trust-pattern", *CLUSTER],
+    )  # fmt: skip
+    _command(
+        commands, "warm-up", WARM_UP_HELP, [],
+        [("--pattern", {"dest": "patterns", "nargs": "+", "action": "extend", "metavar": "NAME",
+                        "help": "the built-in patterns the jobs use: gpt2 (the default), gpt4, o200k"}),
+         "--config", "--quiet", "--verbose"],
+    )  # fmt: skip
+    return parser
+
+
+def _command(
+    commands: argparse._SubParsersAction, name: str, help: str, required: list[Flag], optional: list[Flag]
+) -> None:
+    """The command ``name``: its ``required`` options (on the command line or in ``--config``; the
+    inputs, or a counts table, first, as a positional argument) shown first, then the others."""
+    parser = commands.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
+    group = parser.add_argument_group("required (on the command line or in --config)")
+    parser._action_groups.insert(0, parser._action_groups.pop())  # shown first
+    positional, *flags = required or [None]
+    if positional is None:  # a command of no input
+        parser._action_groups.remove(group)
+    elif positional == "counts":
+        group.add_argument("counts", metavar="COUNTS", help="a Parquet counts table (a file or URL)")
+    else:
+        group.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS, help=INPUT_HELP)
+    for container, flag in [*((group, f) for f in flags), *((parser, f) for f in optional)]:
+        name, added = (flag, {}) if isinstance(flag, str) else flag
+        keywords = {"default": argparse.SUPPRESS, **FLAGS[name], **added}
+        container.add_argument(*keywords.pop("names", (name,)), **keywords)

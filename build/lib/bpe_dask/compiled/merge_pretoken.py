@@ -1,0 +1,151 @@
+"""Merging one pre-token (compiled): its bytes in, its token ids out, as ``Tokenizer._merge`` merges.
+
+Takes a tokenizer's byte ids and its merges as a table from a pair of ids to the merge's rank and
+merged id (``fill_pairs`` builds it in three flat arrays, read-only once built); gives the ids of
+a pre-token. The lowest-ranked adjacent pair is merged first, the leftmost where it occurs twice,
+one occurrence at a time. A short pre-token takes the plain loop (``merge_short``); a long one (a
+run of one letter, a line of "=") keeps its parts in a linked list and its pairs in a heap
+(``merge_long``), so a pre-token of n bytes costs O(n log n), not O(n²).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+EMPTY = np.int64(-1)  # a key no pair has: an empty slot of the table
+_NONE = np.int64(1) << 62  # the rank of a pair no merge joins
+SHORT = 24  # pre-tokens up to this many bytes take the plain loop
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _slot_of(keys, key):
+    mask = len(keys) - 1
+    slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
+    while keys[slot] != key and keys[slot] != EMPTY:
+        slot = (slot + 1) & mask
+    return slot
+
+
+@njit(cache=True, nogil=True)
+def fill_pairs(left, right, ranks, merged, keys, pair_ranks, pair_merged):
+    """Put merge ``i``, of ids ``left[i]`` and ``right[i]`` into ``merged[i]`` at rank ``ranks[i]``, in the
+    table (``keys`` all ``EMPTY`` at first)."""
+    for i in range(len(left)):
+        key = (left[i] << 32) | right[i]
+        slot = _slot_of(keys, key)
+        keys[slot], pair_ranks[slot], pair_merged[slot] = key, ranks[i], merged[i]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _rank(keys, pair_ranks, a, b):
+    slot = _slot_of(keys, (a << 32) | b)
+    return pair_ranks[slot] if keys[slot] != EMPTY else _NONE
+
+
+@njit(cache=True, nogil=True)
+def merge_short(data, start, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks):
+    """The ids of ``data[start:end]`` (at most ``SHORT`` bytes) in ``parts``; returns how many."""
+    n = end - start
+    for i in range(n):
+        parts[i] = byte_ids[data[start + i]]
+    for i in range(n - 1):
+        ranks[i] = _rank(keys, pair_ranks, parts[i], parts[i + 1])
+    while n > 1:
+        best, i = _NONE, -1
+        for j in range(n - 1):
+            if ranks[j] < best:
+                best, i = ranks[j], j
+        if i < 0:
+            break
+        parts[i] = pair_merged[_slot_of(keys, (parts[i] << 32) | parts[i + 1])]
+        for j in range(i + 1, n - 1):  # part i + 1 is gone, and so is pair i
+            parts[j] = parts[j + 1]
+        for j in range(i, n - 2):
+            ranks[j] = ranks[j + 1]
+        n -= 1
+        if i > 0:
+            ranks[i - 1] = _rank(keys, pair_ranks, parts[i - 1], parts[i])
+        if i < n - 1:
+            ranks[i] = _rank(keys, pair_ranks, parts[i], parts[i + 1])
+    return n
+
+
+@njit(cache=True, nogil=True)
+def merge_long(data, start, end, byte_ids, keys, pair_ranks, pair_merged):
+    """The ids of ``data[start:end]``: parts in a linked list, pairs in a min-heap of ``rank << 32 |
+    position`` (the leftmost first among equal ranks), entries that went stale skipped."""
+    n = end - start
+    parts = np.empty(n, np.int64)
+    following = np.arange(1, n + 1, dtype=np.int64)
+    preceding = np.arange(-1, n - 1, dtype=np.int64)
+    following[n - 1] = -1
+    for i in range(n):
+        parts[i] = byte_ids[data[start + i]]
+    heap = np.empty(2 * n + 4, np.int64)
+    size = 0
+    for i in range(n - 1):
+        r = _rank(keys, pair_ranks, parts[i], parts[i + 1])
+        if r != _NONE:
+            heap[size] = (r << 32) | i
+            size += 1
+    for i in range(size // 2 - 1, -1, -1):
+        _sift_down(heap, size, i)
+    alive = n
+    while size > 0:
+        top = heap[0]
+        size -= 1
+        heap[0] = heap[size]
+        _sift_down(heap, size, 0)
+        r, i = top >> 32, top & np.int64(0xFFFFFFFF)
+        j = following[i]
+        if parts[i] < 0 or j < 0 or _rank(keys, pair_ranks, parts[i], parts[j]) != r:
+            continue  # the pair at ``i`` changed since this entry was pushed
+        parts[i] = pair_merged[_slot_of(keys, (parts[i] << 32) | parts[j])]
+        parts[j] = -1
+        following[i] = following[j]
+        if following[j] >= 0:
+            preceding[following[j]] = i
+        alive -= 1
+        for left in (preceding[i], i):
+            if left >= 0 and following[left] >= 0:
+                r = _rank(keys, pair_ranks, parts[left], parts[following[left]])
+                if r != _NONE:
+                    if size == len(heap):
+                        grown = np.empty(2 * size, np.int64)
+                        grown[:size] = heap[:size]
+                        heap = grown
+                    heap[size] = (r << 32) | left
+                    size += 1
+                    _sift_up(heap, size - 1)
+    ids = np.empty(alive, np.int64)
+    k, i = 0, 0
+    while i >= 0:
+        ids[k] = parts[i]
+        k += 1
+        i = following[i]
+    return ids
+
+
+@njit(cache=True, nogil=True)
+def _sift_up(heap, i):
+    while i > 0:
+        parent = (i - 1) // 2
+        if heap[parent] <= heap[i]:
+            break
+        heap[parent], heap[i] = heap[i], heap[parent]
+        i = parent
+
+
+@njit(cache=True, nogil=True)
+def _sift_down(heap, size, i):
+    while True:
+        smallest, left = i, 2 * i + 1
+        if left < size and heap[left] < heap[smallest]:
+            smallest = left
+        if left + 1 < size and heap[left + 1] < heap[smallest]:
+            smallest = left + 1
+        if smallest == i:
+            return
+        heap[i], heap[smallest] = heap[smallest], heap[i]
+        i = smallest

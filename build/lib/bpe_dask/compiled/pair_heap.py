@@ -1,0 +1,69 @@
+"""The merge engine's heap of pairs (compiled): highest count first, then the greater pair.
+
+Takes two parallel arrays, counts and pair keys (``a << 32 | b``), and the bytes of every token
+(``token_bytes[offsets[t]:offsets[t] + sizes[t]]``); ``sift_up`` and ``sift_down`` keep them a
+binary heap ordered as CS336 breaks ties: by count, then by the pair of byte strings ``(bytes of a,
+bytes of b)``, the lexicographically greater first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_LOW = np.int64(0xFFFFFFFF)
+
+
+# --- the heap -------------------------------------------------------------------------------------
+
+
+@njit(cache=True, nogil=True)
+def _compare_tokens(token_bytes, offsets, sizes, t, u):
+    """-1, 0 or 1 as the bytes of token ``t`` sort before, equal or after those of ``u``."""
+    if t == u:
+        return 0
+    ot, ou, nt, nu = offsets[t], offsets[u], sizes[t], sizes[u]
+    for i in range(min(nt, nu)):
+        if token_bytes[ot + i] != token_bytes[ou + i]:
+            return -1 if token_bytes[ot + i] < token_bytes[ou + i] else 1
+    if nt == nu:
+        return 0
+    return -1 if nt < nu else 1
+
+
+@njit(cache=True, nogil=True)
+def _before(heap_counts, heap_keys, i, j, token_bytes, offsets, sizes):
+    """Whether heap entry ``i`` comes out before ``j``: higher count, then greater pair bytes."""
+    if heap_counts[i] != heap_counts[j]:
+        return heap_counts[i] > heap_counts[j]
+    ki, kj = heap_keys[i], heap_keys[j]
+    order = _compare_tokens(token_bytes, offsets, sizes, ki >> 32, kj >> 32)
+    if order == 0:
+        order = _compare_tokens(token_bytes, offsets, sizes, ki & _LOW, kj & _LOW)
+    return order > 0
+
+
+@njit(cache=True, nogil=True)
+def sift_up(heap_counts, heap_keys, i, token_bytes, offsets, sizes):
+    while i > 0:
+        parent = (i - 1) // 2
+        if not _before(heap_counts, heap_keys, i, parent, token_bytes, offsets, sizes):
+            break
+        heap_counts[i], heap_counts[parent] = heap_counts[parent], heap_counts[i]
+        heap_keys[i], heap_keys[parent] = heap_keys[parent], heap_keys[i]
+        i = parent
+
+
+@njit(cache=True, nogil=True)
+def sift_down(heap_counts, heap_keys, size, i, token_bytes, offsets, sizes):
+    while True:
+        best, left = i, 2 * i + 1
+        if left < size and _before(heap_counts, heap_keys, left, best, token_bytes, offsets, sizes):
+            best = left
+        if left + 1 < size and _before(heap_counts, heap_keys, left + 1, best, token_bytes, offsets, sizes):
+            best = left + 1
+        if best == i:
+            return
+        heap_counts[i], heap_counts[best] = heap_counts[best], heap_counts[i]
+        heap_keys[i], heap_keys[best] = heap_keys[best], heap_keys[i]
+        i = best

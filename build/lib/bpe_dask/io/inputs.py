@@ -1,0 +1,217 @@
+"""Inputs: paths, globs, directories or URLs in; the files they name out, each with its format.
+
+Takes what the user named (anything fsspec opens) and how to read it (``Reading``: the format, the
+field or column of a record's text, what a bad record does); gives ``InputFile``s: each file's
+URL, size and version (what changes when it changes), its compression and its format, by name
+(``.jsonl``, ``.parquet``, ... after any compression suffix) unless one is given. A Parquet file's
+text column is found by ``text_column_index``.
+
+>>> Reading().format_of("data/part-0.jsonl.zst", "zstd"), Reading().format_of("a.txt", None)
+('jsonl', 'text')
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+import fsspec
+import pyarrow as pa
+from fsspec.utils import infer_compression
+
+from bpe_dask.errors import BpeDaskError
+from bpe_dask.io.storage import LOCAL, Store, describe
+
+log = logging.getLogger(__name__)
+
+_GLOB_CHARS = frozenset("*?[")
+
+INPUT_FORMATS = ("text", "jsonl", "parquet")
+BAD_RECORD_ACTIONS = ("error", "skip")
+# Names a file is recognised by (after any compression suffix such as .gz or .zst).
+_SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".jsonlines": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How the job reads its inputs: the format (``None``: by each file's name), the field or
+    column that holds a record's text, and what a bad record does (stop the job, or be skipped)."""
+
+    input_format: str | None = None
+    text_column: str = "text"
+    on_bad_record: str = "error"
+
+    def __post_init__(self) -> None:
+        if self.input_format not in (None, *INPUT_FORMATS):
+            raise BpeDaskError(f"input format must be text, jsonl or parquet, got {self.input_format!r}")
+        if not isinstance(self.text_column, str) or not self.text_column:
+            raise BpeDaskError(f"text column must be a non-empty name, got {self.text_column!r}")
+        if self.on_bad_record not in BAD_RECORD_ACTIONS:
+            raise BpeDaskError(f"on bad record must be error or skip, got {self.on_bad_record!r}")
+
+    def format_of(self, name: str, compression: str | None) -> str:
+        if self.input_format is not None:
+            return self.input_format
+        name = PurePosixPath(name).name.lower()
+        if compression:  # data.jsonl.zst
+            name = PurePosixPath(name).stem
+        return _SUFFIXES.get(PurePosixPath(name).suffix, "text")
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One input file: its full URL, its size, and what identifies this version of it."""
+
+    url: str
+    size: int
+    version: str
+    compression: str | None = None  # compressed files are read whole, as a stream
+    format: str = "text"  # or "jsonl", "parquet": a file of records, each a document
+    reading: Reading = Reading()
+
+    @property
+    def name(self) -> str:
+        """The URL as a user would write it: local files as plain paths."""
+        return self.url.removeprefix("file://")
+
+    @property
+    def has_records(self) -> bool:
+        return self.format != "text"
+
+    def identity(self) -> str:
+        """What the file is and how it is read, for the keys of its partitions."""
+        text = f"{self.url}\0{self.version}"
+        if self.has_records:
+            text += f"\0{self.format}\0{self.reading.text_column}\0{self.reading.on_bad_record}"
+        return text
+
+
+def expand_inputs(
+    inputs: Sequence[str],
+    store: Store = LOCAL,
+    exclude: Sequence[str] = (),
+    reading: Reading = Reading(),
+) -> list[InputFile]:
+    """Every file the inputs name, in order: globs and directories expand sorted by path.
+
+    Inside directories, names starting with ``.`` or ``_`` (``.DS_Store``, ``_SUCCESS``) are
+    skipped, and so is anything under ``exclude`` (the job's own output and work directory).
+    A file named twice is read once. Each file's format comes from ``reading``.
+    """
+    excluded = [url.rstrip("/") + "/" for url in _urls(exclude, store)]
+    files: dict[str, InputFile] = {}
+    for spec in inputs:
+        found = [_with_format(file, reading) for file in _expand_one(str(spec), store)]
+        if not found:
+            raise BpeDaskError(f"no input files match {spec!r}")
+        for file in found:
+            if not any(file.url.startswith(prefix) for prefix in excluded):
+                files.setdefault(file.url, file)
+    return list(files.values())
+
+
+def _with_format(file: InputFile, reading: Reading) -> InputFile:
+    form = reading.format_of(file.url, file.compression)
+    if form == "parquet" and file.compression:
+        raise BpeDaskError(
+            f"{file.name}: a Parquet file cannot be read compressed as a whole ({file.compression})"
+        )
+    return InputFile(file.url, file.size, file.version, file.compression, form, reading)
+
+
+def _urls(paths: Sequence[str], store: Store) -> list[str]:
+    urls = []
+    for path in filter(None, paths):
+        fs, stripped = store.fs(path)
+        urls.append(fs.unstrip_protocol(stripped))
+    return urls
+
+
+def _expand_one(spec: str, store: Store) -> list[InputFile]:
+    fs, path = store.fs(spec)
+    try:
+        return _list_files(fs, path, spec)
+    except BpeDaskError:
+        raise
+    except Exception as error:  # an unreachable store, bad credentials, no such bucket, ...
+        raise BpeDaskError(f"cannot read {spec}: {describe(error)}") from None
+
+
+def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str) -> list[InputFile]:
+    if _GLOB_CHARS & set(path) and not fs.exists(path):  # a literal name like "f[1].txt" wins
+        entries = fs.glob(path, detail=True)
+    elif fs.isdir(path):
+        entries = fs.find(path, detail=True)
+        earlier = _earlier_outputs(entries, path.rstrip("/"))
+        for directory in earlier:
+            log.info("skipping %s: an earlier bpe-dask output (it holds _SUCCESS and report.json)",
+                     fs.unstrip_protocol(directory))  # fmt: skip
+        entries = {
+            p: e for p, e in entries.items()
+            if not _is_hidden(p[len(path) :]) and not any(p.startswith(d + "/") for d in earlier)
+        }  # fmt: skip
+    elif fs.exists(path):
+        entries = {path: fs.info(path)}
+    else:
+        raise BpeDaskError(f"input not found: {spec}")
+    files = []
+    for name in sorted(entries):
+        info = entries[name]
+        if info.get("type") == "directory":
+            continue
+        url = fs.unstrip_protocol(name)
+        files.append(InputFile(url, int(info["size"]), _version_of(info), infer_compression(name)))
+    return files
+
+
+def _earlier_outputs(entries: dict, top: str) -> list[str]:
+    """The folders below ``top`` that a bpe-dask job wrote (a tokenizer, or encoded shards): they hold
+    ``_SUCCESS`` and ``report.json``. Their files are not training text. (``_SUCCESS`` alone is not
+    enough: Spark and Hadoop leave one beside the Parquet files they write.)"""
+    names = set(entries)
+    return [
+        p.removesuffix("/_SUCCESS") for p in sorted(names)
+        if p.endswith("/_SUCCESS") and p.removesuffix("/_SUCCESS") != top
+        and p.removesuffix("_SUCCESS") + "report.json" in names
+    ]  # fmt: skip
+
+
+def _is_hidden(relative_path: str) -> bool:
+    return any(part[:1] in (".", "_") for part in relative_path.split("/") if part)
+
+
+def _version_of(info: dict) -> str:
+    """What changes when the file changes: size plus mtime or ETag, whichever the store has."""
+    for field in ("ETag", "etag", "md5Hash", "mtime", "LastModified", "last_modified", "created"):
+        if info.get(field) is not None:
+            return f"{info['size']}:{field}={info[field]}"
+    return f"{info['size']}"
+
+
+def text_column_index(file: InputFile, schema: pa.Schema) -> int:
+    """The index of the file's text column among its leaf columns, if it is a column of text."""
+    name = file.reading.text_column
+    if name not in schema.names:
+        raise BpeDaskError(
+            f"{file.name}: no column {name!r} (columns: {', '.join(schema.names)}; --text-column names it)"
+        )
+    field = schema.field(name)
+    kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
+    textual = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view, pa.types.is_binary,
+               pa.types.is_large_binary)  # fmt: skip
+    if not any(is_kind(kind) for is_kind in textual):
+        raise BpeDaskError(f"{file.name}: column {name!r} holds {field.type}, not text")
+    leaves_before = sum(_leaf_count(schema.field(i).type) for i in range(schema.get_field_index(name)))
+    return leaves_before
+
+
+def _leaf_count(kind: pa.DataType) -> int:
+    return sum(_leaf_count(kind.field(i).type) for i in range(kind.num_fields)) if kind.num_fields else 1

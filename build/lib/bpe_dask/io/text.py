@@ -1,0 +1,160 @@
+"""Reading a range: one ``ByteRange`` in, its text out in blocks cut at safe places.
+
+Takes a byte range, the job's ``Pretokenizer`` and how to treat invalid UTF-8; streams the range
+through fsspec (decompressing on the fly), decodes it, and gives text blocks of about
+``block_size`` bytes that end at safe cuts, so pre-tokenizing or encoding the blocks one by one
+gives exactly what the whole range gives, in bounded memory. Both map stages read this way:
+counting (``counting``) and encoding (``encoding``).
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+import lzma
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import BinaryIO
+
+from bpe_dask.errors import BpeDaskError, InputError, TransientError
+from bpe_dask.io.plan import ByteRange
+from bpe_dask.io.retries import is_transient
+from bpe_dask.io.storage import LOCAL, Store, describe
+from bpe_dask.rules.pretokenize import NoCutError, Pretokenizer, SplitPattern
+
+UTF8_ERRORS = ("strict", "replace")
+
+
+def check_utf8_errors(value: object) -> str:
+    """``value`` if it names a way to treat invalid UTF-8 (stop, or read it as U+FFFD)."""
+    if value not in UTF8_ERRORS:
+        raise BpeDaskError(f"invalid UTF-8 handling must be strict or replace, got {value!r}")
+    return value
+
+
+def iter_texts(
+    byte_range: ByteRange,
+    pretokenizer: Pretokenizer,
+    store: Store = LOCAL,
+    *,
+    utf8_errors: str = "strict",
+    block_size: int | None = None,
+    max_uncut: int | None = None,
+) -> Iterator[str]:
+    """The range's text in blocks of about ``block_size`` bytes, each ending at a safe cut.
+
+    Memory stays within a few times ``block_size + max_uncut``: more than ``max_uncut``
+    characters without a safe cut is an error naming the file and offset.
+
+    With ``utf8_errors="replace"`` the bytes are first decoded with ``surrogateescape``, cut there,
+    and each block then turned into what decoding with ``replace`` gives: the range decoded with
+    ``replace``, at exact byte offsets (docs/exactness.md#long-texts-and-documents). ``block_size``
+    and ``max_uncut`` default to the settings
+    ``bpe-dask.block-size`` and ``bpe-dask.uncut-limit`` of ``store``.
+    """
+    block_size = block_size or store.size("block-size")
+    # Text with no safe cut for this long is one giant pre-token (a run of letters, digits,
+    # punctuation or whitespace): the task stops rather than let its memory grow unbounded.
+    max_uncut = max_uncut or store.size("uncut-limit")
+    decoded = _decoded(byte_range, store, utf8_errors, block_size)
+    offset = byte_range.start  # where the text not yet given out starts, in the file's bytes
+    try:
+        for text in pretokenizer.recut(decoded, limit=max_uncut):
+            data = text.encode("utf-8", "surrogateescape")
+            yield data.decode("utf-8", "replace") if utf8_errors == "replace" else text
+            offset += len(data)
+    except NoCutError:
+        raise _uncut_error(byte_range, offset, max_uncut, pretokenizer.pattern) from None
+
+
+def _decoded(byte_range: ByteRange, store: Store, utf8_errors: str, block_size: int) -> Iterator[str]:
+    """The range's bytes decoded as UTF-8, a block at a time (a character may span two blocks)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(
+        "strict" if utf8_errors == "strict" else "surrogateescape"
+    )
+    with open_range(byte_range, store) as (stream, remaining):
+        offset = byte_range.start  # of the next byte read
+        while True:
+            block = read_range(
+                stream, block_size if remaining is None else min(block_size, remaining), byte_range
+            )
+            if remaining is not None:
+                remaining -= len(block)
+            held = len(decoder.getstate()[0])  # the start of a character cut off by the last block
+            try:
+                yield decoder.decode(block, final=not block)
+            except UnicodeDecodeError as error:
+                raise _decode_error(byte_range, offset - held + error.start) from None
+            if not block:
+                return
+            offset += len(block)
+
+
+@contextmanager
+def open_range(byte_range: ByteRange, store: Store) -> Iterator[tuple[BinaryIO, int | None]]:
+    """The range as a stream, and how many bytes to read from it (None: to the end)."""
+    fs, path = store.fs(byte_range.file.url)
+    compression = byte_range.file.compression
+    try:
+        stream = fs.open(path, "rb", compression=compression)
+        if not compression:
+            stream.seek(byte_range.start)
+    except Exception as error:
+        raise _read_error(byte_range, error) from None
+    with stream:
+        yield stream, (None if compression else byte_range.size)
+
+
+def read_range(stream: BinaryIO, size: int, byte_range: ByteRange) -> bytes:
+    """Read from the input, so that a store or a corrupt archive failing says which file it was."""
+    try:
+        return stream.read(size)
+    except Exception as error:  # a broken connection, a truncated or mislabelled archive, ...
+        raise _read_error(byte_range, error) from None
+
+
+# Failures that reading again cannot fix: the file is gone or forbidden, or the archive is corrupt.
+_LASTING = (
+    FileNotFoundError, PermissionError, IsADirectoryError, EOFError, zlib.error, lzma.LZMAError,
+    gzip.BadGzipFile,
+)  # fmt: skip
+
+
+def _read_error(byte_range: ByteRange, error: Exception) -> BpeDaskError:
+    lasting = isinstance(error, _LASTING) or (
+        byte_range.file.compression is not None
+        and (type(error).__name__ == "ZstdError" or "Invalid data stream" in str(error))  # zstandard, bz2
+    )
+    # Only what may be transient is retried (io.retries): a dropped connection, not a bug.
+    kind = InputError if lasting else TransientError if is_transient(error) else BpeDaskError
+    return kind(f"cannot read {byte_range.file.name}: {describe(error)}")
+
+
+def _uncut_error(byte_range: ByteRange, offset: int, max_uncut: int, pattern: SplitPattern) -> InputError:
+    where = (
+        f"{byte_range.file.name}: no place to split the text in the {_characters(max_uncut)} "
+        f"after byte offset {offset}{_of_decompressed(byte_range)}"
+    )
+    if pattern.cut_rule is None:  # only special tokens cut the text
+        return InputError(f"{where} (no special token; a split pattern of your own is cut only there): "
+                          "put special tokens between documents, or use a built-in pattern")  # fmt: skip
+    return InputError(
+        f"{where} (no special token, and nowhere the {pattern.name} pattern may be cut: a run of letters, "
+        "of digits, of punctuation or of whitespace): a single pre-token that long cannot be counted"
+    )
+
+
+def _characters(count: int) -> str:
+    return f"{count // 2**20} Mi characters" if count % 2**20 == 0 else f"{count:,} characters"
+
+
+def _decode_error(byte_range: ByteRange, offset: int) -> InputError:
+    return InputError(
+        f"{byte_range.file.name}: invalid UTF-8 at byte offset {offset}{_of_decompressed(byte_range)} "
+        "(--utf8-errors replace substitutes U+FFFD)"
+    )
+
+
+def _of_decompressed(byte_range: ByteRange) -> str:
+    return " of the decompressed data" if byte_range.file.compression else ""

@@ -1,0 +1,198 @@
+"""The tokenizer's files: a vocabulary and merges in, GPT-2 style text files out, and back.
+
+Takes ``vocab`` (id -> bytes), ``merges`` and the special tokens with their ids; gives the
+text of ``vocab.json`` and ``merges.txt`` (bytes mapped to printable characters as GPT-2 and the
+CS336 fixtures do, special tokens as their own text), of a Hugging Face ``tokenizer.json`` (with
+the split pattern) and of a tiktoken rank file; ``parse_vocab_json``, ``parse_merges_txt``,
+``special_tokens_in`` and ``pattern_in`` read them back. ``Tokenizer.save`` and
+``Tokenizer.load`` put these together into the directory contract.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+from bpe_dask.errors import BpeDaskError
+from bpe_dask.rules.patterns import GPT2, SplitPattern, split_pattern
+
+Vocab = dict[int, bytes]
+Merges = list[tuple[bytes, bytes]]
+
+
+@functools.cache
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible map from bytes to printable characters (space becomes ``Ġ``)."""
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
+    mapping = {b: chr(b) for b in printable}
+    shifted = (b for b in range(256) if b not in mapping)
+    mapping.update({b: chr(256 + n) for n, b in enumerate(shifted)})
+    return dict(sorted(mapping.items()))
+
+
+@functools.cache
+def _translation() -> dict[int, str]:
+    """``str.translate`` table taking byte ``b`` (as the latin-1 character ``chr(b)``) to GPT-2's name."""
+    return {b: char for b, char in bytes_to_unicode().items()}
+
+
+def token_to_str(token: bytes) -> str:
+    return token.decode("latin-1").translate(_translation())
+
+
+@functools.cache
+def _untranslation() -> tuple[dict[int, str], re.Pattern]:
+    """``token_to_str`` undone by ``str.translate`` (to latin-1 characters), and a pattern that finds
+    a character outside GPT-2's 256 names."""
+    names = bytes_to_unicode()
+    outside = re.compile("[^" + re.escape("".join(names.values())) + "]")
+    return {ord(char): chr(b) for b, char in names.items()}, outside
+
+
+def str_to_token(text: str) -> bytes:
+    """The bytes a ``vocab.json`` / ``merges.txt`` string stands for (``token_to_str`` undone);
+    a string with characters that name no byte is taken as its UTF-8."""
+    table, outside = _untranslation()
+    if outside.search(text):
+        return text.encode("utf-8")
+    return text.translate(table).encode("latin-1")
+
+
+def check_special_token_names(special_tokens: Iterable[str]) -> None:
+    """Refuse a special token that ``vocab.json`` would confuse with a single byte."""
+    single_bytes = set(bytes_to_unicode().values())
+    for token in special_tokens:
+        if token in single_bytes:
+            raise BpeDaskError(f"special token {token!r} is the name of a single byte in vocab.json")
+
+
+def vocab_json(vocab: Mapping[int, bytes], special_ids: Mapping[str, int]) -> str:
+    """``{token: id}`` in id order; special tokens are written as their own text, as GPT-2 does."""
+    return json.dumps(_vocab_entries(vocab, special_ids), indent=4, ensure_ascii=False)
+
+
+def _vocab_entries(vocab: Mapping[int, bytes], special_ids: Mapping[str, int]) -> dict[str, int]:
+    special_at = {i: token for token, i in special_ids.items()}
+    entries: dict[str, int] = {}
+    for token_id, token in sorted(vocab.items()):
+        key = special_at.get(token_id) or token_to_str(token)
+        if key in entries:
+            raise BpeDaskError(
+                f"special token {key!r} reads the same as a learned token in vocab.json's GPT-2 form; "
+                "rename the special token"
+            )
+        entries[key] = token_id
+    return entries
+
+
+def merges_txt(merges: Sequence[tuple[bytes, bytes]]) -> str:
+    return "".join(f"{token_to_str(a)} {token_to_str(b)}\n" for a, b in merges)
+
+
+def parse_vocab_json(text: str, special_tokens: Iterable[str] = ()) -> Vocab:
+    """The vocabulary of a GPT-2-style ``vocab.json``: id -> token bytes. Special tokens are
+    written as their own text, so a key that is one stands for its UTF-8 ("<|fin|é>" would
+    otherwise read as byte-mapped characters), except under ids 0-255, which are the bytes (GPT-2
+    writes byte 0xE9 as "é": a special token "é" is not that key)."""
+    specials = set(special_tokens)
+    return {
+        int(i): token.encode("utf-8") if token in specials and int(i) >= 256 else str_to_token(token)
+        for token, i in json.loads(text).items()
+    }
+
+
+def parse_merges_txt(text: str) -> Merges:
+    """The merges of a GPT-2-style ``merges.txt``, in order (a ``#version`` line is skipped)."""
+    merges = []
+    for line in text.splitlines():
+        if line and not line.startswith("#version"):
+            left, right = line.split(" ")
+            merges.append((str_to_token(left), str_to_token(right)))
+    return merges
+
+
+def tokenizer_json(
+    vocab: Mapping[int, bytes],
+    merges: Sequence[tuple[bytes, bytes]],
+    special_ids: Mapping[str, int],
+    pattern: SplitPattern = GPT2,
+) -> str:
+    """A Hugging Face ``tokenizers`` file that encodes with exactly these merges and split pattern.
+
+    GPT-2's pattern is the ``ByteLevel`` pre-tokenizer's own. Any other is a ``Split`` on its regex
+    (as Oniguruma must be given it, ``SplitPattern.hf_regex``) that keeps the matches, each a piece,
+    and drops what no match covers, as ``regex.findall`` (and tiktoken) do: ``invert`` makes the
+    matches the pieces kept and ``Removed`` drops the rest. ``ByteLevel`` then only maps bytes.
+    """
+    added = [
+        {"id": i, "content": token, "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True}
+        for token, i in sorted(special_ids.items(), key=lambda item: item[1])
+    ]  # fmt: skip
+    byte_level = {"add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    pre_tokenizer: dict = {"type": "ByteLevel", **byte_level}
+    if pattern != GPT2:
+        split = {"type": "Split", "pattern": {"Regex": pattern.hf_regex or pattern.regex},
+                 "behavior": "Removed", "invert": True}  # fmt: skip
+        pre_tokenizer = {"type": "Sequence",
+                         "pretokenizers": [split, {**pre_tokenizer, "use_regex": False}]}  # fmt: skip
+    document = {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": pre_tokenizer,
+        "post_processor": {"type": "ByteLevel", **byte_level},
+        "decoder": {"type": "ByteLevel", **byte_level},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": False,
+            "vocab": _vocab_entries(vocab, special_ids),
+            "merges": [f"{token_to_str(a)} {token_to_str(b)}" for a, b in merges],
+        },
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False)
+
+
+def special_tokens_in(tokenizer_json_text: str) -> list[str]:
+    """The special tokens a Hugging Face ``tokenizer.json`` registers, in id order."""
+    added = json.loads(tokenizer_json_text).get("added_tokens", [])
+    return [t["content"] for t in sorted(added, key=lambda t: t["id"]) if t.get("special")]
+
+
+def pattern_in(tokenizer_json_text: str) -> SplitPattern:
+    """The split pattern of a ``tokenizer.json`` that ``tokenizer_json`` wrote (a built-in one when
+    its regex is one's)."""
+    pre_tokenizer = json.loads(tokenizer_json_text).get("pre_tokenizer") or {}
+    if pre_tokenizer.get("type") == "ByteLevel" and pre_tokenizer.get("use_regex", True):
+        return GPT2
+    steps = (
+        pre_tokenizer.get("pretokenizers", []) if pre_tokenizer.get("type") == "Sequence" else [pre_tokenizer]
+    )
+    regexes = [step.get("pattern", {}).get("Regex") for step in steps if step.get("type") == "Split"]
+    if len(regexes) != 1 or not isinstance(regexes[0], str):
+        raise ValueError("its pre_tokenizer is not a split pattern bpe-dask writes")
+    return split_pattern(regexes[0])
+
+
+def tiktoken_bpe(ranks: Mapping[bytes, int]) -> str:
+    """The text of a tiktoken rank file (``tiktoken.load.load_tiktoken_bpe`` reads it): each token's
+    bytes in base64, a space and its rank, one a line, by rank."""
+    return "".join(
+        f"{base64.b64encode(token).decode()} {rank}\n"
+        for token, rank in sorted(ranks.items(), key=lambda item: item[1])
+    )

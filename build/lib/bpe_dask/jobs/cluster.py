@@ -1,0 +1,284 @@
+"""Cluster set-up: options in, a connected ``distributed.Client`` out.
+
+Takes a scheduler address (or the scheduler file that ``dask scheduler --scheduler-file``,
+dask-jobqueue and dask-mpi write), a worker count or an existing client; gives a client for the
+duration of a ``with`` block. With no scheduler it starts a LocalCluster sized to the
+machine: one single-threaded worker process per core, since pre-tokenizing is pure
+Python and holds the GIL. Also: the cluster failing under a job as one line
+(``failures_explained``), and Dask's logging kept to warnings (``quiet_dask_errors``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+
+import dask
+from dask.utils import parse_timedelta
+from distributed import Client, KilledWorker, LocalCluster, Security
+from distributed.comm import parse_address, parse_host_port
+from distributed.comm.core import CommClosedError
+from distributed.utils import CancelledError
+
+from bpe_dask import interrupts
+from bpe_dask.errors import BpeDaskError
+from bpe_dask.io.storage import describe
+
+log = logging.getLogger(__name__)
+
+
+def default_workers() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@contextmanager
+def dask_client(
+    scheduler: str | None = None,
+    workers: int | None = None,
+    client: Client | None = None,
+    scheduler_file: str | None = None,
+) -> Iterator[Client]:
+    """The given client, a client of ``scheduler`` (or of the scheduler ``scheduler_file`` names), or
+    a client of a new LocalCluster."""
+    if client is not None:
+        yield client
+    elif scheduler or scheduler_file:
+        named_by = f" (named by {scheduler_file})" if not scheduler else ""
+        yield from _remote_client(scheduler or scheduler_address(scheduler_file), named_by)
+    else:
+        yield from _local_client(workers or default_workers())
+
+
+def scheduler_address(path: str) -> str:
+    """The address in a Dask scheduler file: the JSON that ``dask scheduler --scheduler-file`` (and
+    dask-jobqueue, dask-mpi) write, which ``distributed.Client(scheduler_file=...)`` reads. Read once,
+    at once: Dask's own client would wait for a missing file forever.
+
+    >>> _ = open("scheduler.json", "w").write('{"type": "Scheduler", "address": "tls://10.0.0.5:8786"}')
+    >>> scheduler_address("scheduler.json")
+    'tls://10.0.0.5:8786'
+    >>> scheduler_address("nowhere.json")
+    Traceback (most recent call last):
+    bpe_dask.errors.BpeDaskError: cannot read the scheduler file nowhere.json: No such file or directory
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as error:
+        reason = error.strerror or describe(error)
+        raise BpeDaskError(f"cannot read the scheduler file {path}: {reason}") from None
+    except UnicodeDecodeError:
+        text = ""
+    try:
+        address = json.loads(text).get("address") if text.lstrip().startswith("{") else None
+    except ValueError:
+        address = None
+    if not isinstance(address, str) or "://" not in address:
+        raise BpeDaskError(
+            f"{path} is not a Dask scheduler file: the JSON file `dask scheduler --scheduler-file` writes, "
+            'with the scheduler\'s "address"'
+        )
+    return address
+
+
+def _remote_client(address: str, named_by: str = "") -> Iterator[Client]:
+    seconds = connect_timeout()
+    log.info("connecting to %s%s", address, named_by)
+    try:
+        _answers_as_a_scheduler(address, seconds)
+        _has_tls_settings(address)
+        client = Client(address, timeout=f"{seconds}s")
+    except (OSError, TimeoutError, ValueError) as error:
+        raise BpeDaskError(f"cannot reach the Dask scheduler at {address}: {describe(error)}") from None
+    with client:
+        log.info("connected to %s%s", address, _dashboard_note(client))
+        yield client
+
+
+def connect_timeout() -> float:
+    """Seconds to wait for a scheduler to answer: Dask's ``distributed.comm.timeouts.connect``."""
+    return float(parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="seconds"))
+
+
+def _has_tls_settings(address: str) -> None:
+    """Raise if a ``tls://`` address meets a client without Dask's TLS settings: Dask's client takes
+    its certificates from Dask's config (``distributed.comm.tls``, read by ``Security()``), and
+    without them fails with a TypeError. A configured security loader gives its own."""
+    if parse_address(address)[0] != "tls" or dask.config.get("distributed.client.security-loader", None):
+        return
+    if Security().get_connection_args("client").get("ssl_context") is None:  # reads the key files too
+        raise ValueError(
+            "a tls:// scheduler needs Dask's TLS settings on this machine: distributed.comm.tls.ca-file, "
+            "distributed.comm.tls.client.cert and .key, in Dask's config (~/.config/dask/*.yaml) or as "
+            "DASK_DISTRIBUTED__COMM__TLS__CA_FILE, ..."
+        )
+
+
+def _answers_as_a_scheduler(address: str, seconds: float) -> None:
+    """Raise at once if nothing listens at a ``tcp://`` address (Dask would retry for its timeout),
+    and within ``seconds`` if what listens is not a Dask server: Dask's own client would wait
+    forever for a handshake from, say, the dashboard's HTTP port. A Dask server speaks first (its
+    handshake), so a server that says nothing, or something else, is not one."""
+    protocol, location = parse_address(address)
+    if protocol != "tcp":
+        return  # TLS and others: Dask's own connect, with its timeout
+    host, port = parse_host_port(location)
+    with socket.create_connection((host, port), timeout=min(5.0, seconds)) as probe:
+        probe.settimeout(seconds)
+        try:
+            first = probe.recv(256)
+        except TimeoutError:
+            first = b""
+    if b"compression" not in first:  # the first key of Dask's handshake
+        heard = "said nothing" if not first else "answered in another protocol"
+        raise TimeoutError(
+            f"it {heard} in {seconds:g} s, so it is not a Dask scheduler (the dashboard's HTTP port, "
+            "8787 by default?); a scheduler listens on 8786 unless told otherwise"
+        )
+
+
+def has_bokeh() -> bool:
+    """Dask's dashboard needs bokeh; without it, its link leads to a page asking for bokeh."""
+    return importlib.util.find_spec("bokeh") is not None
+
+
+def _dashboard_note(client: Client) -> str:
+    return f" (dashboard: {client.dashboard_link})" if dashboard_works(client) else ""
+
+
+def dashboard_works(client: Client) -> bool:
+    if not client.scheduler_info().get("services", {}).get("dashboard"):
+        return False
+    try:
+        return bool(client.run_on_scheduler(has_bokeh))
+    except Exception:
+        return False
+
+
+def _local_client(workers: int) -> Iterator[Client]:
+    if workers < 1:
+        raise BpeDaskError(f"--workers must be at least 1, got {workers}")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if workers > cores:  # each a process with one thread: more than the cores only take turns
+        log.warning("--workers %d on %d cores: the worker processes will take turns on them, and each "
+                    "costs start-up time and memory; --workers %d is the most that runs at once",
+                    workers, cores, cores)  # fmt: skip
+    # Distributed's statistical profiler samples the worker's stack every 10 ms; on pure-Python
+    # tasks that costs several percent, for a dashboard view the embedded cluster rarely needs.
+    verbose = log.getEffectiveLevel() <= logging.DEBUG  # -v: the workers say what Dask says at INFO
+    with dask.config.set({"distributed.worker.profile.enabled": False}), ExitStack() as stack:
+        # Started with SIGINT blocked, so that its processes never get a terminal's Ctrl-C (each would
+        # print a traceback): a signal meanwhile is raised once it is up, and closes it.
+        with interrupts.deferred(shield_children=True):
+            cluster = stack.enter_context(
+                LocalCluster(
+                    n_workers=workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    # Its HTTP server on a free port (8787 may be another cluster's); the dashboard on it
+                    # only with bokeh, without which it would be a page asking for bokeh.
+                    dashboard_address="127.0.0.1:0",
+                    scheduler_kwargs={"dashboard": has_bokeh()},
+                    silence_logs=logging.INFO if verbose else logging.WARNING,  # the workers' own level
+                    preload=["bpe_dask.jobs.cluster"],  # dask_setup below: the workers warm up as they start
+                )
+            )
+            client = stack.enter_context(Client(cluster))
+        link = f" (dashboard: {client.dashboard_link})" if has_bokeh() else ""
+        plural = "" if workers == 1 else "es"
+        log.info("started a LocalCluster of %d worker process%s%s", workers, plural, link)
+        yield client
+
+
+def dask_setup(worker: object) -> None:
+    """Dask's preload hook, run in each worker of the embedded cluster as it starts: load the
+    compiled scanner (numba's cached machine code, and the table of character classes) in the
+    background, while the cluster finishes starting and the job plans, not in the first task."""
+    threading.Thread(target=_warm_scanner, name="bpe-dask-warm-up", daemon=True).start()
+
+
+def _warm_scanner() -> None:
+    try:
+        from bpe_dask.rules.pretokenize import Pretokenizer
+        from bpe_dask.stages.counters import CompiledCounter
+
+        CompiledCounter(Pretokenizer()).add("warm up")
+    except Exception:  # only ever an optimisation: the first task will say what is wrong
+        log.debug("warming up the compiled scanner failed", exc_info=True)
+
+
+@contextmanager
+def failures_explained(client: Client) -> Iterator[None]:
+    """Turn the cluster failing under the job into one line that says where to look next."""
+    try:
+        yield
+    except KilledWorker as error:
+        raise BpeDaskError(
+            f"workers died while running {_task_name(error.task)}, {error.allowed_failures + 1} times "
+            f"(last {error.last_worker.address}); out of memory is the usual cause: see the worker "
+            f"logs{_dashboard(client)}"
+        ) from None
+    except (CancelledError, CommClosedError) as error:
+        reason = getattr(error, "reason", None) or describe(error)
+        if "scheduler" in reason or isinstance(error, CommClosedError):
+            raise BpeDaskError(
+                f"lost the Dask scheduler at {client.scheduler.address} ({reason}); see its log for why"
+            ) from None
+        raise BpeDaskError(f"the job's tasks were cancelled on the cluster ({reason})") from None
+
+
+def _task_name(key: object) -> str:
+    name = key[0] if isinstance(key, tuple) else str(key)
+    kind = name.split("-", 1)[0]
+    kinds = {
+        "count": "a map task",
+        "combine": "a reduce task",
+        "encode": "an encode task",
+        "merge": "the merge loop",
+    }
+    return kinds.get(kind, name)
+
+
+def _dashboard(client: Client) -> str:
+    if dashboard_works(client):
+        return f" and the dashboard at {client.dashboard_link}"
+    return " (this scheduler runs no dashboard: pip install bokeh where it runs for one)"
+
+
+# Dask's warnings that matter to a user: memory pressure, the usual sign before a lost worker.
+MEMORY_WARNINGS = ("distributed.worker.memory", "distributed.nanny.memory", "distributed.spill")
+
+
+def quiet_dask_errors() -> None:
+    """Let Dask's memory warnings through, but not its other messages or its errors: a failure
+    reaches the user as the job's one line, which Dask's tracebacks of a lost connection, say,
+    would repeat at length, and shutdown notices are noise. ``-v`` shows everything."""
+    names = [n for n in logging.root.manager.loggerDict if _is_dask(n)]
+    for name in {"distributed", "dask", *names}:  # Dask's config gives some child loggers levels of their own
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.WARNING)
+        for handler in logger.handlers:
+            handler.addFilter(_shown)
+    for name in ("tornado", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    for handler in logging.root.handlers:
+        handler.addFilter(_shown)
+
+
+def _shown(record: logging.LogRecord) -> bool:
+    if not _is_dask(record.name):
+        return True
+    return record.levelno == logging.WARNING and record.name in MEMORY_WARNINGS
+
+
+def _is_dask(name: str) -> bool:
+    return name.split(".")[0] in ("distributed", "dask")

@@ -1,0 +1,236 @@
+"""What every job shares: options and inputs in; planned byte ranges, a cluster and finished tasks out.
+
+Every job opens the same way: ``Job.start`` makes the job's ``Store`` (the storage options with
+what the environment adds, and the ``bpe-dask`` settings) once, on the client; the job checks its
+output, and ``Job.plan`` expands the inputs and cuts them into byte ranges. Its tasks then run on
+``Job.cluster`` (the given client, a scheduler, or a LocalCluster) once ``Job.preflight`` has
+checked the workers, through ``run_tasks``, which turns a failure into one line. The jobs
+(``jobs.count``, ``jobs.train``, ``jobs.encode``) are built from these.
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from dask.base import tokenize
+from dask.delayed import Delayed
+from distributed import Client, LocalCluster, as_completed
+
+from bpe_dask import settings as config
+from bpe_dask.errors import BpeDaskError
+from bpe_dask.io.inputs import InputFile, expand_inputs
+from bpe_dask.io.plan import Partition, plan_ranges
+from bpe_dask.io.records import BadRecords
+from bpe_dask.io.storage import Store, describe, is_local, required_packages
+from bpe_dask.jobs.cluster import dask_client, failures_explained
+from bpe_dask.jobs.options import JobOptions
+from bpe_dask.jobs.preflight import Place, check_workers, unregister_plugins
+from bpe_dask.jobs.progress import TaskProgress
+from bpe_dask.jobs.wording import format_bytes, plural
+from bpe_dask.rules.pretokenize import Pretokenizer
+from bpe_dask.stages.count import CountSettings
+
+log = logging.getLogger(__name__)
+
+TINY_CHUNK = 4096  # an explicit chunk size below this is likely a unit left out ("64" for 64MiB)
+
+
+@dataclass
+class Job:
+    """One run of a job: its options, the ``Store`` its tasks take, and its plan."""
+
+    options: JobOptions
+    store: Store
+    files: list[InputFile] = field(default_factory=list)
+    ranges: list[Partition] = field(default_factory=list)
+    plugins: list[str] = field(default_factory=list)  # registered on the workers by ``preflight``
+    _scratch_beside: str = ""  # where ``work_directory`` made the temporary one, for messages
+
+    @classmethod
+    def start(cls, options: JobOptions, urls: Sequence[str | None]) -> Job:
+        """A job that reads and writes ``urls``: an ``s3://`` job takes the AWS environment along."""
+        return cls(options, Store.for_job(options.storage_options, urls, options.ship_credentials))
+
+    def find_inputs(self, inputs: Sequence[str], exclude: Sequence[str | None] = ()) -> None:
+        """The files the inputs name; the job's own outputs (``exclude``) are never read back as inputs."""
+        self.files = expand_inputs(
+            inputs, self.store, exclude=[e for e in exclude if e], reading=self.options.reading()
+        )
+
+    def plan(self, pretokenizer: Pretokenizer, threads: int | None = None) -> None:
+        """The files cut into byte ranges: ``--chunk-size`` bytes each, or sized for ``threads`` worker
+        threads (``None``: as large as a task may be, for counting in this process)."""
+        chunk_size = self.options.chunk_size or partition_size(self.input_bytes, threads, self.store.settings)
+        self.ranges = plan_ranges(self.files, chunk_size, pretokenizer, self.store)
+        log.info(
+            "%s, %s, %s of about %s",
+            plural(len(self.files), "input file"),
+            format_bytes(self.input_bytes),
+            plural(len(self.ranges), "partition"),
+            format_bytes(chunk_size),
+        )
+        if pretokenizer.pattern.cut_rule is None and any(
+            f.size > chunk_size and not f.has_records for f in self.files
+        ):
+            log.warning(
+                "the split pattern is a regex of your own, with no rule for where its text may be cut: "
+                "text files are cut only where a special token starts, so a long document without one "
+                "is one task"
+            )
+        if self.options.chunk_size and chunk_size < TINY_CHUNK and len(self.ranges) > 1:
+            log.warning(
+                "--chunk-size %d is %d bytes, so %s, each a Dask task; sizes take units (e.g. %dMiB)",
+                chunk_size, chunk_size, plural(len(self.ranges), "partition"), chunk_size,
+            )  # fmt: skip
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    def key(self, settings: CountSettings) -> str:
+        """A digest of the planned ranges and the settings: a name for what this job counts."""
+        return tokenize([r.key() for r in self.ranges], settings.key())
+
+    @property
+    def largest_range(self) -> int:
+        return max((r.text_bytes for r in self.ranges), default=0)
+
+    @property
+    def input_urls(self) -> list[str]:
+        return [f.url for f in self.files]
+
+    @property
+    def embedded(self) -> bool:
+        """Whether the job's cluster is a LocalCluster on this machine (``is_embedded``), before it starts."""
+        client = self.options.client
+        return is_embedded(client) if client is not None else not self.options.on_scheduler
+
+    @contextmanager
+    def cluster(self) -> Iterator[Client]:
+        opts = self.options
+        with dask_client(opts.scheduler, opts.workers, opts.client, opts.scheduler_file) as client:
+            try:
+                yield client
+            finally:
+                if self.plugins and (opts.client or opts.on_scheduler):  # it outlives the job
+                    unregister_plugins(client, self.plugins)
+
+    def preflight(self, client: Client, work_dir: str, outputs: Sequence[str | None] = ()) -> None:
+        """Check before any task that every worker can read the inputs and write the work directory
+        and the ``outputs`` the tasks write (all absolute by now: ``storage.absolute``)."""
+        urls = [*self.input_urls, work_dir, *[o for o in outputs if o]]
+        packages = required_packages(urls, [f.compression for f in self.files])
+        places = [Place(url, "input") for url in self.input_urls[:1]]
+        if self.options.work_dir:
+            places.append(Place(work_dir, "--work-dir", True))
+        else:  # the job's own scratch space: the user can only name another
+            made = f"the temporary work directory this job made{self._scratch_beside}"
+            places.append(Place(work_dir, made, True, instead="--work-dir"))
+        places += [Place(o, "--out", True) for o in outputs if o]
+        if is_embedded(client):  # the LocalCluster's workers share this machine's disk
+            places = [p for p in places if not (p.writes and is_local(p.url))]
+        self.plugins = check_workers(
+            client,
+            packages,
+            places=places,
+            embedded=not (self.options.client or self.options.on_scheduler),  # the LocalCluster we started
+            store=self.store,
+            ship_package=self.options.ship_package,
+        )
+
+    @contextmanager
+    def work_directory(self, beside: str | None = None) -> Iterator[str]:
+        """The user's work directory (kept, so a re-run reuses its shards), or a temporary one: on
+        this machine, or, ``beside`` an output on storage the workers reach, a hidden folder next to
+        it. A temporary one is removed afterwards."""
+        work_dir = self.options.work_dir
+        if work_dir:
+            fs, path = self.store.fs(work_dir)
+            try:
+                fs.makedirs(path, exist_ok=True)
+            except Exception as error:
+                raise BpeDaskError(f"cannot use --work-dir {work_dir}: {describe(error)}") from None
+            yield work_dir
+            return
+        if beside:
+            self._scratch_beside = f" beside --out {beside}"
+            parent, _, name = beside.rstrip("/").rpartition("/")
+            scratch = f"{parent}/.{name}.work-{uuid.uuid4().hex[:12]}"
+            fs, path = self.store.fs(scratch)
+            try:
+                yield scratch
+            finally:
+                if fs.exists(path):
+                    fs.rm(path, recursive=True)
+            return
+        temporary = tempfile.mkdtemp(prefix="bpe-dask-")
+        try:
+            yield temporary
+        finally:
+            shutil.rmtree(temporary, ignore_errors=True)
+
+
+def partition_size(input_bytes: int, threads: int | None, settings: dict | None = None) -> int:
+    """Bytes per map task when none is given: about ``bpe-dask.partitions-per-thread`` tasks per
+    worker thread, so that every thread has work and one that finishes early takes another, within
+    ``bpe-dask.partition-min`` (each partition costs a dict of its own words, a shard and a share of
+    the reduce) and ``bpe-dask.partition-max`` (a task's memory, and the work lost with a worker).
+    ``threads=None``: as large as a task may be."""
+    largest = config.size("partition-max", settings)
+    if threads is None:
+        return largest
+    per_thread = config.count("partitions-per-thread", settings, least=1)
+    wanted = -(-input_bytes // max(1, per_thread * threads))
+    return max(min(config.size("partition-min", settings), largest), min(largest, wanted))
+
+
+def cluster_threads(client: Client) -> int:
+    return sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()) or 1
+
+
+def report_bad_records(bad: BadRecords) -> None:
+    """Say what ``--on-bad-record skip`` left out."""
+    if bad.count:
+        log.warning("skipped %s; the first: %s", plural(bad.count, "bad record"), bad.first)
+
+
+def run_tasks(client: Client, tasks: list[Delayed], progress: TaskProgress | None = None,
+              sizes: Sequence[int] = (), extra: Callable[[Any], int] | None = None) -> list:  # fmt: skip
+    """Compute ``tasks`` and gather their results; a failure cancels them all and is one line.
+
+    The first ``len(sizes)`` tasks are map tasks over that many input bytes each: ``progress``
+    hears of each as it finishes (with ``extra`` of its result, such as its tokens).
+    """
+    futures = client.compute(tasks)
+    try:
+        with failures_explained(client):
+            if progress is not None:
+                size_of = {future.key: size for future, size in zip(futures, sizes, strict=False)}
+                for future in as_completed(futures[: len(sizes)]):
+                    if future.status != "finished":
+                        break  # gathering raises its error
+                    progress.task_done(size_of[future.key], extra(future.result()) if extra else 0)
+            return client.gather(futures)
+    except BaseException:
+        client.cancel(futures)  # a failed job stops at once, before its work directory goes
+        raise
+
+
+def is_embedded(client: Client) -> bool:
+    """Whether the cluster is a LocalCluster on this machine (its workers share our disk)."""
+    return isinstance(getattr(client, "cluster", None), LocalCluster)
+
+
+def peak_rss_bytes() -> int:
+    """The peak resident memory of this process so far."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024

@@ -1,0 +1,188 @@
+"""The count job: inputs in, the word counts out (plan, map, reduce).
+
+``count_words`` plans byte ranges, counts each in a Dask task that writes a shard (``counting``),
+and sums the shards in a tree of tasks (``reduce``) into one counts table: in memory, or the
+Parquet file ``out``. Small inputs with no cluster asked for are counted in this process.
+``count_on_cluster`` is the map and reduce that ``train`` runs too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import dask
+import pyarrow as pa
+from dask.base import tokenize
+from distributed import Client
+
+from bpe_dask import settings as config
+from bpe_dask.errors import BpeDaskError
+from bpe_dask.io.counts_table import read_counts
+from bpe_dask.io.outputs import check_output_file, remove_files
+from bpe_dask.io.plan import Partition
+from bpe_dask.io.records import BadRecords
+from bpe_dask.io.storage import Store, absolute
+from bpe_dask.jobs.context import Job, cluster_threads, report_bad_records, run_tasks
+from bpe_dask.jobs.options import JobOptions, PathLike, input_list
+from bpe_dask.jobs.progress import TaskProgress
+from bpe_dask.stages.count import (
+    CountSettings,
+    count_range,
+    count_range_to_shard,
+    counting_engine,
+    new_counter,
+)
+from bpe_dask.stages.counters import SpecialsSeen
+from bpe_dask.stages.reduce import reduce_tree
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CountResult:
+    """The word counts (in memory, or in the Parquet file ``path``) and how they were made.
+
+    >>> _ = open("corpus.txt", "w").write("the cat the hat")
+    >>> result = count_words("corpus.txt")
+    >>> result.table().column_names, result.table().num_rows, result.report()["input_bytes"]
+    (['token', 'count'], 4, 15)
+    """
+
+    input_files: list[str]
+    input_bytes: int
+    partitions: int
+    partitions_reused: int = 0
+    bad_records_skipped: int = 0
+    specials: SpecialsSeen = field(default_factory=SpecialsSeen)  # the special tokens the inputs held
+    seconds: float = 0.0
+    path: str | None = None
+    store: Store = field(default_factory=Store, repr=False)  # where ``path`` is
+    _table: pa.Table | None = field(default=None, repr=False)
+
+    def table(self) -> pa.Table:
+        if self._table is None:
+            self._table = read_counts(self.path, self.store)
+        return self._table
+
+    def report(self) -> dict:
+        return {
+            "inputs": self.input_files,
+            "input_bytes": self.input_bytes,
+            "partitions": self.partitions,
+            "partitions_reused": self.partitions_reused,
+            "partitions_computed": self.partitions - self.partitions_reused,
+            "bad_records_skipped": self.bad_records_skipped,
+            "special_tokens_seen": self.specials.count,
+        }
+
+
+def count_words(
+    inputs: PathLike | Sequence[PathLike],
+    special_tokens: Sequence[str] = (),
+    *,
+    out: str | None = None,
+    **options,
+) -> CountResult:
+    """The word counts of ``inputs`` (a path, URL or glob, or a list of them).
+
+    ``out`` names a Parquet file (or URL) for the counts, and then the job runs on a cluster.
+    ``options`` are ``JobOptions`` fields: ``chunk_size``, ``client``, ``scheduler``, ``workers``,
+    ``work_dir``, ``storage_options``, ``utf8_errors``, ``in_process``, ``overwrite``, ...
+
+    >>> _ = open("corpus.txt", "w").write("the cat<|endoftext|>the hat")
+    >>> counts = count_words("corpus.txt", ["<|endoftext|>"]).table()  # small: counted in-process
+    >>> sorted(zip(counts["token"].to_pylist(), counts["count"].to_pylist()))
+    [(b' cat', 1), (b' hat', 1), (b'the', 2)]
+    """
+    return count_with(input_list(inputs), JobOptions.of(special_tokens=special_tokens, **options), out)
+
+
+def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> CountResult:
+    """``count_words`` with its options already checked."""
+    started = time.perf_counter()
+    out = absolute(out) if out else out
+    if opts.in_process and out:
+        raise BpeDaskError("in_process=True counts here: it cannot write out")
+    job = Job.start(opts, [*inputs, out, opts.work_dir])
+    if out:
+        check_output_file(out, opts.overwrite, job.store)
+    job.find_inputs(inputs, exclude=[out, opts.work_dir])
+    settings = opts.count_settings()
+    pretokenizer = settings.pretokenizer()
+    in_process = opts.in_process
+    if in_process is None:
+        # Below this much input the Python API counts here: starting a cluster costs seconds.
+        small = job.input_bytes <= config.size("in-process-limit", job.store.settings)
+        in_process = not (opts.wants_cluster or out) and small
+    if in_process:
+        job.plan(pretokenizer)
+        log.info("counting with %s", counting_engine(settings, job.input_bytes))
+        result = _result(job)
+        bad = BadRecords()
+        result._table = count_in_process(job.ranges, settings, job.store, bad, result.specials)
+    else:
+        with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
+            job.preflight(client, work, [out])
+            job.plan(pretokenizer, cluster_threads(client))
+            log.info("counting with %s", counting_engine(settings, job.largest_range))
+            result = _result(job)
+            counts, result.partitions_reused, bad, result.specials = count_on_cluster(
+                client, job, settings, work, out
+            )
+            if out:
+                result.path = counts
+            else:
+                result._table = counts
+    result.bad_records_skipped = bad.count
+    report_bad_records(bad)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _result(job: Job) -> CountResult:
+    return CountResult(job.input_urls, job.input_bytes, len(job.ranges), store=job.store)
+
+
+def count_in_process(
+    ranges: Sequence[Partition], settings: CountSettings, store: Store, bad: BadRecords,
+    specials: SpecialsSeen | None = None,
+) -> pa.Table:
+    """The counts of ``ranges``, here; records skipped are added to ``bad``, special tokens seen to
+    ``specials``."""
+    counter = new_counter(settings, sum(r.text_bytes for r in ranges))
+    for byte_range in ranges:
+        count_range(byte_range, settings, store, counter=counter, bad=bad)
+    if specials is not None:
+        specials.merge(counter.specials)
+    return counter.table()
+
+
+def count_on_cluster(
+    client: Client, job: Job, settings: CountSettings, work_dir: str, out: str | None = None
+) -> tuple[str | pa.Table, int, BadRecords, SpecialsSeen]:
+    """Map and reduce on the cluster: the summed counts, written to ``out`` (its URL is returned) or,
+    with no ``out``, handed back as a table; how many shards were reused; the records skipped; the
+    special tokens the inputs held."""
+    shard_dir = f"{work_dir.rstrip('/')}/shards"
+    store = job.store
+    shards = [
+        dask.delayed(count_range_to_shard, pure=True)(
+            r, settings, shard_dir, store,
+            dask_key_name=f"count-{tokenize(r.key(), settings.key(), shard_dir, store)}",
+        )
+        for r in job.ranges
+    ]  # fmt: skip
+    final, partial_sums = reduce_tree(
+        shards, out, work_dir, settings.recorded(), store, overwrite=job.options.overwrite
+    )
+    progress = TaskProgress("count", len(shards), job.input_bytes) if job.options.show_progress else None
+    *finished, counts = run_tasks(client, [*shards, final], progress, [r.size for r in job.ranges])
+    remove_files(partial_sums, store)
+    bad, specials = BadRecords(), SpecialsSeen()
+    for shard in finished:
+        bad.merge(shard.bad_records)
+        specials.merge(shard.specials)
+    return counts, sum(shard.reused for shard in finished), bad, specials

@@ -1,0 +1,244 @@
+"""The encode job: inputs and a trained tokenizer in, token ids out, in the layout model trainers read.
+
+``encode`` plans byte ranges as counting does and encodes each in a Dask task that writes a shard
+of ids into the work directory (``encoding``; a re-run with the same ``--work-dir`` reuses the
+finished ones). Then, on the cluster, the output appears whole: a directory of ``.npy`` shards with
+``index.json`` and ``report.json``, or one flat ``.bin`` file of ``uint16`` / ``uint32`` ids (what
+nanoGPT and the CS336 training loop ``np.memmap``) with a JSON sidecar saying its dtype and length.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from functools import partial as partial_function
+
+import dask
+from dask.base import tokenize
+from distributed import Client
+
+from bpe_dask.errors import BpeDaskError
+from bpe_dask.io.outputs import check_output_dir, check_output_file
+from bpe_dask.io.publish import atomic_file, staged_directory
+from bpe_dask.io.records import BadRecords
+from bpe_dask.io.storage import Store, absolute, is_local
+from bpe_dask.jobs.context import Job, cluster_threads, is_embedded, report_bad_records, run_tasks
+from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character, input_list
+from bpe_dask.jobs.progress import TaskProgress
+from bpe_dask.stages.encode import (
+    EncodedShard,
+    copy_shard,
+    dtype_for,
+    encode_range_to_shard,
+    encoding_key,
+    is_encoded_file,
+    remove_sidecar,
+    shard_name,
+    shard_path,
+    stream_shards,
+    write_at,
+)  # fmt: skip
+from bpe_dask.tokenizer import Tokenizer
+from bpe_dask.version import __version__
+
+FORMATS = ("npy", "bin")
+
+
+def encode(
+    inputs: PathLike | Sequence[PathLike],
+    tokenizer: PathLike | Tokenizer,
+    out: str,
+    special_tokens: Sequence[str] | None = None,
+    *,
+    format: str | None = None,
+    document_separator: str | None = None,
+    trust_pattern: bool = False,
+    **options,
+) -> dict:
+    """Encode ``inputs`` with ``tokenizer`` into ``out``; returns the report.
+
+    ``format`` is ``"bin"`` (the default when ``out`` ends in ``.bin``): one flat file of ids, with
+    ``out + ".json"`` beside it; or ``"npy"``: a directory of ``.npy`` shards, one per range.
+    ``tokenizer`` is a ``Tokenizer`` or a directory ``bpe-dask train`` wrote; ``special_tokens``
+    default to those its ``tokenizer.json`` registers. With inputs of records (Parquet, JSON Lines)
+    each document is encoded alone and, with ``document_separator`` (a special token), followed by
+    that token's id. A tokenizer directory whose split pattern is not built in is refused unless
+    ``trust_pattern`` (``Tokenizer.load``). ``options`` are ``JobOptions`` fields; a
+    ``work_dir`` keeps the shards, so that a re-run after an interruption reuses them.
+
+    >>> import numpy as np
+    >>> from distributed import Client
+    >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
+    >>> tokenizer = Tokenizer(vocab, [(b"h", b"i")], ["<|endoftext|>"])
+    >>> _ = open("corpus.txt", "w").write("hi!<|endoftext|>hi")
+    >>> with Client(processes=False, n_workers=1, dashboard_address=None) as client:
+    ...     report = encode("corpus.txt", tokenizer, "ids.bin", client=client)
+    >>> report["dtype"], np.fromfile("ids.bin", report["dtype"]).tolist()
+    ('uint16', [256, 33, 257, 256])
+    """
+    started = time.perf_counter()
+    opts = JobOptions.of(**options)
+    fmt = output_format(out, format)
+    inputs, out = input_list(inputs), absolute(os.fspath(out))
+    source = tokenizer if isinstance(tokenizer, Tokenizer) else absolute(os.fspath(tokenizer))
+    job = Job.start(opts, [*inputs, out, opts.work_dir, source if isinstance(source, str) else None])
+    tokenizer = _tokenizer(source, special_tokens, opts.engine, job.store, trust_pattern)
+    check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
+    if fmt == "bin":
+        check_output_file(out, opts.overwrite, job.store)
+    else:
+        check_output_dir(out, opts.overwrite, is_encoded_file, job.store)
+    job.find_inputs(inputs, exclude=[out, opts.work_dir])
+    _check_separator(document_separator, tokenizer, job)
+    with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
+        job.preflight(client, work, [out])
+        job.plan(tokenizer.pretokenizer, cluster_threads(client))
+        shards = _encode_ranges(client, job, tokenizer, work, document_separator)
+        report = _report(job, shards, tokenizer, source, fmt, started)
+        report["document_separator"] = document_separator
+        if fmt == "npy":
+            _publish_shards(client, job, shards, out, report)
+        else:
+            _publish_bin(client, job, shards, out, report)
+    return report
+
+
+def output_format(out: str, format: str | None) -> str:
+    if format is None:
+        return "bin" if out.rstrip("/").endswith(".bin") else "npy"
+    if format not in FORMATS:
+        raise BpeDaskError(f"format must be npy or bin, got {format!r}")
+    return format
+
+
+def _tokenizer(
+    source: str | Tokenizer,
+    special_tokens: Sequence[str] | None,
+    engine: str,
+    store: Store,
+    trust_pattern: bool = False,
+) -> Tokenizer:
+    """The tokenizer to encode with: loaded, or the one given, with the job's special tokens and,
+    unless it is ``auto``, the job's engine."""
+    if isinstance(source, str):
+        return Tokenizer.load(source, special_tokens, store.options, engine, trust_pattern=trust_pattern)
+    engine = source.engine if engine == "auto" else engine
+    if special_tokens is None and engine == source.engine:
+        return source
+    tokens = source.special_tokens if special_tokens is None else special_tokens
+    return Tokenizer(source.vocab, source.merges, tokens, source.pretokenizer.pattern, engine)
+
+
+def _check_separator(separator: str | None, tokenizer: Tokenizer, job: Job) -> None:
+    if separator is None:
+        return
+    if separator not in tokenizer.special_ids:
+        known = ", ".join(repr(t) for t in tokenizer.special_tokens) or "none"
+        raise BpeDaskError(
+            f"document separator {separator!r} is not a special token of the tokenizer ({known})"
+        )
+    if not any(file.has_records for file in job.files):
+        raise BpeDaskError(
+            "--document-separator applies to inputs of records (Parquet, JSON Lines): text holds its own"
+        )
+
+
+def _encode_ranges(
+    client: Client, job: Job, tokenizer: Tokenizer, work: str, separator: str | None
+) -> list[EncodedShard]:
+    shared = client.scatter(tokenizer, broadcast=True, hash=False)
+    options = job.options
+    key = encoding_key(tokenizer, separator, options.utf8_errors)
+    tasks = [
+        dask.delayed(encode_range_to_shard, pure=True)(
+            r, shared, shard_path(work, r, key), job.store, options.utf8_errors, separator,
+            dask_key_name=f"encode-{tokenize(r.key(), key, work)}",
+        )
+        for r in job.ranges
+    ]  # fmt: skip
+    progress = (
+        TaskProgress("encode", len(tasks), job.input_bytes, "tokens") if options.show_progress else None
+    )
+    shards = run_tasks(client, tasks, progress, [r.size for r in job.ranges], lambda shard: shard.tokens)
+    bad = BadRecords()
+    for shard in shards:
+        bad.merge(shard.bad_records)
+    report_bad_records(bad)
+    return shards
+
+
+def _publish_shards(client: Client, job: Job, shards: list[EncodedShard], out: str, report: dict) -> None:
+    """The output directory: the shards under their place in the plan, ``index.json``, ``report.json``."""
+    store = job.store
+    with staged_directory(out, store, job.options.overwrite) as staging:
+        names = [shard_name(i, len(shards)) for i in range(len(shards))]
+        copies = [
+            dask.delayed(copy_shard, pure=False)(shard, f"{staging}/{name}", store)
+            for shard, name in zip(shards, names, strict=True)
+        ]
+        run_tasks(client, copies)
+        index = {"dtype": report["dtype"], "shards": [
+            {"shard": name, "input": s.input, "start": s.start, "end": s.end, "unit": s.unit,
+             "tokens": s.tokens}
+            for name, s in zip(names, shards, strict=True)
+        ]}  # fmt: skip
+        fs, path = store.fs(staging)
+        fs.pipe_file(f"{path}/index.json", (json.dumps(index, indent=1) + "\n").encode())
+        fs.pipe_file(f"{path}/report.json", (json.dumps(report, indent=2) + "\n").encode())
+
+
+def _publish_bin(client: Client, job: Job, shards: list[EncodedShard], out: str, report: dict) -> None:
+    """One flat file of ids, then its sidecar. Where the file is local and the workers share the disk,
+    each shard is written at its offset by a task (ranged writes, side by side); elsewhere one task
+    streams them in order into the store. The ``.bin`` is committed (exclusively unless
+    ``--overwrite``) once whole, an earlier sidecar removed just before, and the new sidecar after:
+    a ``.bin`` with a ``.json`` beside it is always described by it (docs/outputs.md)."""
+    store, overwrite = job.store, job.options.overwrite
+    itemsize = 2 if report["dtype"] == "uint16" else 4
+    if is_local(out) and is_embedded(client):
+        unsidecar = partial_function(remove_sidecar, out, store)
+        with atomic_file(out, store, overwrite, unsidecar) as (_, partial):
+            with open(partial, "wb") as f:
+                f.truncate(report["tokens"] * itemsize)
+            offsets = [0]
+            for shard in shards[:-1]:
+                offsets.append(offsets[-1] + shard.tokens * itemsize)
+            writes = [
+                dask.delayed(write_at, pure=False)(shard, partial, offset, store)
+                for shard, offset in zip(shards, offsets, strict=True)
+            ]
+            run_tasks(client, writes)
+    else:
+        streaming = dask.delayed(stream_shards, pure=False)(shards, out, store, overwrite)
+        run_tasks(client, [streaming])
+    with atomic_file(f"{out}.json", store) as (fs, partial):
+        fs.pipe_file(partial, (json.dumps(report, indent=2) + "\n").encode())
+
+
+def _report(job: Job, shards: list[EncodedShard], tokenizer: Tokenizer, source: str | Tokenizer, fmt: str,
+            started: float) -> dict:  # fmt: skip
+    seconds = time.perf_counter() - started
+    tokens = sum(s.tokens for s in shards)
+    reused = sum(s.reused for s in shards)
+    return {
+        "version": __version__,
+        "inputs": job.input_urls,
+        "tokenizer": source if isinstance(source, str) else None,
+        "special_tokens": tokenizer.special_tokens,
+        "vocab_size": len(tokenizer.vocab),
+        "format": fmt,
+        "dtype": dtype_for(tokenizer),
+        "tokens": tokens,
+        "utf8_errors": job.options.utf8_errors,
+        "shards": len(shards),
+        "shards_reused": reused,
+        "shards_computed": len(shards) - reused,
+        "bad_records_skipped": sum(s.bad_records.count for s in shards),
+        "input_bytes": job.input_bytes,
+        "bytes_per_token": job.input_bytes / tokens if tokens else None,
+        "seconds": seconds,
+        "bytes_per_second": job.input_bytes / seconds,
+        "tokens_per_second": tokens / seconds,
+    }

@@ -1,0 +1,152 @@
+"""Merging in a job: a counts table in, what the merge loop learned out, run here or on a worker.
+
+``merge_table`` runs the merge loop (``stages.merge``) in this process; ``merge_on_cluster`` runs it
+as one Dask task on the worker with the most memory, which reads the counts where it runs and
+reports progress to the client; ``merge_here`` runs it on the client with a progress bar. ``Limits``
+are the options that may stop the loop early; ``Merged`` is what it learned, and what it cost.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from dask.base import tokenize
+from distributed import Client
+
+from bpe_dask.errors import BpeDaskError
+from bpe_dask.io.counts_table import read_counts
+from bpe_dask.io.storage import Store
+from bpe_dask.jobs import progress
+from bpe_dask.jobs.cluster import failures_explained
+from bpe_dask.jobs.context import Job, peak_rss_bytes
+from bpe_dask.jobs.options import JobOptions
+from bpe_dask.stages.merge import train_merges
+
+log = logging.getLogger(__name__)
+
+Vocab = dict[int, bytes]
+Merges = list[tuple[bytes, bytes]]
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why the merge loop stopped before the vocabulary was full, when an option made it stop:
+    ``"min_frequency"`` (the best pair left occurs only ``count`` times) or ``"max_token_length"``
+    (every pair left would make too long a token)."""
+
+    reason: str
+    count: int = 0
+
+
+@dataclass
+class Merged:
+    """What the merge loop learned, and what it cost."""
+
+    vocab: Vocab
+    merges: Merges
+    unique_words: int
+    peak_rss_bytes: int
+    seconds: float
+    stopped: Stop | None = None  # when --min-frequency or --max-token-length ended the loop early
+    byte_tokens: int = 0  # the words' tokens before any merge: their bytes, times their counts
+    savings: list[int] = field(default_factory=list)  # the tokens each merge saved, in order
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The options that may stop the merge loop before the vocabulary is full (as in Hugging Face's
+    trainer): a merge only when the best pair occurs at least ``min_frequency`` times (0 and 1 change
+    nothing), and never a token over ``max_token_length`` bytes (None: no limit)."""
+
+    min_frequency: int = 0
+    max_token_length: int | None = None
+
+    def __post_init__(self) -> None:
+        if not _whole(self.min_frequency) or self.min_frequency < 0:
+            raise BpeDaskError(f"min_frequency must be a whole number, 0 or more, got {self.min_frequency!r}")
+        longest = self.max_token_length
+        if longest is not None and (not _whole(longest) or longest < 1):
+            raise BpeDaskError(f"max_token_length must be a positive whole number of bytes, got {longest!r}")
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def merge_table(
+    table: pa.Table,
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    report_progress: Callable[[int], None] | None = None,
+    engine: str = "auto",
+    limits: Limits = Limits(),
+) -> Merged:
+    """The merge loop over a word-count table, in this process."""
+    started = time.perf_counter()
+    stops: list[Stop] = []
+    savings: list[int] = []
+    vocab, merges = train_merges(table, vocab_size, special_tokens, report_progress, engine=engine,
+                                 **asdict(limits), stopped=lambda *why: stops.append(Stop(*why)),
+                                 savings=savings)  # fmt: skip
+    seconds = time.perf_counter() - started
+    byte_tokens = pc.sum(pc.multiply(pc.binary_length(table.column("token")), table.column("count"))).as_py()
+    return Merged(vocab, merges, table.num_rows, peak_rss_bytes(), seconds, stops[0] if stops else None,
+                  byte_tokens or 0, savings)  # fmt: skip
+
+
+def merge_on_worker(
+    counts_url: str,
+    vocab_size: int,
+    special_tokens: Sequence[str],
+    store: Store,
+    engine: str = "auto",
+    limits: Limits = Limits(),
+) -> Merged:
+    """The merge loop as a Dask task: reads the counts where it runs, reports progress to the client."""
+    total = vocab_size - 256 - len(special_tokens)
+    report = progress.every(0.5, total, progress.publish_from_worker)
+    table = read_counts(counts_url, store)
+    return merge_table(table, vocab_size, special_tokens, report, engine, limits)
+
+
+def merge_on_cluster(
+    client: Client, counts_url: str, vocab_size: int, special_tokens: Sequence[str], job: Job, limits: Limits
+) -> Merged:
+    """Run the merge loop on the worker with the most memory: it is the job's one big task."""
+    workers = client.scheduler_info()["workers"]
+    roomiest = max(workers, key=lambda w: workers[w].get("memory_limit") or 0)
+    bar = None
+    if job.options.show_progress:
+        bar = progress.MergeProgress(vocab_size - 256 - len(special_tokens))
+        progress.subscribe(client, bar)
+    log.info("running the merge loop on %s", roomiest)
+    future = client.submit(
+        merge_on_worker, counts_url, vocab_size, special_tokens, job.store, job.options.engine,
+        limits, key=f"merge-{tokenize(counts_url, vocab_size, special_tokens, limits)}",
+        workers=[roomiest], allow_other_workers=True, pure=False, priority=100,
+    )  # fmt: skip
+    with failures_explained(client):
+        merged = future.result()
+    _end_early(bar, merged)
+    return merged
+
+
+def merge_here(counts: pa.Table, vocab_size: int, opts: JobOptions, limits: Limits) -> Merged:
+    """The merge loop on the client, with a progress bar unless ``-q``."""
+    total = vocab_size - 256 - len(opts.special_tokens)
+    bar = progress.MergeProgress(total) if opts.show_progress else None
+    report = progress.every(0.2, total, bar) if bar is not None else None
+    merged = merge_table(counts, vocab_size, opts.special_tokens, report, opts.engine, limits)
+    _end_early(bar, merged)
+    return merged
+
+
+def _end_early(bar: progress.MergeProgress | None, merged: Merged) -> None:
+    """The progress line's last state when the loop stopped short of the total (it ends there)."""
+    if bar is not None and merged.stopped is not None:
+        bar.show(bar.line(len(merged.merges)), last=True)

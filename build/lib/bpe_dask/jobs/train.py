@@ -1,0 +1,230 @@
+"""The training jobs: inputs (or counts) in, a trained tokenizer out.
+
+``train`` is the whole job: count (``count_job``), run the merge loop (``merging``) on the client or
+on the worker with the most memory, and publish the tokenizer directory with its report.
+``merge`` runs the merge loop on a counts table that ``bpe-dask count`` wrote. ``train_bpe`` is the
+CS336-compatible entry point: vocabulary and merges back, no files.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from bpe_dask.errors import BpeDaskError
+from bpe_dask.io.counts_table import read_counts, recorded_settings
+from bpe_dask.io.outputs import check_output_dir
+from bpe_dask.io.storage import Store, absolute
+from bpe_dask.io.tokenizer_formats import check_special_token_names
+from bpe_dask.jobs import compression
+from bpe_dask.jobs.context import Job, cluster_threads, is_embedded, peak_rss_bytes, report_bad_records
+from bpe_dask.jobs.count import count_on_cluster, count_with
+from bpe_dask.jobs.merging import Limits, Merges, Vocab, merge_here, merge_on_cluster, merge_table
+from bpe_dask.jobs.options import JobOptions, PathLike, input_list
+from bpe_dask.jobs.publishing import (
+    compression_curve,
+    is_output_file,
+    publish_tokenizer,
+    tokenizer_files,
+    training_report,
+    warn_if_empty,
+    warn_if_short,
+)
+from bpe_dask.rules.pretokenize import split_pattern
+from bpe_dask.stages.count import counting_engine
+from bpe_dask.stages.counters import SpecialsSeen
+from bpe_dask.stages.merge import warm_up
+
+log = logging.getLogger(__name__)
+
+
+def train(
+    inputs: PathLike | Sequence[PathLike],
+    vocab_size: int,
+    out: str,
+    special_tokens: Sequence[str] = (),
+    *,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+    **options,
+) -> dict:
+    """Count ``inputs``, learn merges up to ``vocab_size``, and publish the tokenizer directory ``out``.
+
+    Returns the report (also written as ``out/report.json``). ``min_frequency`` and
+    ``max_token_length`` (bytes) are the ``Limits`` of the merge loop. ``options`` are ``JobOptions``
+    fields; ``merge_on`` is ``"client"``, ``"worker"``, or ``"auto"``: on a worker when the cluster
+    is not an embedded LocalCluster, so the client never holds the word counts.
+
+    >>> from distributed import Client
+    >>> _ = open("corpus.txt", "w").write("low lower lowest<|endoftext|>newest widest")
+    >>> with Client(processes=False, n_workers=1, dashboard_address=None) as client:
+    ...     report = train("corpus.txt", 260, "tokenizer", ["<|endoftext|>"], client=client)
+    >>> report["num_merges"], open("tokenizer/merges.txt").read().splitlines()
+    (3, ['w e', 's t', 'l o'])
+    """
+    started = time.perf_counter()
+    opts = _training_options(vocab_size, special_tokens, options)
+    limits = Limits(min_frequency, max_token_length)
+    inputs, out = input_list(inputs), absolute(out)
+    job = Job.start(opts, [*inputs, out, opts.work_dir])
+    check_output_dir(out, opts.overwrite, is_output_file, job.store)
+    job.find_inputs(inputs, exclude=[out, opts.work_dir])
+    settings = opts.count_settings()
+    if opts.merge_on != "worker" and not (opts.on_scheduler or opts.client):
+        warm_up(opts.engine)  # the merge loop compiles (or loads) while the cluster starts and counts
+    with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
+        job.preflight(client, work)  # the tokenizer is published from here, not by the tasks
+        job.plan(settings.pretokenizer(), cluster_threads(client))
+        log.info("counting with %s", counting_engine(settings, job.largest_range))
+        on_worker = opts.merge_on == "worker" or (opts.merge_on == "auto" and not is_embedded(client))
+        # The merge reads the counts where it runs: from the work directory on a worker; here, from
+        # the reduce's own result, with no file in between.
+        counts_file = f"{work.rstrip('/')}/counts/{job.key(settings)}.parquet" if on_worker else None
+        counts, reused, bad, specials = count_on_cluster(client, job, settings, work, counts_file)
+        count_seconds = time.perf_counter() - started
+        if on_worker:
+            merged = merge_on_cluster(client, counts, vocab_size, opts.special_tokens, job, limits)
+        else:
+            merged = merge_here(counts, vocab_size, opts, limits)
+        workers_peak = client.run(peak_rss_bytes)
+        # The tokenizer's files take a moment to make (tiktoken's ranks are checked): made while the
+        # cluster closes.
+        background = ThreadPoolExecutor(1)
+        curve = compression_curve(merged, opts.special_tokens, specials)
+        if curve is not None:
+            compression.load_plotting()  # here, not in the thread: see there
+        files = background.submit(tokenizer_files, merged, opts.special_tokens, opts.pattern, curve)
+        background.shutdown(wait=False)  # the thread ends with its task
+    report_bad_records(bad)
+    warn_if_empty(merged.unique_words, job.input_bytes)
+    report = training_report(
+        {"inputs": job.input_urls, "input_bytes": job.input_bytes, "partitions": len(job.ranges),
+         "partitions_reused": reused, "partitions_computed": len(job.ranges) - reused,
+         "utf8_errors": opts.utf8_errors, "bad_records_skipped": bad.count, "pattern": opts.pattern},
+        merged, opts.special_tokens, vocab_size, limits, {"count": count_seconds},
+    )  # fmt: skip
+    report["merge_ran_on"] = "worker" if on_worker else "client"
+    report["workers_peak_rss_bytes"] = workers_peak
+    report["timings"]["total"] = time.perf_counter() - started
+    publish_tokenizer(out, merged, opts, report, job.store, limits, files.result(), curve)
+    return report
+
+
+def merge(
+    counts: str,
+    vocab_size: int,
+    out: str,
+    special_tokens: Sequence[str] | None = None,
+    *,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+    **options,
+) -> dict:
+    """The merge loop over a counts table written by ``count_words``, then publish ``out``.
+
+    ``special_tokens`` default to those the counts were made with (the counts file records them);
+    other special tokens than those are refused: the counts were split on the recorded ones. So with
+    the ``pattern`` option: it defaults to the recorded split pattern, which the tokenizer keeps.
+    ``min_frequency`` and ``max_token_length`` are those of ``train``.
+
+    >>> from distributed import Client
+    >>> from bpe_dask import count_words
+    >>> _ = open("corpus.txt", "w").write("low lower lowest<|endoftext|>newest widest")
+    >>> with Client(processes=False, n_workers=1, dashboard_address=None) as client:
+    ...     _ = count_words("corpus.txt", ["<|endoftext|>"], out="counts.parquet", client=client)
+    >>> merge("counts.parquet", 259, "tokenizer")["special_tokens"]  # as the counts were made
+    ['<|endoftext|>']
+    >>> open("tokenizer/merges.txt").read().splitlines()
+    ['w e', 's t']
+    """
+    started = time.perf_counter()
+    limits = Limits(min_frequency, max_token_length)
+    counts, out = absolute(counts), absolute(out)
+    recorded = recorded_settings(counts, Store(JobOptions.of(**options).storage_options))
+    special_tokens = _special_tokens_for(counts, special_tokens, recorded)
+    options = {**options, "pattern": _pattern_for(counts, options.get("pattern"), recorded)}
+    opts = _training_options(vocab_size, special_tokens, options)
+    job = Job.start(opts, [counts, out])
+    check_output_dir(out, opts.overwrite, is_output_file, job.store)
+    merged = merge_here(read_counts(counts, job.store), vocab_size, opts, limits)
+    base = {"counts": counts, "counted_with": recorded, "pattern": opts.pattern}
+    report = training_report(base, merged, opts.special_tokens, vocab_size, limits, {})
+    report["timings"]["total"] = time.perf_counter() - started
+    seen = (recorded or {}).get("special_tokens_seen")  # absent from counts an older bpe-dask wrote
+    curve = compression_curve(merged, opts.special_tokens, None if seen is None else SpecialsSeen(**seen))
+    publish_tokenizer(out, merged, opts, report, job.store, limits, curve=curve)
+    return report
+
+
+def _special_tokens_for(counts: str, given: Sequence[str] | None, recorded: dict | None) -> Sequence[str]:
+    if recorded is None:
+        return given or ()
+    counted_with = recorded.get("special_tokens", [])
+    if given is None:
+        return counted_with
+    if set(given) != set(counted_with):
+        raise BpeDaskError(
+            f"{counts} was counted with special tokens {counted_with!r}, not {list(given)!r}: leave "
+            "--special-token out to use the recorded ones, or count again with the ones you want"
+        )
+    return given
+
+
+def _pattern_for(counts: str, given: str | None, recorded: dict | None) -> str:
+    """The split pattern the counts were made with (the tokenizer splits text by it too); another
+    given is refused, as other special tokens are."""
+    counted_with = (recorded or {}).get("pattern")
+    if counted_with is None:
+        return given or "gpt2"
+    if given is not None and split_pattern(given).regex != split_pattern(counted_with).regex:
+        raise BpeDaskError(
+            f"{counts} was counted with split pattern {counted_with!r}, not {given!r}: leave --pattern "
+            "out to use the recorded one, or count again with the one you want"
+        )
+    return counted_with
+
+
+def train_bpe(
+    input_path: PathLike | Sequence[PathLike],
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    *,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+    **options,
+) -> tuple[Vocab, Merges]:
+    """Train a byte-level BPE tokenizer: a drop-in for CS336's ``run_train_bpe``.
+
+    ``min_frequency`` and ``max_token_length`` are those of ``train``. ``options`` are ``JobOptions``
+    fields: ``chunk_size``, ``client``, ``scheduler``, ``workers``, ``work_dir``, ``storage_options``,
+    ``in_process``, ... Nothing is written but the work directory.
+
+    >>> _ = open("corpus.txt", "w").write("low lower lowest<|endoftext|>newest widest")
+    >>> vocab, merges = train_bpe("corpus.txt", 260, ["<|endoftext|>"])  # small: counted in-process
+    >>> vocab[256], merges
+    (b'<|endoftext|>', [(b'w', b'e'), (b's', b't'), (b'l', b'o')])
+    """
+    opts = _training_options(vocab_size, special_tokens, options)
+    limits = Limits(min_frequency, max_token_length)
+    counted = count_with(input_list(input_path), opts)
+    warn_if_empty(counted.table().num_rows, counted.input_bytes)
+    merged = merge_table(counted.table(), vocab_size, opts.special_tokens, engine=opts.engine, limits=limits)
+    warn_if_short(merged, vocab_size, limits)
+    return merged.vocab, merged.merges
+
+
+def _training_options(vocab_size: int, special_tokens: Sequence[str], options: dict) -> JobOptions:
+    opts = JobOptions.of(special_tokens=special_tokens, **options)
+    check_special_token_names(opts.special_tokens)
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise BpeDaskError(f"vocab size must be a whole number, got {vocab_size!r}")
+    smallest = 256 + len(opts.special_tokens)
+    if vocab_size < smallest:
+        tokens = len(opts.special_tokens)
+        raise BpeDaskError(
+            f"vocab size {vocab_size} is below {smallest} (256 bytes + {tokens} special "
+            f"token{'' if tokens == 1 else 's'})"
+        )
+    return opts

@@ -1,0 +1,84 @@
+"""The one BPE step, as minbpe writes it: a sequence of parts in, the same with one pair joined out.
+
+``merge`` joins every occurrence of a pair, left to right, without overlaps; ``pair_counts`` counts
+the neighbouring pairs. The reference trainer and the reference encoder (``reference``) are built
+on these two and nothing else, so that what "applying a merge" means is written once; the fast
+engines (``stages.merge``, ``Tokenizer``, ``compiled``) are held to those references by the tests.
+Parts may be anything comparable: token ids, or the tokens' bytes. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from itertools import pairwise
+from typing import TypeVar
+
+Part = TypeVar("Part", bound=Hashable)
+
+
+def merge(ids: Sequence[Part], pair: tuple[Part, Part], idx: Part) -> list[Part]:
+    """``ids`` with every occurrence of ``pair`` replaced by ``idx``, left to right, no overlaps.
+
+    >>> merge([1, 2, 3, 1, 2], (1, 2), 4)
+    [4, 3, 4]
+    >>> merge([b"a", b"a", b"a"], (b"a", b"a"), b"aa")  # the leftmost occurrence wins
+    [b'aa', b'a']
+    """
+    out: list[Part] = []
+    i = 0
+    while i < len(ids):
+        if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
+            out.append(idx)
+            i += 2
+        else:
+            out.append(ids[i])
+            i += 1
+    return out
+
+
+def pair_counts(
+    ids: Sequence[Part], counts: dict[tuple[Part, Part], int] | None = None, weight: int = 1
+) -> dict[tuple[Part, Part], int]:
+    """How often each neighbouring pair occurs in ``ids``, each occurrence counted ``weight`` times,
+    added into ``counts`` when given (a word that occurs ``weight`` times in a corpus).
+
+    >>> pair_counts([1, 2, 3, 1, 2])
+    {(1, 2): 2, (2, 3): 1, (3, 1): 1}
+    >>> pair_counts([1, 1, 1], {(1, 1): 1}, weight=10)  # overlapping pairs count each time
+    {(1, 1): 21}
+    """
+    counts = {} if counts is None else counts
+    for pair in pairwise(ids):
+        counts[pair] = counts.get(pair, 0) + weight
+    return counts
+
+
+_UNMERGEABLE = (float("inf"), -1)  # (rank, merged id) of a pair no merge joins
+
+
+def merge_lowest_first(
+    parts: list[int], ranks: dict[tuple[int, int], tuple[int, int]]
+) -> tuple[int, ...]:
+    """``parts`` (token ids) with the merges ``ranks`` holds, ``(left, right) -> (rank, merged id)``,
+    applied: the lowest-ranked neighbouring pair first, the leftmost of equals, one occurrence at a
+    time. What ``merge`` of the lowest-ranked pair, again and again, gives (docs/exactness.md#encoding),
+    faster: each pair's rank is kept, and only the two next to a join are looked up again.
+
+    >>> merge_lowest_first([1, 2, 3, 1, 2], {(1, 2): (0, 4), (4, 3): (1, 5)})
+    (5, 4)
+    """
+    parts = list(parts)
+    rank_of = ranks.get
+    pair_ranks = [rank_of(pair, _UNMERGEABLE) for pair in pairwise(parts)]  # [i]: parts i, i + 1
+    while pair_ranks:
+        best = min(pair_ranks)
+        if best is _UNMERGEABLE:
+            break
+        i = pair_ranks.index(best)
+        parts[i : i + 2] = [best[1]]
+        del pair_ranks[i]
+        if i > 0:
+            pair_ranks[i - 1] = rank_of((parts[i - 1], parts[i]), _UNMERGEABLE)
+        if i < len(pair_ranks):
+            pair_ranks[i] = rank_of((parts[i], parts[i + 1]), _UNMERGEABLE)
+    return tuple(parts)

@@ -1,0 +1,152 @@
+"""The reference trainer and encoder: byte-level BPE exactly as CS336 states it, written to be read, not
+run fast.
+
+``train`` takes whole texts (or ``train_on_counts`` pre-token counts), a vocabulary size and special
+tokens, and gives the vocabulary and merges; ``encode`` takes text, a vocabulary, merges and special
+tokens, and gives token ids. Both apply merges with the one primitive of ``bpe`` (minbpe's
+``merge``). Every training step recounts every pair of every word, and every encoding step every
+pair of its pre-token: slow, and plainly right. The tests hold every engine and every partitioning
+of the real jobs to these; the trainer is checked itself against the CS336 reference merges, the
+encoder against tiktoken. Like tiktoken's ``_educational.py``, they ship so anyone can read the rules.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import pairwise
+
+import regex
+
+from bpe_dask.rules.bpe import merge, pair_counts
+from bpe_dask.rules.patterns import GPT2
+
+Vocab = dict[int, bytes]
+Merges = list[tuple[bytes, bytes]]
+
+
+def _special_split(special_tokens: list[str]) -> str:
+    """The alternation of the special tokens, longest first: where several match at one place the
+    longest wins (why: docs/exactness.md#special-tokens)."""
+    return "|".join(regex.escape(token) for token in sorted(special_tokens, key=len, reverse=True))
+
+
+def pretokenize(texts: list[str], special_tokens: list[str], pattern: str = GPT2.regex) -> dict[bytes, int]:
+    """Pre-token counts (as UTF-8 bytes) over all texts: none crosses a text's end or a special token.
+
+    >>> pretokenize(["the cat<|endoftext|>the hat"], ["<|endoftext|>"])
+    {b'the': 2, b' cat': 1, b' hat': 1}
+    """
+    counts: Counter[bytes] = Counter()
+    for text in texts:
+        pieces = regex.split(_special_split(special_tokens), text) if special_tokens else [text]
+        for piece in pieces:
+            counts.update(match.encode("utf-8") for match in regex.findall(pattern, piece))
+    return dict(counts)
+
+
+def train_on_counts(
+    word_counts: dict[bytes, int],
+    vocab_size: int,
+    special_tokens: list[str],
+    *,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+) -> tuple[Vocab, Merges]:
+    """Ids 0-255 are the bytes, then the special tokens, then one per merge: the most frequent
+    adjacent pair, ties to the lexicographically greater pair of byte strings (docs/exactness.md#ties).
+
+    With ``max_token_length`` (bytes), only pairs that make a token that long at most are candidates;
+    longer ones stay in the words, never chosen. Training stops when no candidate is left, or when
+    the best one occurs fewer than ``min_frequency`` times (0 and 1 change nothing).
+
+    >>> vocab, merges = train_on_counts({b"low": 5, b"lower": 2, b"newest": 6, b"widest": 3}, 259, [])
+    >>> merges  # "e st" and "s t" both occur 9 times: the greater pair, (b"s", b"t"), goes first
+    [(b's', b't'), (b'e', b'st'), (b'o', b'w')]
+    >>> vocab[258]
+    b'ow'
+    """
+    vocab = {i: bytes([i]) for i in range(256)}
+    for token in special_tokens:
+        vocab[len(vocab)] = token.encode("utf-8")
+    words: Counter[tuple[bytes, ...]] = Counter()
+    for word, count in word_counts.items():
+        words[tuple(bytes([b]) for b in word)] += count
+    merges: Merges = []
+    while len(vocab) < vocab_size:
+        counts: dict[tuple[bytes, bytes], int] = {}
+        for word, count in words.items():
+            pair_counts(word, counts, count)
+        candidates = [
+            (a, b) for a, b in counts if max_token_length is None or len(a) + len(b) <= max_token_length
+        ]
+        if not candidates:
+            break
+        best = max(candidates, key=lambda pair: (counts[pair], pair))
+        if counts[best] < min_frequency:
+            break
+        merges.append(best)
+        vocab[len(vocab)] = best[0] + best[1]
+        merged: Counter[tuple[bytes, ...]] = Counter()
+        for word, count in words.items():
+            merged[tuple(merge(word, best, best[0] + best[1]))] += count
+        words = merged
+    return vocab, merges
+
+
+def train(
+    texts: list[str],
+    vocab_size: int,
+    special_tokens: list[str],
+    pattern: str = GPT2.regex,
+    *,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+) -> tuple[Vocab, Merges]:
+    """Byte-level BPE on whole texts, one per input file.
+
+    >>> vocab, merges = train(["low lower lowest<|endoftext|>newest"], 260, ["<|endoftext|>"])
+    >>> vocab[256], merges
+    (b'<|endoftext|>', [(b'w', b'e'), (b'l', b'o'), (b'we', b's')])
+    """
+    counts = pretokenize(texts, special_tokens, pattern)
+    return train_on_counts(
+        counts, vocab_size, special_tokens, min_frequency=min_frequency, max_token_length=max_token_length
+    )
+
+
+def encode(
+    text: str, vocab: Vocab, merges: Merges, special_tokens: list[str] = (), pattern: str = GPT2.regex
+) -> list[int]:
+    """The token ids of ``text``: the special tokens split out first, the rest pre-tokenized, and the
+    bytes of each pre-token merged, the pair of lowest rank (the earliest merge) first, every
+    occurrence at once, until no pair left is a merge (GPT-2's ``bpe``; docs/exactness.md#encoding).
+
+    A token's id is the least id holding its bytes; a special token's, the least such id past the
+    256 bytes (a special token "\\n" is not byte 10). ``text`` must be valid Unicode.
+
+    >>> vocab, merges = train(["low lower lowest"], 258, [])
+    >>> encode("slow<|endoftext|>", {**vocab, 258: b"<|endoftext|>"}, merges, ["<|endoftext|>"])
+    [115, 257, 258]
+    """
+    ids_of: dict[bytes, int] = {}
+    for i, token in sorted(vocab.items()):
+        ids_of.setdefault(token, i)
+    ranks: dict[tuple[bytes, bytes], int] = {}
+    for rank, pair in enumerate(merges):
+        ranks.setdefault(pair, rank)
+    ids: list[int] = []
+    pieces = regex.split(f"({_special_split(special_tokens)})", text) if special_tokens else [text]
+    for n, piece in enumerate(pieces):
+        if n % 2:  # the split's group: a special token
+            data = piece.encode("utf-8")
+            ids.append(min(i for i, token in vocab.items() if token == data and i >= 256))
+            continue
+        for pretoken in regex.findall(pattern, piece):
+            parts = [bytes([b]) for b in pretoken.encode("utf-8")]
+            while len(parts) > 1:
+                pair = min(pairwise(parts), key=lambda pair: ranks.get(pair, len(merges)))
+                if pair not in ranks:
+                    break
+                parts = merge(parts, pair, pair[0] + pair[1])
+            ids.extend(ids_of[part] for part in parts)
+    return ids

@@ -1,0 +1,82 @@
+"""A trained vocabulary: ``vocab`` (id -> bytes), ``merges`` and special tokens in, the tables an
+encoder reads out, and decoding. Pure: no I/O.
+
+``Vocabulary`` is the part of ``Tokenizer`` that knows what the ids are: the id of each token's
+bytes (the first id, where two hold the same bytes), of each special token, and the merges by ids,
+``(left id, right id) -> (rank, merged id)``, so that merging never touches bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from bpe_dask.rules.bpe import merge_lowest_first
+from bpe_dask.rules.pretokenize import check_special_tokens
+
+
+class Vocabulary:
+    """Ids by bytes, special ids, merges by ids, and ``decode``.
+
+    >>> vocabulary = Vocabulary({**{i: bytes([i]) for i in range(256)}, 256: b"hi"}, [(b"h", b"i")])
+    >>> vocabulary.token_id(b"hi"), vocabulary.decode([256, 33]), vocabulary.merged(b"hi!")
+    (256, 'hi!', (256, 33))
+    """
+
+    def __init__(
+        self, vocab: dict[int, bytes], merges: list[tuple[bytes, bytes]], special_tokens: Iterable[str] = ()
+    ) -> None:
+        self.vocab = dict(vocab)
+        self.merges = list(merges)
+        self.special_tokens = list(check_special_tokens(special_tokens))
+        ids: dict[bytes, int] = {}
+        for i, token in sorted(self.vocab.items()):
+            ids.setdefault(token, i)  # where two ids hold the same bytes, the first is the token's
+        self._ids = ids
+        self.special_ids = {token: self._special_id(token) for token in self.special_tokens}
+        self._byte_ids = [ids[bytes([b])] for b in range(256)]
+        self._merges = {
+            (ids[a], ids[b]): (rank, ids[a + b]) for rank, (a, b) in enumerate(self.merges) if a + b in ids
+        }
+
+    def _special_id(self, token: str) -> int:
+        """The first id past the 256 bytes that holds the token (a special token "\\n" is not byte 10),
+        or, for a token the vocabulary lacks, the next free id."""
+        data = token.encode("utf-8")
+        found = [i for i, t in self.vocab.items() if t == data and i >= 256]
+        if found:
+            return min(found)
+        new_id = max(self.vocab, default=-1) + 1
+        self.vocab[new_id] = data
+        self._ids.setdefault(data, new_id)
+        return new_id
+
+    def token_id(self, token: str | bytes) -> int:
+        """The id of one whole token (a special token's text, or a token's bytes).
+
+        >>> Vocabulary({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"]).token_id("<|endoftext|>")
+        256
+        """
+        if isinstance(token, str) and token in self.special_ids:
+            return self.special_ids[token]
+        token = token.encode("utf-8") if isinstance(token, str) else token
+        try:
+            return self._ids[token]
+        except KeyError:
+            raise KeyError(f"{token!r} is not a token of this vocabulary") from None
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD.
+
+        >>> Vocabulary({i: bytes([i]) for i in range(256)}, []).decode([104, 105, 0xE2, 33])
+        'hi�!'
+        """
+        return b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="replace")
+
+    def merged(self, word: bytes) -> tuple[int, ...]:
+        """The ids of one pre-token's bytes, its merges applied (``bpe.merge_lowest_first``).
+
+        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"ll", 257: b"ell"}
+        >>> Vocabulary(vocab, [(b"l", b"l"), (b"e", b"ll")]).merged(b"hello")
+        (104, 257, 111)
+        """
+        return merge_lowest_first([self._byte_ids[b] for b in word], self._merges)

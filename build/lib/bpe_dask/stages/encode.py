@@ -1,0 +1,204 @@
+"""Encoding (the map stage of ``bpe-dask encode``): one partition and a tokenizer in, one shard of
+token ids out, and the tasks that assemble the shards into the output.
+
+Takes a partition and a ``Tokenizer``; reads a text range as blocks cut at safe places
+(``blocks``: the cuts that leave the pre-tokens unchanged leave the encoding unchanged too), or
+records as batches of documents (``records``: each encoded alone, then the separator's id), encodes
+them and writes the ids as a NumPy ``.npy`` array in the work directory, under a name made of the
+range's identity and the tokenizer's, so a re-run reuses finished shards. Then the output: shards
+copied under their position in the plan (``NNNNNN.npy``, sorted names follow the input order), or
+written into one flat ``.bin`` file at their offsets (ranged writes where the file is local; one
+task streaming them in order into an object store, which has no ranged writes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from bpe_dask.io.plan import Partition, RowGroups
+from bpe_dask.io.publish import atomic_file, output_file, write_bytes_atomically
+from bpe_dask.io.records import BadRecords, iter_documents
+from bpe_dask.io.storage import LOCAL, Store
+from bpe_dask.io.text import iter_texts
+from bpe_dask.tokenizer import Tokenizer
+
+# Part of every shard's name: raise it whenever a change to the code changes what a range encodes to.
+ENCODING_VERSION = 1
+
+
+@dataclass(frozen=True)
+class EncodedShard:
+    """A finished encode task: where its ids are, the range they encode, and how many there are."""
+
+    path: str
+    input: str
+    start: int
+    end: int
+    tokens: int
+    reused: bool
+    bad_records: BadRecords = field(default_factory=BadRecords)
+    unit: str = "bytes"  # what start and end count: bytes, or a Parquet file's row groups
+
+
+def dtype_for(tokenizer: Tokenizer) -> str:
+    """``uint16`` while every id fits, as model trainers read ``train.bin``; ``uint32`` beyond."""
+    return "uint16" if max(tokenizer.vocab) < 2**16 else "uint32"
+
+
+def encoding_key(tokenizer: Tokenizer, separator: str | None = None, utf8_errors: str = "strict") -> str:
+    """A digest of everything besides the input that decides the ids: the tokenizer, the documents'
+    separator and how invalid UTF-8 is read."""
+    digest = hashlib.sha256(
+        f"{ENCODING_VERSION}\0{tokenizer.pretokenizer.pattern.regex}\0{separator}\0{utf8_errors}".encode()
+    )
+    for token_id, token in sorted(tokenizer.vocab.items()):
+        digest.update(b"%d\0%s\0" % (token_id, token))
+    for a, b in tokenizer.merges:
+        digest.update(b"%s\0%s\0" % (a, b))
+    for token, token_id in sorted(tokenizer.special_ids.items()):
+        digest.update(f"{token}\0{token_id}\0".encode())
+    return digest.hexdigest()[:16]
+
+
+def shard_path(work_dir: str, byte_range: Partition, key: str) -> str:
+    return f"{work_dir.rstrip('/')}/encoded/{byte_range.key()}-{key}.npy"
+
+
+def shard_name(position: int, total: int) -> str:
+    return f"{position:0{max(6, len(str(total - 1)))}d}.npy"
+
+
+def is_encoded_file(name: str) -> bool:
+    """The files ``bpe-dask encode`` puts in an output directory: shards, ``index.json``, ``report.json``."""
+    return name in ("index.json", "report.json") or (
+        name.endswith(".npy") and name.removesuffix(".npy").isdigit()
+    )
+
+
+def encode_range_to_shard(
+    byte_range: Partition,
+    tokenizer: Tokenizer,
+    path: str,
+    store: Store = LOCAL,
+    utf8_errors: str = "strict",
+    separator: str | None = None,
+) -> EncodedShard:
+    """Encode one partition into the shard ``path``, or reuse the shard a previous run finished; a
+    failure that may be transient is retried in place. Records end with ``separator``'s id."""
+    return store.retries.run(
+        _encode_range_to_shard, byte_range, tokenizer, path, store, utf8_errors, separator
+    )
+
+
+def _encode_range_to_shard(
+    byte_range: Partition,
+    tokenizer: Tokenizer,
+    path: str,
+    store: Store,
+    utf8_errors: str,
+    separator: str | None,
+) -> EncodedShard:
+    unit = "row groups" if isinstance(byte_range, RowGroups) else "bytes"
+    fs, fs_path = store.fs(path)
+    bad_path = f"{fs_path}.bad-records.json"  # beside the shard, written first: what was skipped
+    if fs.exists(fs_path):
+        with fs.open(fs_path, "rb") as f:
+            ids_bytes = fs.size(fs_path) - _ids_offset(f.read(10), path)
+        tokens = ids_bytes // np.dtype(dtype_for(tokenizer)).itemsize
+        bad = BadRecords(**json.loads(fs.cat_file(bad_path))) if fs.exists(bad_path) else BadRecords()
+        where = (byte_range.file.url, byte_range.start, byte_range.end)
+        return EncodedShard(path, *where, tokens, True, bad, unit)
+    dtype = np.dtype(dtype_for(tokenizer))
+    bad = BadRecords()
+    if byte_range.file.has_records:
+        batches = iter_documents(byte_range, store, utf8_errors=utf8_errors, bad=bad)
+        parts = [tokenizer.encode_utf8_documents(docs.data, docs.ends, separator, dtype) for docs in batches]
+    else:
+        texts = iter_texts(byte_range, tokenizer.pretokenizer, store, utf8_errors=utf8_errors)
+        parts = [tokenizer.encode_array(text, dtype) for text in texts]
+    tokens = sum(len(part) for part in parts)
+    if bad.count:
+        write_bytes_atomically(json.dumps(vars(bad)).encode(), f"{path}.bad-records.json", store)
+    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (tokens,)}
+    with atomic_file(path, store) as (fs, partial), fs.open(partial, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, header)  # then the ids, block by block: np.save's layout
+        for part in parts:
+            f.write(part.data)
+    return EncodedShard(path, byte_range.file.url, byte_range.start, byte_range.end, tokens, False, bad, unit)
+
+
+def _shard_ids(shard: EncodedShard, store: Store) -> memoryview:
+    """The raw ids of a shard, its ``.npy`` header skipped, not parsed: ``np.load`` parses it with
+    ``ast.literal_eval``, and CPython 3.11's parser is not safe to run in two threads at once (a
+    ``SystemError`` "AST constructor recursion depth mismatch", python/cpython#106905), which is
+    what several threads per worker do. The header is ours (``encode_range``): format 1.0."""
+    fs, path = store.fs(shard.path)
+    with fs.open(path, "rb") as f:
+        data = memoryview(f.read())
+    ids = data[_ids_offset(data[:10], shard.path) :]
+    if shard.tokens and len(ids) % shard.tokens:
+        raise ValueError(f"{shard.path} holds {len(ids)} bytes, not {shard.tokens} ids")
+    return ids
+
+
+def _ids_offset(head: bytes | memoryview, path: str) -> int:
+    """Where the ids start in a shard, from its first 10 bytes: magic, version 1.0, header length."""
+    if bytes(head[:8]) != b"\x93NUMPY\x01\x00" or len(head) < 10:
+        raise ValueError(f"{path} is not an encoded shard (.npy format 1.0)")
+    return 10 + int.from_bytes(head[8:10], "little")
+
+
+def copy_shard(shard: EncodedShard, destination: str, store: Store = LOCAL) -> str:
+    """Copy a shard into the output directory under its place in the plan (a server-side copy in an
+    object store)."""
+    fs, source = store.fs(shard.path)
+    target_fs, target = store.fs(destination)
+    if fs.protocol == target_fs.protocol:
+        store.retries.run(fs.copy, source, target)
+    else:  # the work directory in one store, the output in another (S3 to a shared disk): stream it
+        store.retries.run(_copy_across, fs, source, target_fs, target)
+    return destination
+
+
+def _copy_across(fs, source: str, target_fs, target: str) -> None:
+    with fs.open(source, "rb") as reading, target_fs.open(target, "wb") as writing:
+        shutil.copyfileobj(reading, writing, 8 * 2**20)
+
+
+def write_at(shard: EncodedShard, path: str, offset: int, store: Store = LOCAL) -> int:
+    """Write a shard's ids into the local file ``path`` at ``offset`` bytes (a ranged write): shards
+    fill their parts of the file at once, side by side."""
+    data = _shard_ids(shard, store)
+    descriptor = os.open(path, os.O_WRONLY)
+    try:
+        written = 0
+        while written < len(data):
+            written += os.pwrite(descriptor, data[written:], offset + written)
+    finally:
+        os.close(descriptor)
+    return len(data)
+
+
+def stream_shards(shards: list[EncodedShard], url: str, store: Store = LOCAL, overwrite: bool = False) -> int:
+    """Write the shards' ids in order into the file ``url`` (an object store's multipart upload, or a
+    temporary local file), holding one shard at a time, and commit it (``publish.output_file``), the
+    sidecar ``url + ".json"`` of an earlier run removed just before; returns the bytes written."""
+    written = 0
+    with output_file(url, store, overwrite, lambda: remove_sidecar(url, store)) as f:
+        for shard in shards:
+            written += f.write(_shard_ids(shard, store))
+    return written
+
+
+def remove_sidecar(url: str, store: Store) -> None:
+    """Remove an earlier run's ``.json`` beside the ``.bin`` about to be committed: it describes
+    the file being replaced, and must never be read as describing the new one."""
+    fs, path = store.fs(f"{url}.json")
+    if fs.exists(path):
+        fs.rm_file(path)

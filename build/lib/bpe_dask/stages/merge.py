@@ -1,0 +1,282 @@
+"""The merge loop: word counts in, vocabulary and merges out.
+
+Takes ``(word bytes, count)`` pairs and a target vocabulary size; gives the byte-level BPE
+vocabulary (ids 0-255 the bytes, then the special tokens, then one id per merge) and the
+merges in order. Each step merges the most frequent adjacent pair, ties going to the
+lexicographically greater ``(bytes, bytes)`` pair.
+
+The loop is incremental: it keeps the count of every pair, an index from each pair to the
+words that hold it, and a heap of candidate pairs whose stale entries are skipped when
+popped. A merge touches only the words that contain the merged pair.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from operator import add
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bpe_dask import interrupts
+from bpe_dask.engines import use_compiled
+from bpe_dask.io.counts_table import as_arrays
+
+log = logging.getLogger(__name__)
+
+Pair = tuple[int, int]
+
+
+class _Descending(bytes):
+    """Bytes that sort in reverse, so a min-heap breaks count ties towards the greater pair
+    (docs/exactness.md#ties)."""
+
+    __slots__ = ()
+
+    def __lt__(self, other: bytes) -> bool:  # type: ignore[override]
+        return bytes.__gt__(self, other)
+
+
+def initial_vocab(special_tokens: Sequence[str]) -> dict[int, bytes]:
+    vocab = {i: bytes([i]) for i in range(256)}
+    for token in special_tokens:
+        vocab[len(vocab)] = token.encode("utf-8")
+    return vocab
+
+
+def train_merges(
+    word_counts: pa.Table | Iterable[tuple[bytes, int]],
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    progress: Callable[[int], None] | None = None,
+    engine: str = "auto",
+    *,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+    stopped: Callable[[str, int], None] | None = None,
+    savings: list[int] | None = None,
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """Learn merges until the vocabulary holds ``vocab_size`` tokens or no pair is left.
+
+    ``word_counts`` are ``(word bytes, count)`` pairs, or a counts table (``token``, ``count``).
+    ``progress`` is called with the number of merges done after each merge. ``engine`` is
+    ``"python"`` (the loop below), ``"numba"`` (the same loop compiled, ``compiled.train_merges``), or
+    ``"auto"``: numba for large tables when it is installed, where its start-up pays off. The
+    tests check every engine against the plain reference trainer (``bpe_dask.rules.reference``).
+
+    ``max_token_length`` (bytes) leaves out of the running every pair that would make a longer
+    token; ``min_frequency`` stops the loop when the best pair left occurs fewer times. When one of
+    them ends the loop before the vocabulary is full, ``stopped`` is told which:
+    ``"min_frequency"`` and the best pair's count, or ``"max_token_length"`` and 0.
+
+    ``savings``, when given, gets for each merge how many tokens it saves: by how much the merge
+    shortens the words, times their counts. It is not the pair's count, which counts overlapping
+    pairs (``a a a`` holds ``a a`` twice, and one merge saves one token).
+    """
+    if not isinstance(word_counts, pa.Table):
+        word_counts = list(word_counts)
+    if _use_numba(engine, len(word_counts)):
+        from bpe_dask.compiled import train_merges
+
+        data, offsets, freqs = _word_arrays(
+            _sorted(word_counts) if isinstance(word_counts, pa.Table) else word_counts
+        )
+        return train_merges(
+            data, offsets, freqs, initial_vocab(special_tokens), vocab_size, progress,
+            min_frequency=min_frequency, max_token_length=max_token_length, stopped=stopped, savings=savings,
+        )  # fmt: skip
+    if isinstance(word_counts, pa.Table):
+        word_counts = list(zip(*(word_counts.column(c).to_pylist() for c in ("token", "count")), strict=True))
+    vocab = initial_vocab(special_tokens)
+    merges: list[tuple[bytes, bytes]] = []
+    state = _MergeState(word_counts, vocab, max_token_length)
+    while len(vocab) < vocab_size:
+        interrupts.check()  # a signal is raised here, between merges, not in whatever C called back
+        best = state.pop_best()
+        if best is None:
+            if state.pair_counts and stopped is not None:  # pairs are left, all too long
+                stopped("max_token_length", 0)
+            break
+        pair, count = best
+        if count < min_frequency:
+            if stopped is not None:
+                stopped("min_frequency", count)
+            break
+        a, b = pair
+        new_id = len(vocab)
+        vocab[new_id] = vocab[a] + vocab[b]
+        merges.append((vocab[a], vocab[b]))
+        saved = state.merge(pair, new_id)
+        if savings is not None:
+            savings.append(saved)
+        if progress is not None:
+            progress(len(merges))
+    return vocab, merges
+
+
+def _sorted(table: pa.Table) -> pa.Table:
+    """The table sorted by word, as ``bpe-dask count`` writes it: the compiled loop runs faster with
+    words that share bytes next to each other (a pair's holders are then close in memory)."""
+    tokens = table.column("token")
+    if table.num_rows < 2 or pc.all(pc.less_equal(tokens[:-1], tokens[1:])).as_py():
+        return table
+    return table.sort_by("token")
+
+
+def _word_arrays(
+    word_counts: pa.Table | list[tuple[bytes, int]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The words' bytes back to back, where each starts (and the last ends), and their counts."""
+    if isinstance(word_counts, pa.Table):
+        return as_arrays(word_counts)
+    lengths = np.fromiter((len(w) for w, _ in word_counts), np.int64, len(word_counts))
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    data = np.frombuffer(b"".join(w for w, _ in word_counts), np.uint8)
+    return data, offsets, np.fromiter((c for _, c in word_counts), np.int64, len(word_counts))
+
+
+NUMBA_MIN_WORDS = 50_000  # below this, loading compiled code costs more than it saves
+
+
+def merge_engine(engine: str, words: int) -> str:
+    """``"numba"`` or ``"python"``: the engine ``train_merges`` runs for this many words."""
+    return "numba" if use_compiled(engine, words, NUMBA_MIN_WORDS) else "python"
+
+
+def _use_numba(engine: str, words: int) -> bool:
+    numba = merge_engine(engine, words) == "numba"
+    log.info(
+        "merging %s words with the %s", f"{words:,}", "compiled loop (numba)" if numba else "Python loop"
+    )
+    return numba
+
+
+def warm_up(engine: str = "auto") -> threading.Thread | None:
+    """Compile the numba engine in a background thread (or load it from numba's cache), so that the
+    first merges of a fresh install do not wait for it: the job starts this before counting."""
+    if merge_engine(engine, NUMBA_MIN_WORDS) != "numba":
+        return None
+    from bpe_dask.compiled import warm_up as compile_merges
+
+    thread = threading.Thread(target=compile_merges, name="bpe-dask-compile", daemon=True)
+    thread.start()
+    return thread
+
+
+class _MergeState:
+    """Words, pair counts, a pair-to-words index and a lazy heap of candidate pairs.
+
+    A word is a ``str`` whose characters are token ids (``chr(id)``): merging a pair in it
+    is then ``str.replace``, which goes left to right without overlaps exactly as BPE does,
+    and a pair is a two-character string, cheap to build, hash and look for. The index
+    from pair to words is allowed to hold stale and repeated entries (a word whose pair
+    was merged away, or that gained it twice): a merge skips any word not holding the pair.
+    Likewise the heap keeps entries whose count has changed until they surface; it is never
+    compacted, since a run of tens of thousands of merges pushes only a few times as many
+    entries as there are pairs.
+    """
+
+    def __init__(
+        self, word_counts: Iterable[tuple[bytes, int]], vocab: dict[int, bytes], longest: int | None = None
+    ) -> None:
+        self.vocab, self.longest = vocab, longest
+        self.descending = {token_id: _Descending(token) for token_id, token in vocab.items()}
+        self.words: list[str] = []
+        self.freqs: list[int] = []
+        pair_counts: dict[str, int] = defaultdict(int)
+        where: dict[str, list[int]] = defaultdict(list)
+        for token, count in word_counts:
+            if len(token) < 2:
+                continue  # a single byte has no pair to merge
+            word = token.decode("latin-1")  # byte b becomes chr(b), the id of its token
+            index = len(self.words)
+            self.words.append(word)
+            self.freqs.append(count)
+            for pair in map(add, word, word[1:]):
+                pair_counts[pair] += count
+                where[pair].append(index)
+        self.pair_counts, self.where = pair_counts, where
+        self.heap = [self._entry(pair, count) for pair, count in pair_counts.items() if self._fits(pair)]
+        heapq.heapify(self.heap)
+
+    def _entry(self, pair: str, count: int) -> tuple[int, bytes, bytes, str]:
+        return (-count, self.descending[ord(pair[0])], self.descending[ord(pair[1])], pair)
+
+    def _fits(self, pair: str) -> bool:
+        """Whether merging ``pair`` makes a token no longer than ``longest``: a pair that does not
+        fit never will (tokens keep their bytes), so it gets no heap entry, though it is counted."""
+        longest = self.longest
+        return longest is None or len(self.vocab[ord(pair[0])]) + len(self.vocab[ord(pair[1])]) <= longest
+
+    def pop_best(self) -> tuple[Pair, int] | None:
+        """The most frequent pair that fits (ties to the greater bytes) and its count, skipping stale
+        heap entries."""
+        heap, pair_counts = self.heap, self.pair_counts
+        while heap:
+            negative_count, _, _, pair = heapq.heappop(heap)
+            if pair_counts.get(pair) == -negative_count:
+                return (ord(pair[0]), ord(pair[1])), -negative_count
+        return None
+
+    def merge(self, pair: Pair, new_id: int) -> int:
+        """Replace ``pair`` with ``new_id`` in every word that holds it, updating counts and index;
+        gives how many tokens that saves (the words' shortening times their counts).
+
+        Only the pairs at the merged spots change: ``x a b y`` loses ``x a``, ``a b`` and ``b y``
+        and gains ``x X`` and ``X y``. Where two merged spots touch (``a b a b``), the pair
+        between them is one pair, counted once on each side of the merge.
+        """
+        self.descending[new_id] = _Descending(self.vocab[new_id])
+        merged, joined = chr(new_id), chr(pair[0]) + chr(pair[1])
+        words, freqs, where = self.words, self.freqs, self.where
+        delta: dict[str, int] = defaultdict(int)
+        saved = 0
+        for index in where.pop(joined):
+            word = words[index]
+            at = word.find(joined)
+            if at < 0:
+                continue  # a stale or repeated entry
+            freq, end, last = freqs[index], -1, len(word) - 2
+            while at >= 0:  # the pairs the old word loses
+                delta[joined] -= freq
+                if at > 0 and at != end:
+                    delta[word[at - 1 : at + 1]] -= freq
+                if at < last:
+                    delta[word[at + 1 : at + 3]] -= freq
+                end = at + 2
+                at = word.find(joined, end)
+            new_word = word.replace(joined, merged)
+            words[index] = new_word
+            saved += (len(word) - len(new_word)) * freq
+            at, last = new_word.find(merged), len(new_word) - 1
+            while at >= 0:  # the pairs the new word gains, which it is now listed under
+                if at > 0:
+                    gained = new_word[at - 1 : at + 1]
+                    delta[gained] += freq
+                    where[gained].append(index)
+                if at < last and new_word[at + 1] != merged:
+                    gained = new_word[at : at + 2]
+                    delta[gained] += freq
+                    where[gained].append(index)
+                at = new_word.find(merged, at + 1)
+        self._apply(delta)
+        return saved
+
+    def _apply(self, delta: dict[str, int]) -> None:
+        pair_counts, heap, longest = self.pair_counts, self.heap, self.longest
+        for pair, change in delta.items():
+            if not change:
+                continue
+            count = pair_counts.get(pair, 0) + change
+            if count > 0:
+                pair_counts[pair] = count
+                if longest is None or self._fits(pair):
+                    heapq.heappush(heap, self._entry(pair, count))
+            else:
+                del pair_counts[pair]
+                self.where.pop(pair, None)
