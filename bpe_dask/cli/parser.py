@@ -1,6 +1,6 @@
 """The command line's grammar: every flag once, in ``FLAGS``, and each command as the list of its flags.
 
-Takes nothing; gives the ``argparse`` parser of ``bpe-dask train | count | merge | encode``. A flag
+Takes nothing; gives the ``argparse`` parser of ``bpe-dask train | count | merge | encode | warm-up``. A flag
 the user leaves out is absent from the parsed options (``argparse.SUPPRESS``), so a ``--config``
 file can give it instead (``config.resolve``).
 
@@ -27,6 +27,10 @@ PATTERN_HELP = (
     "own (cut only at special tokens, so one long document without them is one task)"
 )
 TOKENIZER_OUT = "directory for vocab.json, merges.txt, tokenizer.json and report.json"
+WARM_UP_HELP = (
+    "compile the numba code of every job with these patterns into numba's cache (NUMBA_CACHE_DIR), e.g. "
+    "when building a worker image, so that workers load it instead of compiling"
+)
 
 # Every flag's argparse keywords; ``names`` where it has a short form, ``default`` where it is not
 # left out when not given. A command may add to them (``--out``'s metavar and help differ).
@@ -111,6 +115,13 @@ FLAGS: dict[str, dict[str, Any]] = {
         "metavar": "ADDR",
         "help": "run on a Dask scheduler, e.g. tcp://host:8786",
     },
+    "--scheduler-file": {
+        "metavar": "FILE",
+        "help": (
+            "run on the Dask scheduler this file names: the JSON `dask scheduler --scheduler-file`, "
+            "dask-jobqueue and dask-mpi write"
+        ),
+    },
     "--chunk-size": {
         "metavar": "SIZE",
         "help": "bytes per map task, e.g. 16MiB (default: from the input size and the cluster's threads)",
@@ -165,8 +176,8 @@ FLAGS: dict[str, dict[str, Any]] = {
 LIMITS = ("--min-frequency", "--max-token-length")
 READING = ("--input-format", "--text-column", "--on-bad-record")
 COMMON = ("--storage-options", "--config", "--overwrite", "--quiet", "--verbose")
-CLUSTER = ("--workers", "--scheduler", "--chunk-size", "--utf8-errors", "--engine", "--work-dir",
-           "--ship-package", "--ship-credentials", *COMMON)  # fmt: skip
+CLUSTER = ("--workers", "--scheduler", "--scheduler-file", "--chunk-size", "--utf8-errors", "--engine",
+           "--work-dir", "--ship-package", "--ship-credentials", *COMMON)  # fmt: skip
 
 Flag = str | tuple[str, dict[str, Any]]  # a flag, or a flag and what the command adds to it
 
@@ -228,6 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
         ["--format", special("a special token (default: those the tokenizer's tokenizer.json registers)"),
          *READING, "--document-separator", "--trust-pattern", "--strict-pattern", *CLUSTER],
     )  # fmt: skip
+    _command(
+        commands, "warm-up", WARM_UP_HELP, [],
+        [("--pattern", {"dest": "patterns", "nargs": "+", "action": "extend", "metavar": "NAME",
+                        "help": "the built-in patterns the jobs use: gpt2 (the default), gpt4, o200k"}),
+         "--config", "--quiet", "--verbose"],
+    )  # fmt: skip
     return parser
 
 
@@ -239,8 +256,10 @@ def _command(
     parser = commands.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
     group = parser.add_argument_group("required (on the command line or in --config)")
     parser._action_groups.insert(0, parser._action_groups.pop())  # shown first
-    positional, *flags = required
-    if positional == "counts":
+    positional, *flags = required or [None]
+    if positional is None:  # a command of no input
+        parser._action_groups.remove(group)
+    elif positional == "counts":
         group.add_argument("counts", metavar="COUNTS", help="a Parquet counts table (a file or URL)")
     else:
         group.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS, help=INPUT_HELP)

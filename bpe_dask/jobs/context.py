@@ -137,15 +137,16 @@ class Job:
     def embedded(self) -> bool:
         """Whether the job's cluster is a LocalCluster on this machine (``is_embedded``), before it starts."""
         client = self.options.client
-        return is_embedded(client) if client is not None else not self.options.scheduler
+        return is_embedded(client) if client is not None else not self.options.on_scheduler
 
     @contextmanager
     def cluster(self) -> Iterator[Client]:
-        with dask_client(self.options.scheduler, self.options.workers, self.options.client) as client:
+        opts = self.options
+        with dask_client(opts.scheduler, opts.workers, opts.client, opts.scheduler_file) as client:
             try:
                 yield client
             finally:
-                if self.plugins and (self.options.client or self.options.scheduler):  # it outlives the job
+                if self.plugins and (opts.client or opts.on_scheduler):  # it outlives the job
                     unregister_plugins(client, self.plugins)
 
     def preflight(self, client: Client, work_dir: str, outputs: Sequence[str | None] = ()) -> None:
@@ -166,7 +167,7 @@ class Job:
             client,
             packages,
             places=places,
-            embedded=not (self.options.client or self.options.scheduler),  # the LocalCluster we started
+            embedded=not (self.options.client or self.options.on_scheduler),  # the LocalCluster we started
             store=self.store,
             ship_package=self.options.ship_package,
         )

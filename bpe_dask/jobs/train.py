@@ -75,7 +75,7 @@ def train(
     job.check_pattern(settings.pretokenizer())
     if not job.input_bytes:  # nothing to count: no cluster to start, or to wait for
         return _train_on_nothing(job, vocab_size, out, limits, started)
-    if opts.merge_on != "worker" and not (opts.scheduler or opts.client):
+    if opts.merge_on != "worker" and not (opts.on_scheduler or opts.client):
         warm_up(opts.engine)  # the merge loop compiles (or loads) while the cluster starts and counts
     background = ThreadPoolExecutor(1)
     # Drawing compression.png imports matplotlib (a second or two): in the background while the
