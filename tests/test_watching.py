@@ -1,7 +1,7 @@
-"""Watching a job run: progress from inside the map tasks (Dask events).
+"""Watching a job run: progress from inside the map tasks (Dask events), and Dask's dashboard.
 
 The clusters are real: the LocalCluster a job starts (``jobs.cluster.dask_client``), and a `dask
-scheduler` and a `dask worker` of two threads, as subprocesses on 127.0.0.1.
+scheduler` with its dashboard and a `dask worker` of two threads, as subprocesses on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -135,6 +135,36 @@ def table_counts(result) -> Counter:
 def get(link: str) -> tuple[int, str]:
     with urllib.request.urlopen(link, timeout=30) as response:
         return response.status, response.read().decode("utf-8", "replace")
+
+
+# --- the dashboard ------------------------------------------------------------------------------
+
+
+def test_the_cluster_a_job_starts_logs_its_dashboard_and_it_answers(local):
+    _, messages = local
+    (started,) = [m for m in messages if m.startswith("started a LocalCluster")]
+    link = re.search(r"\(dashboard: (http://127\.0\.0\.1:\d+/status)\)", started)
+    assert link, started
+    status, page = get(link[1])
+    assert status == 200 and "<title>Dask" in page and "bokeh" in page.lower(), page[:500]
+
+
+def test_a_remote_schedulers_dashboard_link_is_logged_and_answers(remote):
+    address, dashboard = remote
+    context = dask_client(scheduler=address)
+    _, messages = logged_while("bpe_dask.jobs.cluster", context.__enter__)
+    context.__exit__(None, None, None)
+    link = f"http://127.0.0.1:{dashboard}/status"
+    assert f"connected to {address} (dashboard: {link})" in messages, messages
+    status, page = get(link)
+    assert status == 200 and "<title>Dask" in page
+
+
+def test_the_dashboard_comes_with_the_package():
+    """README's first command installs it: bokeh is one of the package's own dependencies."""
+    from importlib.metadata import requires
+
+    assert any(re.match(r"bokeh\s*>=\s*3\.1", r) for r in requires("bpe-dask")), requires("bpe-dask")
 
 
 # --- progress from inside the tasks -------------------------------------------------------------
