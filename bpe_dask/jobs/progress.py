@@ -94,8 +94,11 @@ class TaskProgress(_Line):
             yield
         finally:
             stop.set()
-            client.unsubscribe_topic(READ_TOPIC)
             ticker.join()
+            try:
+                client.unsubscribe_topic(READ_TOPIC)
+            except Exception:  # the scheduler is gone: the job's own error says so
+                log.debug("could not unsubscribe from %s", READ_TOPIC, exc_info=True)
 
     def _tick(self, stop: threading.Event) -> None:
         while not stop.wait(TICK):

@@ -40,7 +40,8 @@ class ReadReporter:
     """A ``ReadProgress`` for one task of ``size`` bytes: sends an event once its first block has been
     handed on (so the client knows counting has begun, and that the wait before it was not counting),
     then whenever ``interval`` seconds have passed since the last, and, for records, once at the end.
-    A task whose first block was all of it sends nothing: it is about to finish."""
+    Once all of it is read it sends nothing more (but the last count of records): it is about to
+    finish, and its exact size will come with that."""
 
     def __init__(self, send: Callable[[str, dict], None], key: object, interval: float, size: int) -> None:
         self.send, self.key, self.interval, self.size = send, key, interval, size
@@ -51,8 +52,10 @@ class ReadReporter:
         now = time.monotonic()
         if last:
             due = documents > 0 and (done, documents) != self.sent
+        elif not 0 < done < self.size:
+            due = False  # nothing read yet, or all of it: the task is about to say it is done
         elif self.sent == (0, 0):
-            due = 0 < done < self.size
+            due = True
         else:
             due = now - self.last >= self.interval and (done, documents) != self.sent
         if due:
