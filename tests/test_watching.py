@@ -265,26 +265,26 @@ class FakeClock:
 
 
 def test_the_rate_starts_at_the_first_byte_and_reports_never_count_twice():
-    clock = FakeClock()
-    bar = TaskProgress("count", 2, 200, clock=clock, stream=io.StringIO())
-    bar.sizes = {"a": 100, "b": 100}
+    clock, mib = FakeClock(), 2**20
+    bar = TaskProgress("count", 2, 200 * mib, clock=clock, stream=io.StringIO())
+    bar.sizes = {"a": 100 * mib, "b": 100 * mib}
     clock.now = 6.0  # a fresh worker compiles: nothing read
     assert "nothing counted yet" in bar.line() and "ETA" not in bar.line()
-    bar.task_read("a", 10)
+    bar.task_read("a", 10 * mib)
     clock.now = 7.0
-    bar.task_read("a", 30)  # 20 bytes in the second since the first were counted: 20 B/s, not 30 / 7
-    assert "20.0 B/s, ETA 8.5 s" in bar.line(), bar.line()
+    bar.task_read("a", 30 * mib)  # 20 MiB in the second since the first were counted: 20 MiB/s, not 30 / 7
+    assert "20.00 MiB/s, ETA 8.5 s" in bar.line(), bar.line()
     clock.now = 7.5
     assert "ETA 8.0 s" in bar.line()  # counting down between reports
-    bar.task_read("a", 5)  # tried again: from the start
-    bar.task_read("b", 150)  # past its size: held to it
-    bar.task_read("elsewhere", 50)  # another job's task
-    assert bar.read_bytes() == 105
-    bar.task_done(100, key="a")
-    bar.task_read("a", 60)  # late: its exact size is counted
-    assert bar.read_bytes() == 200 and bar.line().startswith("count: 1/2 partitions (100%)")
-    bar.task_done(100, key="b")
-    assert bar.line().startswith("count: 2/2 partitions (100%), 200 B of 200 B")
+    bar.task_read("a", 5 * mib)  # tried again: from the start
+    bar.task_read("b", 150 * mib)  # past its size: held to it
+    bar.task_read("elsewhere", 50 * mib)  # another job's task
+    assert bar.read_bytes() == 105 * mib
+    bar.task_done(100 * mib, key="a")
+    bar.task_read("a", 60 * mib)  # late: its exact size is counted
+    assert bar.read_bytes() == 200 * mib and bar.line().startswith("count: 1/2 partitions (100%)")
+    bar.task_done(100 * mib, key="b")
+    assert bar.line().startswith("count: 2/2 partitions (100%), 200.00 MiB of 200.00 MiB")
 
 
 def test_the_merge_eta_leaves_out_the_wait_before_the_first_merge():
