@@ -136,7 +136,7 @@ def test_verbose_shows_dasks_logging_and_the_default_does_not(tmp_path):
     assert "findfont" not in verbose  # drawing compression.png: matplotlib's font search stays out
     plain = run(*args, cwd=tmp_path).stderr
     assert "distributed." not in plain and "- DEBUG -" not in plain and "findfont" not in plain
-    assert "bpe-dask: started a LocalCluster of 1 worker process\n" in plain
+    assert "bpe-dask: started a LocalCluster of 1 worker process (dashboard: http://127.0.0.1:" in plain
 
 
 def test_more_workers_than_cores_is_warned_of(tmp_path):

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -233,17 +233,20 @@ def run_tasks(client: Client, tasks: list[Delayed], progress: TaskProgress | Non
     """Compute ``tasks`` and gather their results; a failure cancels them all and is one line.
 
     The first ``len(sizes)`` tasks are map tasks over that many input bytes each: ``progress``
-    hears of each as it finishes (with ``extra`` of its result, such as its tokens).
+    hears how far each has read as it runs, and of each as it finishes (with ``extra`` of its
+    result, such as its tokens).
     """
+    size_of = {task.key: size for task, size in zip(tasks, sizes, strict=False)}
+    listening = progress.listening(client, size_of) if progress is not None else nullcontext()
     futures = client.compute(tasks)
     try:
-        with failures_explained(client):
+        with failures_explained(client), listening:
             if progress is not None:
-                size_of = {future.key: size for future, size in zip(futures, sizes, strict=False)}
                 for future in as_completed(futures[: len(sizes)]):
                     if future.status != "finished":
                         break  # gathering raises its error
-                    progress.task_done(size_of[future.key], extra(future.result()) if extra else 0)
+                    result = extra(future.result()) if extra else 0
+                    progress.task_done(size_of[future.key], result, future.key)
             return client.gather(futures)
     except BaseException:
         client.cancel(futures)  # a failed job stops at once, before its work directory goes

@@ -29,9 +29,10 @@ from bpe_dask.io.counts_table import words_bytes, write_counts
 from bpe_dask.io.plan import Partition
 from bpe_dask.io.records import BadRecords, Documents, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
-from bpe_dask.io.text import check_utf8_errors, iter_texts
+from bpe_dask.io.text import ReadProgress, check_utf8_errors, iter_texts
 from bpe_dask.rules.pretokenize import Pretokenizer, split_pattern
 from bpe_dask.stages.counters import COMPILED_MIN_BYTES, CompiledCounter, RegexCounter, SpecialsSeen
+from bpe_dask.stages.read_events import reporter
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range counts
 # to, so that shards an older version left in a work directory are counted again, not reused.
@@ -124,21 +125,24 @@ def count_range(
     block_size: int | None = None,
     counter: RegexCounter | CompiledCounter | None = None,
     bad: BadRecords | None = None,
+    progress: ReadProgress | None = None,
 ) -> RegexCounter | CompiledCounter:
     """The pre-token counts of one partition, added into ``counter`` when given (``counter.table()``);
-    records skipped as bad are added to ``bad``. ``block_size``: ``bpe-dask.block-size`` of ``store``."""
+    records skipped as bad are added to ``bad``; ``progress`` hears how far the reading has got.
+    ``block_size``: ``bpe-dask.block-size`` of ``store``."""
     block_size = block_size or store.size("block-size")
     pretokenizer = settings.pretokenizer()
     counter = new_counter(settings, byte_range.text_bytes) if counter is None else counter
     errors = settings.utf8_errors
     with _without_cycle_collection():
         if byte_range.file.has_records:
-            batches = iter_documents(byte_range, store, utf8_errors=errors, bad=bad, batch_bytes=block_size)
+            batches = iter_documents(byte_range, store, utf8_errors=errors, bad=bad, batch_bytes=block_size,
+                                     progress=progress)  # fmt: skip
             for documents in batches:
                 _add_documents(counter, documents, pretokenizer, block_size)
         else:
             for text in iter_texts(
-                byte_range, pretokenizer, store, utf8_errors=errors, block_size=block_size
+                byte_range, pretokenizer, store, utf8_errors=errors, block_size=block_size, progress=progress
             ):
                 counter.add(text)
     return counter
@@ -245,7 +249,7 @@ def _count_range_to_shard(
                 text_bytes = words_bytes(parquet.read()) + seen.bytes
             return Shard(path, parquet.metadata.num_rows, True, BadRecords(**bad), seen, text_bytes)
     bad = BadRecords()
-    counter = count_range(byte_range, settings, store, bad=bad)
+    counter = count_range(byte_range, settings, store, bad=bad, progress=reporter(store, byte_range.size))
     table = counter.table().sort_by("token")  # the reduce merges runs
     text_bytes = words_bytes(table) + counter.specials.bytes
     metadata = {SPECIALS_KEY: json.dumps(vars(counter.specials)), TEXT_BYTES_KEY: str(text_bytes)}

@@ -26,6 +26,7 @@ from bpe_dask.io.publish import atomic_file, output_file, write_bytes_atomically
 from bpe_dask.io.records import BadRecords, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.text import iter_texts
+from bpe_dask.stages.read_events import reporter
 from bpe_dask.tokenizer import Tokenizer
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range encodes to.
@@ -116,11 +117,14 @@ def _encode_range_to_shard(
         return EncodedShard(path, *where, tokens, True, bad, unit)
     dtype = np.dtype(dtype_for(tokenizer))
     bad = BadRecords()
+    progress = reporter(store, byte_range.size)  # how far the reading has got, to the client
     if byte_range.file.has_records:
-        batches = iter_documents(byte_range, store, utf8_errors=utf8_errors, bad=bad)
+        batches = iter_documents(byte_range, store, utf8_errors=utf8_errors, bad=bad, progress=progress)
         parts = [tokenizer.encode_utf8_documents(docs.data, docs.ends, separator, dtype) for docs in batches]
     else:
-        texts = iter_texts(byte_range, tokenizer.pretokenizer, store, utf8_errors=utf8_errors)
+        texts = iter_texts(
+            byte_range, tokenizer.pretokenizer, store, utf8_errors=utf8_errors, progress=progress
+        )
         parts = [tokenizer.encode_array(text, dtype) for text in texts]
     tokens = sum(len(part) for part in parts)
     if bad.count:
