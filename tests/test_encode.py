@@ -93,7 +93,8 @@ def test_shards_concatenate_to_the_encoding_of_the_whole_input(
     assert index["dtype"] == "uint16"
     assert report["tokens"] == len(ids) and report["shards"] == len(index["shards"])
     assert report["special_tokens"] == [EOT]  # read from the tokenizer's tokenizer.json
-    assert report["input_bytes"] / report["tokens"] == pytest.approx(report["bytes_per_token"])
+    assert report["text_bytes"] == sum(len(text.encode()) for text in texts.values())  # b.txt.gz unzipped
+    assert report["text_bytes"] / report["tokens"] == pytest.approx(report["bytes_per_token"])
     if chunk_size == 700:
         assert report["shards"] > 20
     assert (out / "_SUCCESS").exists()

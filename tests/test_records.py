@@ -226,6 +226,9 @@ def test_encode_records_to_bin_with_a_separator_after_each_document(client, docs
                         chunk_size=chunk_size)  # fmt: skip
         ids = np.memmap(out, dtype=report["dtype"], mode="r")
         assert ids.tolist() == expected and report["tokens"] == len(expected)
+        # the documents' text, not the files' size (Parquet's compression, gzip, JSON's syntax)
+        assert report["text_bytes"] == sum(len(d.encode()) for d in docs)
+        assert report["bytes_per_token"] == report["text_bytes"] / report["tokens"]
     plain = encode(parquet, tokenizer_dir, str(tmp_path / "plain.bin"), client=client)
     without = np.fromfile(tmp_path / "plain.bin", dtype=plain["dtype"]).tolist()
     assert without == [i for doc in docs[:50] for i in tokenizer.encode(doc)]
@@ -307,9 +310,11 @@ def test_encode_skips_bad_records_and_a_new_utf8_setting_encodes_again(client, t
                                                           *tokenizer.encode("three"), 50256]  # fmt: skip
     again = encode(path, tokenizer, out, overwrite=True, **options)
     assert again["shards_reused"] == 1 and again["bad_records_skipped"] == 2  # the reused shard remembers
+    assert strict["text_bytes"] == again["text_bytes"] == len("one twothree")  # so does it its text
     replaced = encode(path, tokenizer, out, overwrite=True, utf8_errors="replace", **options)
     assert replaced["shards_reused"] == 0 and replaced["bad_records_skipped"] == 1
     assert tokenizer.decode(np.fromfile(out, replaced["dtype"])) == f"one two{EOT}caf\ufffd{EOT}three{EOT}"
+    assert replaced["text_bytes"] == len("one twocaf\ufffdthree".encode())
 
 
 def test_a_binary_column_of_utf8_text_is_read(tmp_path):

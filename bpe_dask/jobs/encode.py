@@ -248,6 +248,7 @@ def _report(job: Job, shards: list[EncodedShard], tokenizer: Tokenizer, source: 
             started: float) -> dict:  # fmt: skip
     seconds = time.perf_counter() - started
     tokens = sum(s.tokens for s in shards)
+    text_bytes = sum(s.text_bytes for s in shards)
     reused = sum(s.reused for s in shards)
     return {
         "version": __version__,
@@ -264,7 +265,8 @@ def _report(job: Job, shards: list[EncodedShard], tokenizer: Tokenizer, source: 
         "shards_computed": len(shards) - reused,
         "bad_records_skipped": sum(s.bad_records.count for s in shards),
         "input_bytes": job.input_bytes,
-        "bytes_per_token": job.input_bytes / tokens if tokens else None,
+        "text_bytes": text_bytes,
+        "bytes_per_token": text_bytes / tokens if tokens else None,
         "seconds": seconds,
         "bytes_per_second": job.input_bytes / seconds,
         "tokens_per_second": tokens / seconds,
