@@ -32,9 +32,10 @@ DEFAULTS: dict[str, Any] = {
     "retries": 2,  # times a task's read or write that failed in a way that may pass is tried again
     "retry-pause": "500ms",  # before the first retry; doubled before each next one
     "pattern-timeout": 10.0,  # seconds a split pattern of one's own may take per million characters
+    "progress-interval": "2s",  # at most one report of how far it has read per running map task per this
 }
 _COUNTS = {"partitions-per-thread": 1, "retries": 0}  # whole numbers, and the least each may be
-_DURATIONS = ("retry-pause", "pattern-timeout")  # the rest are sizes
+_DURATIONS = ("retry-pause", "pattern-timeout", "progress-interval")  # the rest are sizes
 dask.config.update_defaults({"bpe-dask": DEFAULTS})
 
 

@@ -112,9 +112,19 @@ def test_empty_input_warns_and_writes_bytes_and_specials_only(tmp_path):
     done = run("train", "empty.txt", "--vocab-size", "1000", "--special-token", EOT,
                "--out", "out", "--workers", "1", cwd=tmp_path)  # fmt: skip
     assert "no words" in done.stderr
+    assert "LocalCluster" not in done.stderr  # nothing to count: no cluster started
     vocab = json.loads((tmp_path / "out" / "vocab.json").read_text())
     assert len(vocab) == 257 and vocab[EOT] == 256
     assert (tmp_path / "out" / "merges.txt").read_text() == ""
+    curve = (tmp_path / "out" / "compression.csv").read_text()
+    assert curve == "vocab_size,tokens,bytes_per_token\n257,0,0\n"
+    counted = run("count", "empty.txt", "--special-token", EOT, "--out", "counts.parquet", "--workers", "1",
+                  cwd=tmp_path)  # fmt: skip
+    assert "LocalCluster" not in counted.stderr
+    assert pq.read_table(tmp_path / "counts.parquet").num_rows == 0
+    merged = run("merge", "counts.parquet", "--vocab-size", "300", "--out", "tok", cwd=tmp_path)
+    assert json.loads((tmp_path / "tok" / "report.json").read_text())["special_tokens"] == [EOT]
+    assert "bpe-dask: the counts hold no words: the vocabulary is only the bytes" in merged.stderr
 
 
 def test_verbose_shows_dasks_logging_and_the_default_does_not(tmp_path):
@@ -126,7 +136,7 @@ def test_verbose_shows_dasks_logging_and_the_default_does_not(tmp_path):
     assert "findfont" not in verbose  # drawing compression.png: matplotlib's font search stays out
     plain = run(*args, cwd=tmp_path).stderr
     assert "distributed." not in plain and "- DEBUG -" not in plain and "findfont" not in plain
-    assert "bpe-dask: started a LocalCluster of 1 worker process\n" in plain
+    assert "bpe-dask: started a LocalCluster of 1 worker process (dashboard: http://127.0.0.1:" in plain
 
 
 def test_more_workers_than_cores_is_warned_of(tmp_path):

@@ -68,3 +68,28 @@ def test_every_pointer_into_exactness_lands_on_a_heading():
     pointers |= {("exactness.md", target) for target in re.findall(r"\]\(#([\w-]+)\)", doc)}
     assert len(pointers) > 10
     assert not [p for p in pointers if p[1] not in anchors], sorted(anchors)
+
+
+def test_the_readmes_python_examples_import_only_what_the_readme_installs():
+    """The quick start installs the core dependencies; an example that needs more (tiktoken, Hugging
+    Face ``tokenizers``) must come after the line that says how to install them, the ``interop`` extra."""
+    import sys
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    module = lambda requirement: re.split(r"[<>=\[ ]", requirement)[0].replace("-", "_")  # noqa: E731
+    core = {module(r) for r in project["dependencies"]} | {"bpe_dask"}
+    interop = {module(r) for r in project["optional-dependencies"]["interop"]}
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"([^\n]*\n\n)?```python\n(.*?)```", readme, flags=re.S)
+    assert len(blocks) >= 4
+    extra_blocks = 0
+    for before, block in blocks:
+        imported = set(re.findall(r"^(?:from|import) (\w+)", block, flags=re.M))
+        imported |= {m for line in re.findall(r"^import (.*)$", block, flags=re.M)
+                     for m in re.findall(r"(?:^|, )(\w+)", line)}  # fmt: skip
+        imported -= set(sys.stdlib_module_names)
+        assert imported <= core | interop, imported - core - interop
+        if imported & interop:
+            extra_blocks += 1
+            assert ".[interop]" in before, before  # said just before the example
+    assert extra_blocks >= 1

@@ -93,7 +93,8 @@ def test_shards_concatenate_to_the_encoding_of_the_whole_input(
     assert index["dtype"] == "uint16"
     assert report["tokens"] == len(ids) and report["shards"] == len(index["shards"])
     assert report["special_tokens"] == [EOT]  # read from the tokenizer's tokenizer.json
-    assert report["input_bytes"] / report["tokens"] == pytest.approx(report["bytes_per_token"])
+    assert report["text_bytes"] == sum(len(text.encode()) for text in texts.values())  # b.txt.gz unzipped
+    assert report["text_bytes"] / report["tokens"] == pytest.approx(report["bytes_per_token"])
     if chunk_size == 700:
         assert report["shards"] > 20
     assert (out / "_SUCCESS").exists()
@@ -138,11 +139,24 @@ def test_train_then_encode_on_the_command_line(tmp_path, texts, inputs):
     assert again.returncode == 1 and "--overwrite" in again.stderr and len(again.stderr.splitlines()) == 1
 
     args[args.index("8KiB")] = "64MiB"  # fewer, bigger shards: none of the old ones may remain
+    args.remove("-q")
     done = run(*args, "--overwrite", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    assert f"writing a directory of .npy shards of uint16 token ids: {tmp_path}/ids\n" in done.stderr
     ids, index = load_shards(tmp_path / "ids")
     assert ids.tolist() == whole_encoding(tmp_path / "tok", texts)
     assert len(index["shards"]) == 3 < shards_before
+
+
+def test_an_output_name_that_says_no_format_is_refused(tmp_path, inputs):
+    """``--out x.ids`` used to become a directory of .npy shards without a word."""
+    done = run("encode", str(inputs[0]), "--tokenizer", "nowhere", "--out", "x.ids", "-q", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "bpe-dask: error: cannot tell the output format from the name 'x.ids': give --format bin (one flat "
+        "file of ids) or --format npy (a directory of .npy shards), or name it .bin"
+    ]
+    assert not (tmp_path / "x.ids").exists()
 
 
 def test_a_missing_tokenizer_is_one_line(tmp_path, inputs):

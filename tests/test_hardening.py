@@ -365,8 +365,12 @@ def test_help_explains_every_option_and_what_is_required(tmp_path):
         for action in parser._actions:
             assert action.help, (name, action.dest)  # every option and argument says what it is
         text = run(name, "--help", cwd=tmp_path).stdout
+        if name == "warm-up":  # fills numba's cache here: it requires nothing
+            assert "required (" not in text, text
+            continue
         required = text.split("required (on the command line or in --config):")[1].split("\n\n")[0]
-        assert "--out" in required and ("INPUT" in required or "COUNTS" in required), text
+        assert "INPUT" in required or "COUNTS" in required, text
+        assert "--out" in required or name == "evaluate", text  # evaluate prints its table without --out
         assert text.index("required (") < text.index("\n  --overwrite"), text  # what is required comes first
     assert "--format" in run("encode", "--help", cwd=tmp_path).stdout
 

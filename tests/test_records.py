@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 from bpe_dask import BpeDaskError, Tokenizer, count_words, encode, train
 from bpe_dask.io.inputs import Reading, expand_inputs
 from bpe_dask.io.plan import ByteRange, RowGroups, plan_ranges
+from bpe_dask.jobs.wording import format_bytes
 from bpe_dask.rules import reference
 from bpe_dask.rules.pretokenize import Pretokenizer, split_pattern
 
@@ -72,6 +74,9 @@ def test_documents_count_as_if_joined_by_the_special_token(docs, tmp_path):
             for chunk_size in (None, 2000, 1):
                 result = count_words(path, [EOT], in_process=True, engine=engine, chunk_size=chunk_size)
                 assert counts_of(result.table()) == expected, (path.name, engine, chunk_size)
+                # the documents' text, not the file's size: JSON's quotes and escapes, compression
+                assert result.report()["text_bytes"] == sum(len(d.encode()) for d in docs)
+                assert result.report()["input_bytes"] == path.stat().st_size
     assert count_words(joined, [EOT], in_process=True).partitions == 1
 
 
@@ -96,6 +101,7 @@ def test_training_on_parquet_and_jsonl_on_a_cluster_equals_the_joined_text(
     out = tmp_path / "out"
     report = train(folder, VOCAB_SIZE, str(out), [EOT], client=client, chunk_size=chunk_size)
     assert Tokenizer.load(out).merges == expected
+    assert report["text_bytes"] == sum(len(d.encode()) for d in docs) < report["input_bytes"]
     if chunk_size == 1:
         assert report["partitions"] == 9 + len(docs[60:])  # a task per row group, and per line
     assert report["bad_records_skipped"] == 0
@@ -220,6 +226,9 @@ def test_encode_records_to_bin_with_a_separator_after_each_document(client, docs
                         chunk_size=chunk_size)  # fmt: skip
         ids = np.memmap(out, dtype=report["dtype"], mode="r")
         assert ids.tolist() == expected and report["tokens"] == len(expected)
+        # the documents' text, not the files' size (Parquet's compression, gzip, JSON's syntax)
+        assert report["text_bytes"] == sum(len(d.encode()) for d in docs)
+        assert report["bytes_per_token"] == report["text_bytes"] / report["tokens"]
     plain = encode(parquet, tokenizer_dir, str(tmp_path / "plain.bin"), client=client)
     without = np.fromfile(tmp_path / "plain.bin", dtype=plain["dtype"]).tolist()
     assert without == [i for doc in docs[:50] for i in tokenizer.encode(doc)]
@@ -301,9 +310,11 @@ def test_encode_skips_bad_records_and_a_new_utf8_setting_encodes_again(client, t
                                                           *tokenizer.encode("three"), 50256]  # fmt: skip
     again = encode(path, tokenizer, out, overwrite=True, **options)
     assert again["shards_reused"] == 1 and again["bad_records_skipped"] == 2  # the reused shard remembers
+    assert strict["text_bytes"] == again["text_bytes"] == len("one twothree")  # so does it its text
     replaced = encode(path, tokenizer, out, overwrite=True, utf8_errors="replace", **options)
     assert replaced["shards_reused"] == 0 and replaced["bad_records_skipped"] == 1
     assert tokenizer.decode(np.fromfile(out, replaced["dtype"])) == f"one two{EOT}caf\ufffd{EOT}three{EOT}"
+    assert replaced["text_bytes"] == len("one twocaf\ufffdthree".encode())
 
 
 def test_a_binary_column_of_utf8_text_is_read(tmp_path):
@@ -381,3 +392,19 @@ def test_a_document_s_safe_pieces_join_to_it_and_count_as_it_does(pattern):
             over = [t for t in texts[:-1] if len(t.encode()) > limit]
             assert all(rules.last_cut(t + "x" * 20, 1, len(t.encode()[:limit].decode("utf-8", "ignore")) + 1)
                        is None for t in over), (seed, limit)  # fmt: skip
+
+
+def test_a_compressed_input_is_logged_by_its_text_not_by_a_chunk_size(tmp_path, caplog):
+    """A 5.41 MiB .jsonl.gz used to be logged as "1 partition of about 1.35 MiB", and its report gave
+    only the size on disk."""
+    text = corpus.mixed_corpus(3, 200)
+    path = tmp_path / "in.txt.gz"
+    path.write_bytes(gzip.compress(text.encode()))
+    with caplog.at_level(logging.INFO, logger="bpe_dask"):
+        report = count_words(path, [EOT], in_process=True).report()
+    size = format_bytes(path.stat().st_size)
+    assert f"1 input file, {size} compressed, 1 partition (a compressed file is read whole, as one task)" in (
+        caplog.text
+    )
+    assert f"{format_bytes(len(text.encode()))} of text in {size} of input" in caplog.text
+    assert report["text_bytes"] == len(text.encode()) > report["input_bytes"] == path.stat().st_size

@@ -79,6 +79,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "pattern": _string,
     "workers": positive_int,
     "scheduler": _string,
+    "scheduler_file": _string,
     "chunk_size": parse_size,
     "work_dir": _string,
     "overwrite": _boolean,
@@ -98,8 +99,10 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "on_bad_record": _string,
     "document_separator": _string,
     "trust_pattern": _boolean,
+    "strict_pattern": _boolean,
+    "patterns": _strings,  # warm-up's
 }
-PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer", "tokenizers"}
+PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer", "tokenizers", "scheduler_file"}
 # Numbers a flag gives as text; a TOML file has numbers of its own, so a quoted one is a mistake.
 NUMBER_OPTIONS = {"vocab_size", "min_frequency", "max_token_length", "workers"}
 DEFAULTS: dict[str, Any] = {
@@ -161,10 +164,30 @@ def resolve(flags: Mapping[str, Any], config_path: str | None = None) -> dict[st
     options = dict(DEFAULTS)
     if os.environ.get("DASK_SCHEDULER_ADDRESS"):
         options["scheduler"] = os.environ["DASK_SCHEDULER_ADDRESS"]
-    if config_path:
-        options.update(load_config(config_path))
+    from_file = load_config(config_path) if config_path else {}
+    options.update(from_file)
     options.update({k: _checked(k, v, source=_flag(k)) for k, v in flags.items()})
+    _one_place_to_run(options, [from_file, flags])
     return options
+
+
+PLACES = ("scheduler_file", "scheduler", "workers")
+
+
+def _one_place_to_run(options: dict[str, Any], levels: list[Mapping[str, Any]]) -> None:
+    """Where to run, when a scheduler file is among the choices: the highest of ``levels`` (the config
+    file, then the flags) that names a place decides, and the places below it and
+    ``DASK_SCHEDULER_ADDRESS`` are dropped (a ``--scheduler-file`` flag runs a config file that sets
+    ``workers`` on that scheduler). A scheduler file beside a scheduler or workers in one level is a
+    usage error."""
+    for level in reversed(levels):
+        given = [name for name in PLACES if name in level]
+        if "scheduler_file" in given and len(given) > 1:
+            raise UsageError(f"--scheduler-file and {_flag(given[1])} both say where to run: give one")
+        if given:
+            for name in (PLACES[1:] if "scheduler_file" in given else PLACES[:1]):
+                options.pop(name, None)
+            return
 
 
 def _flag(name: str) -> str:

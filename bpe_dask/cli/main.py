@@ -1,4 +1,5 @@
-"""The command line: ``bpe-dask train | count | merge | encode | evaluate``, each a job of the Python API.
+"""The command line: ``bpe-dask train | count | merge | encode | evaluate``, each a job of the Python
+API (and ``warm-up``, which fills numba's cache for them).
 
 Takes ``argv``; parses it (``parser``), resolves flags and ``--config`` into options
 (``config``), runs the job and gives an exit code: 0 when done, 1 for a user error (one line on
@@ -54,6 +55,8 @@ def _run(command: str, config_path: str | None, verbose: bool, counts: str | Non
     try:
         options = resolve(args, config_path)
         _configure_logging(options["quiet"], verbose)
+        if command == "warm-up":
+            return _warm_up(options)
         if command == "merge":
             report = _merge(counts, options)
         elif command == "count":
@@ -159,6 +162,18 @@ def _merge(counts: str, options: dict[str, Any]) -> dict:
         **_limits(options),
         **_job_options(options),
     )
+
+
+def _warm_up(options: dict[str, Any]) -> int:
+    """numba's cache filled for the patterns given (or the config file's), and where it is."""
+    from bpe_dask.stages.warm_up import builtin_patterns, warm_up
+
+    patterns = builtin_patterns(options.get("patterns") or [options.get("pattern", "gpt2")])
+    plural = "s" if len(patterns) > 1 else ""
+    log.info("compiling every job's numba code for the %s pattern%s", " and ".join(patterns), plural)
+    for line in warm_up(patterns).lines():
+        log.info("%s", line)
+    return 0
 
 
 def _summary(report: dict) -> dict:

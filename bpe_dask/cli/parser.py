@@ -1,6 +1,7 @@
 """The command line's grammar: every flag once, in ``FLAGS``, and each command as the list of its flags.
 
-Takes nothing; gives the ``argparse`` parser of ``bpe-dask train | count | merge | encode | evaluate``. A flag
+Takes nothing; gives the ``argparse`` parser of ``bpe-dask train | count | merge | encode | evaluate |
+warm-up``. A flag
 the user leaves out is absent from the parsed options (``argparse.SUPPRESS``), so a ``--config``
 file can give it instead (``config.resolve``).
 
@@ -27,6 +28,10 @@ PATTERN_HELP = (
     "own (cut only at special tokens, so one long document without them is one task)"
 )
 TOKENIZER_OUT = "directory for vocab.json, merges.txt, tokenizer.json and report.json"
+WARM_UP_HELP = (
+    "compile the numba code of every job with these patterns into numba's cache (NUMBA_CACHE_DIR), e.g. "
+    "when building a worker image, so that workers load it instead of compiling"
+)
 
 # Every flag's argparse keywords; ``names`` where it has a short form, ``default`` where it is not
 # left out when not given. A command may add to them (``--out``'s metavar and help differ).
@@ -48,7 +53,7 @@ FLAGS: dict[str, dict[str, Any]] = {
         "choices": ("bin", "npy"),
         "help": (
             "bin: one flat file of uint16/uint32 ids to np.memmap; npy: a directory of shards (default: bin "
-            "when OUT ends in .bin)"
+            "when OUT ends in .bin, npy when it has no suffix; any other name needs --format)"
         ),
     },
     "--special-token": {
@@ -92,6 +97,13 @@ FLAGS: dict[str, dict[str, Any]] = {
             "'<|endoftext|>'"
         ),
     },
+    "--strict-pattern": {
+        "action": "store_true",
+        "help": (
+            "stop, before any work, if the split pattern leaves characters of a sample of the input out of "
+            "every pre-token (default: a warning)"
+        ),
+    },
     "--trust-pattern": {
         "action": "store_true",
         "help": "run the tokenizer's split pattern even if not built in (gpt2, gpt4, o200k)",
@@ -107,6 +119,13 @@ FLAGS: dict[str, dict[str, Any]] = {
     "--scheduler": {
         "metavar": "ADDR",
         "help": "run on a Dask scheduler, e.g. tcp://host:8786",
+    },
+    "--scheduler-file": {
+        "metavar": "FILE",
+        "help": (
+            "run on the Dask scheduler this file names: the JSON `dask scheduler --scheduler-file`, "
+            "dask-jobqueue and dask-mpi write"
+        ),
     },
     "--chunk-size": {
         "metavar": "SIZE",
@@ -162,8 +181,8 @@ FLAGS: dict[str, dict[str, Any]] = {
 LIMITS = ("--min-frequency", "--max-token-length")
 READING = ("--input-format", "--text-column", "--on-bad-record")
 COMMON = ("--storage-options", "--config", "--overwrite", "--quiet", "--verbose")
-CLUSTER = ("--workers", "--scheduler", "--chunk-size", "--utf8-errors", "--engine", "--work-dir",
-           "--ship-package", "--ship-credentials", *COMMON)  # fmt: skip
+CLUSTER = ("--workers", "--scheduler", "--scheduler-file", "--chunk-size", "--utf8-errors", "--engine",
+           "--work-dir", "--ship-package", "--ship-credentials", *COMMON)  # fmt: skip
 
 Flag = str | tuple[str, dict[str, Any]]  # a flag, or a flag and what the command adds to it
 
@@ -203,12 +222,13 @@ def build_parser() -> argparse.ArgumentParser:
     _command(
         commands, "train", "count words and learn merges: the whole job, a tokenizer directory out",
         ["inputs", "--vocab-size", out("DIR", TOKENIZER_OUT)],
-        [special(SPECIAL_TOKEN_HELP), pattern(PATTERN_HELP), *LIMITS, *READING, "--merge-on", *CLUSTER],
+        [special(SPECIAL_TOKEN_HELP), pattern(PATTERN_HELP), "--strict-pattern", *LIMITS, *READING,
+         "--merge-on", *CLUSTER],
     )  # fmt: skip
     _command(
         commands, "count", "count words only, into a Parquet table to merge later",
         ["inputs", out("COUNTS", "Parquet file for the counts (token: binary, count: int64)")],
-        [special(SPECIAL_TOKEN_HELP), pattern(PATTERN_HELP), *READING, *CLUSTER],
+        [special(SPECIAL_TOKEN_HELP), pattern(PATTERN_HELP), "--strict-pattern", *READING, *CLUSTER],
     )  # fmt: skip
     _command(
         commands, "merge", "learn merges from a counts table that `bpe-dask count` wrote",
@@ -222,7 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
         ["inputs", "--tokenizer",
          out("OUT", "a .bin file of ids (with OUT.json beside it), or a directory of .npy shards")],
         ["--format", special("a special token (default: those the tokenizer's tokenizer.json registers)"),
-         *READING, "--document-separator", "--trust-pattern", *CLUSTER],
+         *READING, "--document-separator", "--trust-pattern", "--strict-pattern", *CLUSTER],
+    )  # fmt: skip
+    _command(
+        commands, "warm-up", WARM_UP_HELP, [],
+        [("--pattern", {"dest": "patterns", "nargs": "+", "action": "extend", "metavar": "NAME",
+                        "help": "the built-in patterns the jobs use: gpt2 (the default), gpt4, o200k"}),
+         "--config", "--quiet", "--verbose"],
     )  # fmt: skip
     tokenizers = ("--tokenizer", {"dest": "tokenizers", "action": "append", "metavar": "DIR|FILE",
                                   "help": "a tokenizer directory, or a HF tokenizer.json (repeatable)"})
@@ -230,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
         commands, "evaluate", "measure how well tokenizers compress held-out text (bytes per token)",
         ["inputs", tokenizers],
         ["--vocab-sizes", out("DIR", "write evaluation.json and evaluation.png there (default: print only)"),
-         *READING, "--trust-pattern", *(flag for flag in CLUSTER if flag != "--work-dir")],
+         *READING, "--trust-pattern", "--strict-pattern", *(f for f in CLUSTER if f != "--work-dir")],
     )  # fmt: skip
     return parser
 
@@ -243,8 +269,10 @@ def _command(
     parser = commands.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
     group = parser.add_argument_group("required (on the command line or in --config)")
     parser._action_groups.insert(0, parser._action_groups.pop())  # shown first
-    positional, *flags = required
-    if positional == "counts":
+    positional, *flags = required or [None]
+    if positional is None:  # a command of no input
+        parser._action_groups.remove(group)
+    elif positional == "counts":
         group.add_argument("counts", metavar="COUNTS", help="a Parquet counts table (a file or URL)")
     else:
         group.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS, help=INPUT_HELP)

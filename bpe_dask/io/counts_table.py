@@ -29,6 +29,16 @@ LARGE_COUNTS_SCHEMA = pa.schema([("token", pa.large_binary()), ("count", pa.int6
 SETTINGS_KEY = b"bpe_dask.counting"  # Parquet metadata: the settings the counts were made with
 
 
+def words_bytes(table: pa.Table) -> int:
+    """The UTF-8 bytes of the text the counted words stand for: each word's bytes times its count.
+
+    >>> words_bytes(counts_table({"the": 2, " cat": 1}))
+    10
+    """
+    tokens, counts = table.column("token"), table.column("count")
+    return pc.sum(pc.multiply(pc.binary_length(tokens), counts)).as_py() or 0
+
+
 def counts_table(counts: Mapping[str, int]) -> pa.Table:
     """Word counts in the table schema."""
     tokens = [word.encode("utf-8") for word in counts]

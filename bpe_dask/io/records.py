@@ -14,7 +14,7 @@ pre-tokens never cross records.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -26,7 +26,7 @@ from bpe_dask.errors import BpeDaskError, InputError
 from bpe_dask.io.inputs import text_column_index
 from bpe_dask.io.plan import ByteRange, Partition, RowGroups
 from bpe_dask.io.storage import LOCAL, Store, describe
-from bpe_dask.io.text import open_range, read_range
+from bpe_dask.io.text import ReadProgress, open_range, read_range
 
 MAX_LINE = 1 << 28  # a JSON Lines record this long is more likely a file that is not JSON Lines
 
@@ -72,24 +72,34 @@ class Documents:
 
 
 def iter_documents(part: Partition, store: Store = LOCAL, *, utf8_errors: str = "strict",
-                   bad: BadRecords | None = None,
-                   batch_bytes: int | None = None) -> Iterator[Documents]:  # fmt: skip
+                   bad: BadRecords | None = None, batch_bytes: int | None = None,
+                   progress: ReadProgress | None = None) -> Iterator[Documents]:  # fmt: skip
     """The texts of the partition's records, in order, in batches of about ``batch_bytes`` (by
-    default the setting ``bpe-dask.block-size`` of ``store``)."""
+    default the setting ``bpe-dask.block-size`` of ``store``); ``progress`` hears how far it has read
+    (of a Parquet partition, its share of the partition's bytes by the text read)."""
     bad = BadRecords() if bad is None else bad
     batch_bytes = batch_bytes or store.size("block-size")
+    progress = progress or _no_progress
     if isinstance(part, RowGroups):
-        return _parquet_documents(part, store, utf8_errors, bad, batch_bytes)
-    return _jsonl_documents(part, store, utf8_errors, bad, batch_bytes)
+        return _parquet_documents(part, store, utf8_errors, bad, batch_bytes, progress)
+    return _jsonl_documents(part, store, utf8_errors, bad, batch_bytes, progress)
+
+
+def _no_progress(done: int, documents: int = 0, last: bool = False) -> None:
+    pass
 
 
 def _jsonl_documents(
-    part: ByteRange, store: Store, utf8_errors: str, bad: BadRecords, batch_bytes: int
+    part: ByteRange, store: Store, utf8_errors: str, bad: BadRecords, batch_bytes: int, progress: ReadProgress
 ) -> Iterator[Documents]:
     reading = part.file.reading
     batch: list[bytes] = []
-    size = 0
-    for offset, line in _lines(part, store, batch_bytes):
+    size = records = 0  # records: read so far, for ``progress``
+
+    def read(done: int, last: bool = False) -> None:
+        progress(done, records, last)
+
+    for offset, line in _lines(part, store, batch_bytes, read):
         if not line.strip():
             continue  # a blank line (the last newline of a file, say) holds no record
         length, held = len(line), [line]
@@ -104,6 +114,7 @@ def _jsonl_documents(
                 ) from None
             bad.add(f"{where}: {problem}")
             continue
+        records += 1
         size += length
         if size >= batch_bytes:
             documents, batch, size = Documents.joined(batch), [], 0
@@ -112,14 +123,18 @@ def _jsonl_documents(
         yield Documents.joined(batch)
 
 
-def _lines(part: ByteRange, store: Store, batch_bytes: int) -> Iterator[tuple[int, bytes]]:
+def _lines(
+    part: ByteRange, store: Store, batch_bytes: int, read: Callable[[int, bool], None]
+) -> Iterator[tuple[int, bytes]]:
     """The range's lines (newline dropped) and the byte offset where each starts. A line is held
-    only until its newline comes, and never beyond ``MAX_LINE`` bytes."""
-    with open_range(part, store) as (stream, remaining):
+    only until its newline comes, and never beyond ``MAX_LINE`` bytes. ``read`` hears how many bytes
+    have been read before each read, and at the end."""
+    with open_range(part, store) as (stream, remaining, consumed):
         offset = part.start
         held: list[bytes] = []  # the start of a line whose newline has not come yet
         held_size = 0
         while True:
+            read(consumed(), False)
             block = read_range(
                 stream, batch_bytes if remaining is None else min(batch_bytes, remaining), part
             )
@@ -128,6 +143,7 @@ def _lines(part: ByteRange, store: Store, batch_bytes: int) -> Iterator[tuple[in
             if not block:
                 if held:
                     yield offset, b"".join(held)
+                read(consumed(), True)
                 return
             if b"\n" not in block:  # still inside one line: look at the new bytes only
                 held.append(block)
@@ -202,7 +218,7 @@ def _of_decompressed(part: ByteRange) -> str:
 
 
 def _parquet_documents(
-    part: RowGroups, store: Store, utf8_errors: str, bad: BadRecords, batch_bytes: int
+    part: RowGroups, store: Store, utf8_errors: str, bad: BadRecords, batch_bytes: int, progress: ReadProgress
 ) -> Iterator[Documents]:
     reading = part.file.reading
     fs, path = store.fs(part.file.url)
@@ -221,6 +237,7 @@ def _parquet_documents(
         row = part.first_row
         if part.start == part.end:
             return
+        text = documents = 0  # read so far: the partition's share of its bytes is that of its text
         rows_per_batch = max(1, batch_bytes * part.rows // max(1, part.text_bytes))
         batches = parquet.iter_batches(
             rows_per_batch, row_groups=range(part.start, part.end), columns=[reading.text_column]
@@ -231,9 +248,13 @@ def _parquet_documents(
             except Exception as error:  # a truncated or corrupt file
                 raise InputError(f"cannot read {part.file.name}: {describe(error)}") from None
             if batch is None:
+                progress(part.size, documents, True)
                 return
-            yield _column_documents(batch.column(0), part, row, utf8_errors, bad)
+            read = _column_documents(batch.column(0), part, row, utf8_errors, bad)
+            text, documents = text + len(read.data), documents + len(read)
+            yield read
             row += batch.num_rows
+            progress(min(part.size, part.size * text // max(1, part.text_bytes)), documents)
 
 
 def _column_documents(

@@ -4,7 +4,8 @@ Takes a byte range, the job's ``Pretokenizer`` and how to treat invalid UTF-8; s
 through fsspec (decompressing on the fly), decodes it, and gives text blocks of about
 ``block_size`` bytes that end at safe cuts, so pre-tokenizing or encoding the blocks one by one
 gives exactly what the whole range gives, in bounded memory. Both map stages read this way:
-counting (``counting``) and encoding (``encoding``).
+counting (``counting``) and encoding (``encoding``). A ``progress`` callable, when given, hears how
+many of the range's bytes have been read before each read (``ReadProgress``).
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ import codecs
 import gzip
 import lzma
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
+
+from fsspec.compression import compr
 
 from bpe_dask.errors import BpeDaskError, InputError, TransientError
 from bpe_dask.io.plan import ByteRange
@@ -24,6 +27,14 @@ from bpe_dask.io.storage import LOCAL, Store, describe
 from bpe_dask.rules.pretokenize import NoCutError, Pretokenizer, SplitPattern
 
 UTF8_ERRORS = ("strict", "replace")
+
+
+class ReadProgress(Protocol):
+    """Told, as a partition is read, how many of its bytes have been read (in the file's own bytes:
+    the compressed ones of a compressed file) and how many documents (records), before each read, so
+    what was read before has been handed on; ``last`` once the partition is read."""
+
+    def __call__(self, done: int, documents: int = 0, last: bool = False) -> None: ...
 
 
 def check_utf8_errors(value: object) -> str:
@@ -41,6 +52,7 @@ def iter_texts(
     utf8_errors: str = "strict",
     block_size: int | None = None,
     max_uncut: int | None = None,
+    progress: ReadProgress | None = None,
 ) -> Iterator[str]:
     """The range's text in blocks of about ``block_size`` bytes, each ending at a safe cut.
 
@@ -57,7 +69,7 @@ def iter_texts(
     # Text with no safe cut for this long is one giant pre-token (a run of letters, digits,
     # punctuation or whitespace): the task stops rather than let its memory grow unbounded.
     max_uncut = max_uncut or store.size("uncut-limit")
-    decoded = _decoded(byte_range, store, utf8_errors, block_size)
+    decoded = _decoded(byte_range, store, utf8_errors, block_size, progress)
     offset = byte_range.start  # where the text not yet given out starts, in the file's bytes
     try:
         for text in pretokenizer.recut(decoded, limit=max_uncut):
@@ -68,14 +80,18 @@ def iter_texts(
         raise _uncut_error(byte_range, offset, max_uncut, pretokenizer.pattern) from None
 
 
-def _decoded(byte_range: ByteRange, store: Store, utf8_errors: str, block_size: int) -> Iterator[str]:
+def _decoded(
+    byte_range: ByteRange, store: Store, utf8_errors: str, block_size: int, progress: ReadProgress | None
+) -> Iterator[str]:
     """The range's bytes decoded as UTF-8, a block at a time (a character may span two blocks)."""
     decoder = codecs.getincrementaldecoder("utf-8")(
         "strict" if utf8_errors == "strict" else "surrogateescape"
     )
-    with open_range(byte_range, store) as (stream, remaining):
+    with open_range(byte_range, store) as (stream, remaining, consumed):
         offset = byte_range.start  # of the next byte read
         while True:
+            if progress is not None:
+                progress(consumed())
             block = read_range(
                 stream, block_size if remaining is None else min(block_size, remaining), byte_range
             )
@@ -92,18 +108,24 @@ def _decoded(byte_range: ByteRange, store: Store, utf8_errors: str, block_size: 
 
 
 @contextmanager
-def open_range(byte_range: ByteRange, store: Store) -> Iterator[tuple[BinaryIO, int | None]]:
-    """The range as a stream, and how many bytes to read from it (None: to the end)."""
+def open_range(
+    byte_range: ByteRange, store: Store
+) -> Iterator[tuple[BinaryIO, int | None, Callable[[], int]]]:
+    """The range as a stream, how many bytes to read from it (None: to the end), and how many of the
+    file's own bytes have been read so far (of a compressed file, the compressed ones the
+    decompressor took: so a one-task ``.gz`` shows how far it has got in the unit its size is in)."""
     fs, path = store.fs(byte_range.file.url)
     compression = byte_range.file.compression
     try:
-        stream = fs.open(path, "rb", compression=compression)
+        raw = fs.open(path, "rb")  # then decompressed as ``fs.open(path, compression=...)`` would
         if not compression:
-            stream.seek(byte_range.start)
+            raw.seek(byte_range.start)
+        stream = compr[compression](raw, mode="rb") if compression else raw
     except Exception as error:
         raise _read_error(byte_range, error) from None
-    with stream:
-        yield stream, (None if compression else byte_range.size)
+    start = 0 if compression else byte_range.start
+    with raw, stream:
+        yield stream, (None if compression else byte_range.size), lambda: raw.tell() - start
 
 
 def read_range(stream: BinaryIO, size: int, byte_range: ByteRange) -> bytes:

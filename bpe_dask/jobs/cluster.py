@@ -1,6 +1,7 @@
 """Cluster set-up: options in, a connected ``distributed.Client`` out.
 
-Takes a scheduler address, a worker count or an existing client; gives a client for the
+Takes a scheduler address (or the scheduler file that ``dask scheduler --scheduler-file``,
+dask-jobqueue and dask-mpi write), a worker count or an existing client; gives a client for the
 duration of a ``with`` block. With no scheduler it starts a LocalCluster sized to the
 machine: one single-threaded worker process per core, since pre-tokenizing is pure
 Python and holds the GIL. Also: the cluster failing under a job as one line
@@ -10,6 +11,7 @@ Python and holds the GIL. Also: the cluster failing under a job as one line
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import os
 import socket
@@ -19,7 +21,7 @@ from contextlib import ExitStack, contextmanager
 
 import dask
 from dask.utils import parse_timedelta
-from distributed import Client, KilledWorker, LocalCluster
+from distributed import Client, KilledWorker, LocalCluster, Security
 from distributed.comm import parse_address, parse_host_port
 from distributed.comm.core import CommClosedError
 from distributed.utils import CancelledError
@@ -40,22 +42,63 @@ def default_workers() -> int:
 
 @contextmanager
 def dask_client(
-    scheduler: str | None = None, workers: int | None = None, client: Client | None = None
+    scheduler: str | None = None,
+    workers: int | None = None,
+    client: Client | None = None,
+    scheduler_file: str | None = None,
 ) -> Iterator[Client]:
-    """The given client, a client of ``scheduler``, or a client of a new LocalCluster."""
+    """The given client, a client of ``scheduler`` (or of the scheduler ``scheduler_file`` names), or
+    a client of a new LocalCluster."""
     if client is not None:
         yield client
-    elif scheduler:
-        yield from _remote_client(scheduler)
+    elif scheduler or scheduler_file:
+        named_by = f" (named by {scheduler_file})" if not scheduler else ""
+        yield from _remote_client(scheduler or scheduler_address(scheduler_file), named_by)
     else:
         yield from _local_client(workers or default_workers())
 
 
-def _remote_client(address: str) -> Iterator[Client]:
+SCHEDULER_FILE_LIMIT = 16 * 2**20  # characters; Dask's are a few hundred
+
+
+def scheduler_address(path: str) -> str:
+    """The address in a Dask scheduler file: the JSON that ``dask scheduler --scheduler-file`` (and
+    dask-jobqueue, dask-mpi) write, which ``distributed.Client(scheduler_file=...)`` reads. Read once,
+    at once: Dask's own client would wait for a missing file forever.
+
+    >>> _ = open("scheduler.json", "w").write('{"type": "Scheduler", "address": "tls://10.0.0.5:8786"}')
+    >>> scheduler_address("scheduler.json")
+    'tls://10.0.0.5:8786'
+    >>> scheduler_address("nowhere.json")
+    Traceback (most recent call last):
+    bpe_dask.errors.BpeDaskError: cannot read the scheduler file nowhere.json: No such file or directory
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read(SCHEDULER_FILE_LIMIT)  # not a whole corpus given by mistake
+    except OSError as error:
+        reason = error.strerror or describe(error)
+        raise BpeDaskError(f"cannot read the scheduler file {path}: {reason}") from None
+    except UnicodeDecodeError:
+        text = ""
+    try:
+        address = json.loads(text).get("address") if text.lstrip().startswith("{") else None
+    except ValueError:
+        address = None
+    if not isinstance(address, str) or "://" not in address:
+        raise BpeDaskError(
+            f"{path} is not a Dask scheduler file: the JSON file `dask scheduler --scheduler-file` writes, "
+            'with the scheduler\'s "address"'
+        )
+    return address
+
+
+def _remote_client(address: str, named_by: str = "") -> Iterator[Client]:
     seconds = connect_timeout()
-    log.info("connecting to %s", address)
+    log.info("connecting to %s%s", address, named_by)
     try:
         _answers_as_a_scheduler(address, seconds)
+        _has_tls_settings(address)
         client = Client(address, timeout=f"{seconds}s")
     except (OSError, TimeoutError, ValueError) as error:
         raise BpeDaskError(f"cannot reach the Dask scheduler at {address}: {describe(error)}") from None
@@ -67,6 +110,20 @@ def _remote_client(address: str) -> Iterator[Client]:
 def connect_timeout() -> float:
     """Seconds to wait for a scheduler to answer: Dask's ``distributed.comm.timeouts.connect``."""
     return float(parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="seconds"))
+
+
+def _has_tls_settings(address: str) -> None:
+    """Raise if a ``tls://`` address meets a client without Dask's TLS settings: Dask's client takes
+    its certificates from Dask's config (``distributed.comm.tls``, read by ``Security()``), and
+    without them fails with a TypeError. A configured security loader gives its own."""
+    if parse_address(address)[0] != "tls" or dask.config.get("distributed.client.security-loader", None):
+        return
+    if Security().get_connection_args("client").get("ssl_context") is None:  # reads the key files too
+        raise ValueError(
+            "a tls:// scheduler needs Dask's TLS settings on this machine: distributed.comm.tls.ca-file, "
+            "distributed.comm.tls.client.cert and .key, in Dask's config (~/.config/dask/*.yaml) or as "
+            "DASK_DISTRIBUTED__COMM__TLS__CA_FILE, ..."
+        )
 
 
 def _answers_as_a_scheduler(address: str, seconds: float) -> None:

@@ -75,10 +75,13 @@ class Curve:
 
 
 def load_plotting() -> None:
-    """Import what ``plot`` uses, by drawing an empty picture, in this thread. A job draws in a
-    background thread while its cluster closes, and Dask's scheduler takes its directory out of
-    ``sys.path`` as it closes: an import walking ``sys.path`` at that moment can miss a module
-    (seen: ``No module named 'six'``, which matplotlib imports through dateutil)."""
+    """Import what ``plot`` uses, by drawing an empty picture. A job draws in a background thread
+    while its cluster closes, and Dask's scheduler takes its directory out of ``sys.path`` as it
+    closes: an import walking ``sys.path`` at that moment can miss a module (seen: ``No module named
+    'six'``, which matplotlib imports through dateutil). So ``train`` runs this before: in a thread
+    while the cluster starts (a server puts its directory at the front of ``sys.path`` as it starts,
+    which makes an import walking it look at one entry twice, never miss one), waited for before
+    the cluster closes."""
     plot({})
 
 

@@ -17,7 +17,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.inputs import InputFile, expand_inputs
 from bpe_dask.io.plan import Partition, plan_ranges
 from bpe_dask.io.records import BadRecords
+from bpe_dask.io.sample import sample_documents
 from bpe_dask.io.storage import Store, describe, is_local, required_packages
 from bpe_dask.jobs.cluster import dask_client, failures_explained
 from bpe_dask.jobs.options import JobOptions
@@ -66,18 +67,42 @@ class Job:
             inputs, self.store, exclude=[e for e in exclude if e], reading=self.options.reading()
         )
 
+    def check_pattern(self, pretokenizer: Pretokenizer) -> None:
+        """A split pattern of one's own may leave characters out of every pre-token, and such text is
+        never counted (``'\\w+'`` drops spaces and punctuation): say how many characters of a sample of
+        the first input it drops, in a warning, or, with ``strict_pattern``, an error before any work."""
+        if pretokenizer.pattern.builtin or not self.files:
+            return
+        documents = sample_documents(self.files[0], self.store)
+        dropped = "".join(pretokenizer.uncovered(document) for document in documents)
+        if not dropped:
+            return
+        total = sum(map(len, documents))
+        examples = ", ".join(repr(c) for c in list(dict.fromkeys(dropped))[:5])
+        message = (
+            f"the split pattern '{pretokenizer.pattern.spec}' leaves {len(dropped):,} of the {total:,} "
+            f"characters of a sample of {self.files[0].name} out of every pre-token "
+            f"({100 * len(dropped) / total:.1f} %; {examples}): such text is never counted, and the "
+            "tokenizer cannot encode it"
+        )
+        if self.options.strict_pattern:
+            raise BpeDaskError(f"{message} (--strict-pattern)")
+        log.warning("%s; --strict-pattern makes this an error", message)
+
     def plan(self, pretokenizer: Pretokenizer, threads: int | None = None) -> None:
         """The files cut into byte ranges: ``--chunk-size`` bytes each, or sized for ``threads`` worker
         threads (``None``: as large as a task may be, for counting in this process)."""
         chunk_size = self.options.chunk_size or partition_size(self.input_bytes, threads, self.store.settings)
         self.ranges = plan_ranges(self.files, chunk_size, pretokenizer, self.store)
-        log.info(
-            "%s, %s, %s of about %s",
-            plural(len(self.files), "input file"),
-            format_bytes(self.input_bytes),
-            plural(len(self.ranges), "partition"),
-            format_bytes(chunk_size),
-        )
+        compressed = sum(1 for f in self.files if f.compression)
+        if compressed == len(self.files):  # the chunk size cuts nothing: the sizes are not the text's
+            sizes = f"{format_bytes(self.input_bytes)} compressed, {plural(len(self.ranges), 'partition')} " \
+                "(a compressed file is read whole, as one task)"
+        else:
+            whole = f" ({compressed} compressed, each read whole as one task)" if compressed else ""
+            sizes = f"{format_bytes(self.input_bytes)}{whole}, {plural(len(self.ranges), 'partition')} of " \
+                f"about {format_bytes(chunk_size)}"
+        log.info("%s, %s", plural(len(self.files), "input file"), sizes)
         if pretokenizer.pattern.cut_rule is None and any(
             f.size > chunk_size and not f.has_records for f in self.files
         ):
@@ -112,15 +137,16 @@ class Job:
     def embedded(self) -> bool:
         """Whether the job's cluster is a LocalCluster on this machine (``is_embedded``), before it starts."""
         client = self.options.client
-        return is_embedded(client) if client is not None else not self.options.scheduler
+        return is_embedded(client) if client is not None else not self.options.on_scheduler
 
     @contextmanager
     def cluster(self) -> Iterator[Client]:
-        with dask_client(self.options.scheduler, self.options.workers, self.options.client) as client:
+        opts = self.options
+        with dask_client(opts.scheduler, opts.workers, opts.client, opts.scheduler_file) as client:
             try:
                 yield client
             finally:
-                if self.plugins and (self.options.client or self.options.scheduler):  # it outlives the job
+                if self.plugins and (opts.client or opts.on_scheduler):  # it outlives the job
                     unregister_plugins(client, self.plugins)
 
     def preflight(self, client: Client, work_dir: str | None, outputs: Sequence[str | None] = ()) -> None:
@@ -142,7 +168,7 @@ class Job:
             client,
             packages,
             places=places,
-            embedded=not (self.options.client or self.options.scheduler),  # the LocalCluster we started
+            embedded=not (self.options.client or self.options.on_scheduler),  # the LocalCluster we started
             store=self.store,
             ship_package=self.options.ship_package,
         )
@@ -208,17 +234,20 @@ def run_tasks(client: Client, tasks: list[Delayed], progress: TaskProgress | Non
     """Compute ``tasks`` and gather their results; a failure cancels them all and is one line.
 
     The first ``len(sizes)`` tasks are map tasks over that many input bytes each: ``progress``
-    hears of each as it finishes (with ``extra`` of its result, such as its tokens).
+    hears how far each has read as it runs, and of each as it finishes (with ``extra`` of its
+    result, such as its tokens).
     """
+    size_of = {task.key: size for task, size in zip(tasks, sizes, strict=False)}
+    listening = progress.listening(client, size_of) if progress is not None else nullcontext()
     futures = client.compute(tasks)
     try:
-        with failures_explained(client):
+        with failures_explained(client), listening:
             if progress is not None:
-                size_of = {future.key: size for future, size in zip(futures, sizes, strict=False)}
                 for future in as_completed(futures[: len(sizes)]):
                     if future.status != "finished":
                         break  # gathering raises its error
-                    progress.task_done(size_of[future.key], extra(future.result()) if extra else 0)
+                    result = extra(future.result()) if extra else 0
+                    progress.task_done(size_of[future.key], result, future.key)
             return client.gather(futures)
     except BaseException:
         client.cancel(futures)  # a failed job stops at once, before its work directory goes

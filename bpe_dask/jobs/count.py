@@ -20,7 +20,7 @@ from distributed import Client
 
 from bpe_dask import settings as config
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.counts_table import read_counts
+from bpe_dask.io.counts_table import read_counts, words_bytes, write_counts
 from bpe_dask.io.outputs import check_output_file, remove_files
 from bpe_dask.io.plan import Partition
 from bpe_dask.io.records import BadRecords
@@ -28,6 +28,7 @@ from bpe_dask.io.storage import Store, absolute
 from bpe_dask.jobs.context import Job, cluster_threads, report_bad_records, run_tasks
 from bpe_dask.jobs.options import JobOptions, PathLike, input_list
 from bpe_dask.jobs.progress import TaskProgress
+from bpe_dask.jobs.wording import format_bytes
 from bpe_dask.stages.count import (
     CountSettings,
     count_range,
@@ -57,6 +58,7 @@ class CountResult:
     partitions_reused: int = 0
     bad_records_skipped: int = 0
     specials: SpecialsSeen = field(default_factory=SpecialsSeen)  # the special tokens the inputs held
+    text_bytes: int = 0  # the UTF-8 bytes of the text counted (decompressed; records' texts only)
     seconds: float = 0.0
     path: str | None = None
     store: Store = field(default_factory=Store, repr=False)  # where ``path`` is
@@ -71,6 +73,7 @@ class CountResult:
         return {
             "inputs": self.input_files,
             "input_bytes": self.input_bytes,
+            "text_bytes": self.text_bytes,
             "partitions": self.partitions,
             "partitions_reused": self.partitions_reused,
             "partitions_computed": self.partitions - self.partitions_reused,
@@ -112,8 +115,11 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
     job.find_inputs(inputs, exclude=[out, opts.work_dir])
     settings = opts.count_settings()
     pretokenizer = settings.pretokenizer()
+    job.check_pattern(pretokenizer)
     in_process = opts.in_process
-    if in_process is None:
+    if not job.input_bytes:  # nothing to count: no cluster to start, or to wait for
+        in_process = True
+    elif in_process is None:
         # Below this much input the Python API counts here: starting a cluster costs seconds.
         small = job.input_bytes <= config.size("in-process-limit", job.store.settings)
         in_process = not (opts.wants_cluster or out) and small
@@ -123,13 +129,19 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
         result = _result(job)
         bad = BadRecords()
         result._table = count_in_process(job.ranges, settings, job.store, bad, result.specials)
+        result.text_bytes = words_bytes(result._table) + result.specials.bytes
+        say_text_bytes(job, result.text_bytes)
+        if out:  # as the reduce records it: the settings, and the special tokens seen
+            recorded = {**settings.recorded(), "special_tokens_seen": vars(result.specials)}
+            write_counts(result._table, out, job.store, recorded, opts.overwrite)
+            result.path = out
     else:
         with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
             job.preflight(client, work, [out])
             job.plan(pretokenizer, cluster_threads(client))
             log.info("counting with %s", counting_engine(settings, job.largest_range))
             result = _result(job)
-            counts, result.partitions_reused, bad, result.specials = count_on_cluster(
+            counts, result.partitions_reused, bad, result.specials, result.text_bytes = count_on_cluster(
                 client, job, settings, work, out
             )
             if out:
@@ -162,10 +174,10 @@ def count_in_process(
 
 def count_on_cluster(
     client: Client, job: Job, settings: CountSettings, work_dir: str, out: str | None = None
-) -> tuple[str | pa.Table, int, BadRecords, SpecialsSeen]:
+) -> tuple[str | pa.Table, int, BadRecords, SpecialsSeen, int]:
     """Map and reduce on the cluster: the summed counts, written to ``out`` (its URL is returned) or,
     with no ``out``, handed back as a table; how many shards were reused; the records skipped; the
-    special tokens the inputs held."""
+    special tokens the inputs held; the bytes of text counted."""
     shard_dir = f"{work_dir.rstrip('/')}/shards"
     store = job.store
     shards = [
@@ -185,4 +197,12 @@ def count_on_cluster(
     for shard in finished:
         bad.merge(shard.bad_records)
         specials.merge(shard.specials)
-    return counts, sum(shard.reused for shard in finished), bad, specials
+    text_bytes = sum(shard.text_bytes for shard in finished)
+    say_text_bytes(job, text_bytes)
+    return counts, sum(shard.reused for shard in finished), bad, specials, text_bytes
+
+
+def say_text_bytes(job: Job, text_bytes: int) -> None:
+    """How much text the input held, where that is not its size: compressed files, records."""
+    if any(f.compression or f.has_records for f in job.files):
+        log.info("%s of text in %s of input", format_bytes(text_bytes), format_bytes(job.input_bytes))

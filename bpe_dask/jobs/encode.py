@@ -10,6 +10,7 @@ nanoGPT and the CS336 training loop ``np.memmap``) with a JSON sidecar saying it
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Sequence
@@ -19,7 +20,7 @@ import dask
 from dask.base import tokenize
 from distributed import Client
 
-from bpe_dask.errors import BpeDaskError
+from bpe_dask.errors import BpeDaskError, UsageError
 from bpe_dask.io.outputs import check_output_dir, check_output_file
 from bpe_dask.io.publish import atomic_file, staged_directory
 from bpe_dask.io.records import BadRecords
@@ -44,6 +45,8 @@ from bpe_dask.tokenizer import Tokenizer
 from bpe_dask.version import __version__
 
 FORMATS = ("npy", "bin")
+
+log = logging.getLogger(__name__)
 
 
 def encode(
@@ -92,6 +95,8 @@ def encode(
         check_output_dir(out, opts.overwrite, is_encoded_file, job.store)
     job.find_inputs(inputs, exclude=[out, opts.work_dir])
     _check_separator(document_separator, tokenizer, job)
+    job.check_pattern(tokenizer.pretokenizer)
+    _say_format(out, fmt, tokenizer)
     with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
         job.preflight(client, work, [out])
         job.plan(tokenizer.pretokenizer, cluster_threads(client))
@@ -106,11 +111,33 @@ def encode(
 
 
 def output_format(out: str, format: str | None) -> str:
-    if format is None:
-        return "bin" if out.rstrip("/").endswith(".bin") else "npy"
-    if format not in FORMATS:
-        raise BpeDaskError(f"format must be npy or bin, got {format!r}")
-    return format
+    """The format ``format`` names, or else ``out``'s name: ``.bin`` is one flat file, a name without
+    a suffix a directory of ``.npy`` shards; any other suffix (``ids.txt``, ``x.ids``) is refused
+    rather than guessed, since a name that looks like a file would silently become a directory.
+
+    >>> output_format("train.bin", None), output_format("data/train", None), output_format("x.ids", "bin")
+    ('bin', 'npy', 'bin')
+    """
+    if format is not None:
+        if format not in FORMATS:
+            raise UsageError(f"format must be npy or bin, got {format!r}")
+        return format
+    name = out.rstrip("/").rpartition("/")[2]
+    if name.endswith(".bin"):
+        return "bin"
+    if "." not in name.lstrip("."):
+        return "npy"
+    raise UsageError(
+        f"cannot tell the output format from the name {name!r}: give --format bin (one flat file of ids) "
+        "or --format npy (a directory of .npy shards), or name it .bin"
+    )
+
+
+def _say_format(out: str, fmt: str, tokenizer: Tokenizer) -> None:
+    if fmt == "bin":
+        log.info("writing one flat file of %s token ids: %s (and %s.json)", dtype_for(tokenizer), out, out)
+    else:
+        log.info("writing a directory of .npy shards of %s token ids: %s", dtype_for(tokenizer), out)
 
 
 def _tokenizer(
@@ -221,6 +248,7 @@ def _report(job: Job, shards: list[EncodedShard], tokenizer: Tokenizer, source: 
             started: float) -> dict:  # fmt: skip
     seconds = time.perf_counter() - started
     tokens = sum(s.tokens for s in shards)
+    text_bytes = sum(s.text_bytes for s in shards)
     reused = sum(s.reused for s in shards)
     return {
         "version": __version__,
@@ -237,7 +265,8 @@ def _report(job: Job, shards: list[EncodedShard], tokenizer: Tokenizer, source: 
         "shards_computed": len(shards) - reused,
         "bad_records_skipped": sum(s.bad_records.count for s in shards),
         "input_bytes": job.input_bytes,
-        "bytes_per_token": job.input_bytes / tokens if tokens else None,
+        "text_bytes": text_bytes,
+        "bytes_per_token": text_bytes / tokens if tokens else None,
         "seconds": seconds,
         "bytes_per_second": job.input_bytes / seconds,
         "tokens_per_second": tokens / seconds,

@@ -115,8 +115,12 @@ def evaluate(
         check_output_dir(out, opts.overwrite, lambda name: name in FILES, job.store)
     job.find_inputs(inputs, exclude=[out])
     groups = _groups(rows, opts)
+    for settings, _, _ in groups:
+        job.check_pattern(settings.pretokenizer())  # text a pattern leaves out has bytes but no tokens
     in_process = opts.in_process
-    if in_process is None:  # as counting: starting a cluster costs seconds
+    if not job.input_bytes:  # nothing to read: no cluster to start, or to wait for
+        in_process = True
+    elif in_process is None:  # as counting: starting a cluster costs seconds
         small = job.input_bytes <= config.size("in-process-limit", job.store.settings)
         in_process = small and not opts.wants_cluster
     if in_process:

@@ -14,12 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from dask.base import tokenize
 from distributed import Client
 
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.counts_table import read_counts
+from bpe_dask.io.counts_table import read_counts, words_bytes
 from bpe_dask.io.storage import Store
 from bpe_dask.jobs import progress
 from bpe_dask.jobs.cluster import failures_explained
@@ -94,9 +93,8 @@ def merge_table(
                                  **asdict(limits), stopped=lambda *why: stops.append(Stop(*why)),
                                  savings=savings)  # fmt: skip
     seconds = time.perf_counter() - started
-    byte_tokens = pc.sum(pc.multiply(pc.binary_length(table.column("token")), table.column("count"))).as_py()
     return Merged(vocab, merges, table.num_rows, peak_rss_bytes(), seconds, stops[0] if stops else None,
-                  byte_tokens or 0, savings)  # fmt: skip
+                  words_bytes(table), savings)  # fmt: skip
 
 
 def merge_on_worker(

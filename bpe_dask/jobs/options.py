@@ -2,9 +2,10 @@
 
 Takes what the Python API's keyword arguments or the command line (``config``) give: special
 tokens, chunk size, work directory, storage options, invalid-UTF-8 handling and where to run (a
-``Client``, a scheduler address, or a LocalCluster of N workers). Every job checks its options
-here, once, before any work, so a mistake is the same one-line ``BpeDaskError`` whichever way
-the job was started. Storage options (which may hold credentials) never show in a ``repr``.
+``Client``, a scheduler address or scheduler file, or a LocalCluster of N workers). Every job
+checks its options here, once, before any work, so a mistake is the same one-line
+``BpeDaskError`` whichever way the job was started. Storage options (which may hold
+credentials) never show in a ``repr``.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from dask.utils import parse_bytes
 from distributed import Client
 
 from bpe_dask.engines import check_engine
-from bpe_dask.errors import BpeDaskError
+from bpe_dask.errors import BpeDaskError, UsageError
 from bpe_dask.io.inputs import Reading
 from bpe_dask.io.storage import absolute
 from bpe_dask.io.text import check_utf8_errors
+from bpe_dask.jobs.cluster import scheduler_address
 from bpe_dask.rules.pretokenize import check_special_tokens, split_pattern
 from bpe_dask.stages.count import CountSettings
 
@@ -54,12 +56,14 @@ class JobOptions:
     engine: str = "auto"  # counting and merging: compiled (numba) where it can, or "python", or "numba"
     client: Client | None = field(default=None, repr=False)  # run on this client's cluster
     scheduler: str | None = None  # or connect to this scheduler
+    scheduler_file: str | None = None  # or to the one this file names (`dask scheduler --scheduler-file`)
     workers: int | None = None  # or start a LocalCluster of this many workers (default: one per core)
     in_process: bool | None = None  # count in this process (None: for small inputs, with no cluster asked)
     merge_on: str = "auto"  # where the merge loop runs: auto, client or worker
     ship_package: bool = False  # upload this bpe_dask to workers that lack it
     ship_credentials: bool = False  # send this machine's AWS_* credentials to the tasks (not by default)
     overwrite: bool = False  # replace results already in the output
+    strict_pattern: bool = False  # a split pattern that leaves text out of every pre-token is an error
     show_progress: bool = False  # progress bars and log lines on stderr
 
     @classmethod
@@ -86,7 +90,7 @@ class JobOptions:
                 raise BpeDaskError(f"{name} must be a string, got {getattr(self, name)!r}")
         if self.work_dir:
             set_(self, "work_dir", absolute(self.work_dir))  # as the workers must read it
-        for name in ("ship_package", "ship_credentials", "overwrite", "show_progress") + (
+        for name in ("ship_package", "ship_credentials", "overwrite", "show_progress", "strict_pattern") + (
             ("in_process",) if self.in_process is not None else ()
         ):
             if not isinstance(getattr(self, name), bool):
@@ -99,15 +103,33 @@ class JobOptions:
         check_engine(self.engine)
         if self.merge_on not in MERGE_PLACES:
             raise BpeDaskError(f"merge_on must be auto, client or worker, got {self.merge_on!r}")
+        if self.scheduler_file is not None:
+            self._check_scheduler_file()
         if sum(map(bool, (self.client, self.scheduler, self.workers))) > 1:
             raise BpeDaskError("give one place to run: a client, a scheduler, or a number of workers")
         if self.in_process and self.wants_cluster:
             raise BpeDaskError("in_process=True counts here: it cannot take client, scheduler or workers")
         check_replacement_character(self.special_tokens, self.utf8_errors)
 
+    def _check_scheduler_file(self) -> None:
+        """A scheduler file names the one place to run; its path is this machine's, and what it holds
+        is checked now, before any work (and read again when the job connects)."""
+        if not isinstance(self.scheduler_file, (str, os.PathLike)):
+            raise BpeDaskError(f"scheduler_file must be a path, got {self.scheduler_file!r}")
+        others = [name for name in ("client", "scheduler", "workers") if getattr(self, name)]
+        if others:
+            raise UsageError(f"give one place to run: scheduler_file, or {others[0]}, not both")
+        object.__setattr__(self, "scheduler_file", os.path.abspath(os.path.expanduser(self.scheduler_file)))
+        scheduler_address(self.scheduler_file)
+
     @property
     def wants_cluster(self) -> bool:
-        return bool(self.client or self.scheduler or self.workers)
+        return bool(self.client or self.scheduler or self.workers or self.scheduler_file)
+
+    @property
+    def on_scheduler(self) -> bool:
+        """Whether the job runs on a scheduler already running: an address, or a scheduler file."""
+        return bool(self.scheduler or self.scheduler_file)
 
     def reading(self) -> Reading:
         return Reading(self.input_format, self.text_column, self.on_bad_record)

@@ -1,6 +1,8 @@
-"""Progress on stderr: tasks done as a job's map phase runs, and merges done in the merge loop.
+"""Progress on stderr: a job's map phase as it runs, and merges done in the merge loop.
 
-Takes counts of what is done as it happens; gives one line that redraws in place on a terminal,
+Takes counts of what is done as it happens (tasks finished, and how far running tasks have read,
+which they report as Dask events: ``stages.read_events``; merges done, from this process or, as
+events, from the worker that runs the loop); gives one line that redraws in place on a terminal,
 and, elsewhere (a log file, CI, ``nohup``), a log line at a steady pace and one at the end:
 
     count: 9/16 partitions (56%), 36.6 MiB of 62.0 MiB, 11.8 MiB/s, ETA 2.2 s
@@ -11,18 +13,22 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from distributed import Client, get_worker
 
 from bpe_dask.jobs.wording import format_bytes, format_seconds
+from bpe_dask.stages.read_events import TOPIC as READ_TOPIC
 
 log = logging.getLogger(__name__)
 
 MERGE_TOPIC = "bpe-dask-merge-progress"
 LOG_EVERY = 5.0  # seconds between log lines when stderr is not a terminal
+TICK = 1.0  # seconds between redraws of a map phase's line while its tasks run
 
 
 class _Line:
@@ -52,37 +58,120 @@ class _Line:
 class TaskProgress(_Line):
     """``count: 9/16 partitions (56%), 36.6 MiB of 62.0 MiB, 11.8 MiB/s, ETA 2.2 s``.
 
-    The rate is that of the input read so far, which is steady in a map phase; there is no ETA
-    until a task has finished. ``extra`` names a second quantity to report a rate of (tokens).
+    Hears of each task as it finishes (``task_done``), and, while ``listening``, of how far each
+    running task has read (``task_read``: the tasks' ``stages.read_events``), so a long partition or
+    a one-task ``.gz`` shows its progress as it runs; the line is redrawn every ``TICK`` seconds
+    meanwhile. A task's reports count up to its size, its latest replacing the earlier ones (a task
+    tried again starts from 0); once it finishes, its exact size replaces them, and later reports
+    are ignored. The rate, and so the ETA, is that of the bytes read since the first was counted:
+    a worker's first task loads or compiles the compiled code before it counts anything, and that
+    wait is not the pace of the work. Until then the line says so. ``extra`` names a second quantity
+    to report a rate of (tokens), from the finished tasks' share of it per byte.
     """
 
     def __init__(self, label: str, tasks: int, total_bytes: int, extra: str = "", **line) -> None:
         super().__init__(**line)
         self.label, self.tasks, self.total_bytes, self.extra = label, tasks, total_bytes, extra
         self.done = self.done_bytes = self.done_extra = 0
+        self.sizes: dict = {}  # the tasks' keys, and each one's size, while ``listening``
+        self.reading: dict = {}  # running tasks: the bytes each has read
+        self.documents: dict = {}  # the records each task has read (there is no exact count to replace it)
+        self.ended: set = set()  # tasks finished: their exact sizes are counted
+        self.first: tuple[float, int] | None = None  # when the first byte was counted, and the bytes then
+        self.latest = (self.started, 0)  # the last time the bytes read grew, and to what
+        self.lock = threading.Lock()  # reports come on the client's event loop, finished tasks here
 
-    def task_done(self, size: int, extra: int = 0) -> None:
-        self.done += 1
-        self.done_bytes += size
-        self.done_extra += extra
-        self.show(self.line(), last=self.done >= self.tasks)
+    @contextmanager
+    def listening(self, client: Client, sizes: dict) -> Iterator[None]:
+        """Hear the tasks ``sizes`` names (key: bytes) report how far they have read as they run, and
+        redraw the line every ``TICK`` seconds meanwhile."""
+        self.sizes = dict(sizes)
+        stop = threading.Event()
+        ticker = threading.Thread(target=self._tick, args=(stop,), name="bpe-dask-progress", daemon=True)
+        client.subscribe_topic(READ_TOPIC, self._heard)
+        ticker.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            ticker.join()
+            try:
+                client.unsubscribe_topic(READ_TOPIC)
+            except Exception:  # the scheduler is gone: the job's own error says so
+                log.debug("could not unsubscribe from %s", READ_TOPIC, exc_info=True)
+
+    def _tick(self, stop: threading.Event) -> None:
+        while not stop.wait(TICK):
+            with self.lock:
+                self.show(self.line(), last=False)
+
+    def _heard(self, event: tuple) -> None:
+        try:
+            message = event[1]
+            key = message["key"]
+            key = tuple(key) if isinstance(key, list) else key  # a tuple key comes back as a list
+            self.task_read(key, int(message["bytes"]), int(message.get("documents", 0)))
+        except Exception:  # a malformed event: progress never fails a job
+            log.debug("ignored a progress event: %r", event, exc_info=True)
+
+    def task_read(self, key: object, done: int, documents: int = 0) -> None:
+        """A running task ``key`` has read ``done`` bytes of its partition and ``documents`` records."""
+        with self.lock:
+            if key not in self.sizes:
+                return  # another job's task, on a shared scheduler
+            if documents:
+                self.documents[key] = max(documents, self.documents.get(key, 0))
+            if key in self.ended:
+                return  # its exact size is counted
+            self.reading[key] = max(0, min(done, self.sizes[key]))
+            self._seen()
+            self.show(self.line(), last=False)
+
+    def task_done(self, size: int, extra: int = 0, key: object = None) -> None:
+        with self.lock:
+            self.done += 1
+            self.done_bytes += size
+            self.done_extra += extra
+            if key is not None:
+                self.ended.add(key)
+                self.reading.pop(key, None)
+            self._seen()
+            self.show(self.line(), last=self.done >= self.tasks)
+
+    def read_bytes(self) -> int:
+        return min(self.total_bytes, self.done_bytes + sum(self.reading.values()))
+
+    def _seen(self) -> None:
+        now, read = self.clock(), self.read_bytes()
+        if self.first is None and read > 0:
+            self.first = (now, read)
+        if read > self.latest[1]:
+            self.latest = (now, read)
 
     def line(self) -> str:
-        elapsed = self.elapsed()
-        percent = 100 * self.done_bytes / self.total_bytes if self.total_bytes else 100
+        read = self.read_bytes()
+        percent = 100 * read / self.total_bytes if self.total_bytes else 100
         parts = [
             f"{self.label}: {self.done:,}/{self.tasks:,} partitions ({percent:.0f}%)",
-            f"{format_bytes(self.done_bytes)} of {format_bytes(self.total_bytes)}",
+            f"{format_bytes(read)} of {format_bytes(self.total_bytes)}",
         ]
-        if self.done and elapsed > 0:
-            parts.append(f"{format_bytes(self.done_bytes / elapsed)}/s")
-            if self.extra:
-                parts.append(f"{self.done_extra / elapsed:,.0f} {self.extra}/s")
-            if self.done < self.tasks and self.done_bytes:
-                remaining = (self.total_bytes - self.done_bytes) * elapsed / self.done_bytes
-                parts.append(f"ETA {format_seconds(remaining)}")
+        if self.documents:
+            parts.append(f"{sum(self.documents.values()):,} documents")
+        (since, read_then), (now, read_now) = self.first or self.latest, self.latest
+        if self.done >= self.tasks and not now > since:  # one report only: the whole job's pace
+            (since, read_then), now = (self.started, 0), self.clock()
+        if now > since and read_now > read_then:
+            rate = (read_now - read_then) / (now - since)  # up to the last report: no dip between reports
+            parts.append(f"{format_bytes(rate)}/s")
+            if self.extra and self.done_bytes:
+                parts.append(f"{rate * self.done_extra / self.done_bytes:,.0f} {self.extra}/s")
+            if self.done < self.tasks:
+                remaining = (self.total_bytes - read) / rate - (self.clock() - now)
+                parts.append(f"ETA {format_seconds(max(0.0, remaining))}")
         else:
-            parts.append(f"{format_seconds(elapsed)} so far")
+            parts.append(f"{format_seconds(self.elapsed())} so far")
+            if self.first is None:
+                parts.append("nothing counted yet (a fresh worker compiles its code first)")
         return ", ".join(parts)
 
 
@@ -91,7 +180,9 @@ class MergeProgress(_Line):
 
     Merges get cheaper as counts fall (the first ones touch a third of all words), so the ETA
     comes from the rate over the last ``window`` seconds, and only once ``min_fraction`` of the
-    merges and ``min_seconds`` have passed: before that no estimate would be worth showing.
+    merges and ``min_seconds`` have passed: before that no estimate would be worth showing. Time
+    is counted from the first report, not from the start: reading the counts, building the loop's
+    state and compiling it (numba, on a fresh install) come before any merge, and are not its pace.
     """
 
     def __init__(self, total: int, window: float = 5.0, min_seconds: float = 2.0, min_fraction: float = 0.02,
@@ -103,25 +194,31 @@ class MergeProgress(_Line):
             min_seconds,
             min_fraction,
         )
-        self.recent: deque[tuple[float, int]] = deque([(self.started, 0)])
+        self.recent: deque[tuple[float, int]] = deque()  # (time, merges done) since the first report
+        self.first: float | None = None  # the first report's time
 
     def __call__(self, done: int) -> None:
         now = self.clock()
         self.recent.append((now, done))
         while len(self.recent) > 2 and now - self.recent[1][0] >= self.window:
             self.recent.popleft()
+        self.first = now if self.first is None else self.first
         self.show(self.line(done), last=done >= self.total)
 
     def line(self, done: int) -> str:
         percent = 100 * done / self.total if self.total else 100
         text = f"merge: {done:,}/{self.total:,} ({percent:.0f}%)"
+        if not self.recent:
+            return text
         (then, done_then), (now, _) = self.recent[0], self.recent[-1]
+        if len(self.recent) < 2 and done >= self.total:  # done in one report: the loop's pace, all told
+            then, done_then = self.started, 0
         if now > then and done > done_then:
             rate = (done - done_then) / (now - then)
             text += f", {rate:,.0f} merges/s"
             if (
                 done < self.total
-                and self.elapsed() >= self.min_seconds
+                and now - (self.first or now) >= self.min_seconds
                 and done >= self.min_fraction * self.total
             ):
                 text += f", ETA {format_seconds((self.total - done) / rate)}"

@@ -130,9 +130,9 @@ def warn_if_short(merged: Merged, vocab_size: int, limits: Limits) -> None:
         )  # fmt: skip
 
 
-def warn_if_empty(unique_words: int, input_bytes: int) -> None:
+def warn_if_empty(unique_words: int, input_bytes: int | None) -> None:
+    """Say that there was nothing to learn from: an input of ``input_bytes``, or a counts file (``None``)."""
     if unique_words == 0:
-        log.warning(
-            "the input holds no words (%d bytes): the vocabulary is only the bytes and special tokens",
-            input_bytes,
-        )
+        held = f"the input holds no words ({input_bytes:,} bytes)" if input_bytes is not None else (
+            "the counts hold no words")
+        log.warning("%s: the vocabulary is only the bytes and special tokens", held)

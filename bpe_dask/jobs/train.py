@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.counts_table import read_counts, recorded_settings
+from bpe_dask.io.counts_table import counts_table, read_counts, recorded_settings
 from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.storage import Store, absolute
 from bpe_dask.io.tokenizer_formats import check_special_token_names
@@ -72,8 +72,15 @@ def train(
     check_output_dir(out, opts.overwrite, is_output_file, job.store)
     job.find_inputs(inputs, exclude=[out, opts.work_dir])
     settings = opts.count_settings()
-    if opts.merge_on != "worker" and not (opts.scheduler or opts.client):
+    job.check_pattern(settings.pretokenizer())
+    if not job.input_bytes:  # nothing to count: no cluster to start, or to wait for
+        return _train_on_nothing(job, vocab_size, out, limits, started)
+    if opts.merge_on != "worker" and not (opts.on_scheduler or opts.client):
         warm_up(opts.engine)  # the merge loop compiles (or loads) while the cluster starts and counts
+    background = ThreadPoolExecutor(1)
+    # Drawing compression.png imports matplotlib (a second or two): in the background while the
+    # cluster starts, finished before the cluster closes (compression.load_plotting says why).
+    plotting = background.submit(compression.load_plotting)
     with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
         job.preflight(client, work)  # the tokenizer is published from here, not by the tasks
         job.plan(settings.pretokenizer(), cluster_threads(client))
@@ -82,7 +89,7 @@ def train(
         # The merge reads the counts where it runs: from the work directory on a worker; here, from
         # the reduce's own result, with no file in between.
         counts_file = f"{work.rstrip('/')}/counts/{job.key(settings)}.parquet" if on_worker else None
-        counts, reused, bad, specials = count_on_cluster(client, job, settings, work, counts_file)
+        counts, reused, bad, specials, text_bytes = count_on_cluster(client, job, settings, work, counts_file)
         count_seconds = time.perf_counter() - started
         if on_worker:
             merged = merge_on_cluster(client, counts, vocab_size, opts.special_tokens, job, limits)
@@ -90,17 +97,16 @@ def train(
             merged = merge_here(counts, vocab_size, opts, limits)
         workers_peak = client.run(peak_rss_bytes)
         # The tokenizer's files take a moment to make (tiktoken's ranks are checked): made while the
-        # cluster closes.
-        background = ThreadPoolExecutor(1)
+        # cluster closes, with everything they import already imported.
         curve = compression_curve(merged, opts.special_tokens, specials)
-        if curve is not None:
-            compression.load_plotting()  # here, not in the thread: see there
+        plotting.result()
         files = background.submit(tokenizer_files, merged, opts.special_tokens, opts.pattern, curve)
         background.shutdown(wait=False)  # the thread ends with its task
     report_bad_records(bad)
     warn_if_empty(merged.unique_words, job.input_bytes)
     report = training_report(
-        {"inputs": job.input_urls, "input_bytes": job.input_bytes, "partitions": len(job.ranges),
+        {"inputs": job.input_urls, "input_bytes": job.input_bytes, "text_bytes": text_bytes,
+         "partitions": len(job.ranges),
          "partitions_reused": reused, "partitions_computed": len(job.ranges) - reused,
          "utf8_errors": opts.utf8_errors, "bad_records_skipped": bad.count, "pattern": opts.pattern},
         merged, opts.special_tokens, vocab_size, limits, {"count": count_seconds},
@@ -109,6 +115,26 @@ def train(
     report["workers_peak_rss_bytes"] = workers_peak
     report["timings"]["total"] = time.perf_counter() - started
     publish_tokenizer(out, merged, opts, report, job.store, limits, files.result(), curve)
+    return report
+
+
+def _train_on_nothing(job: Job, vocab_size: int, out: str, limits: Limits, started: float) -> dict:
+    """``train`` of inputs that hold no bytes, here: the bytes and the special tokens, no merges."""
+    opts = job.options
+    job.plan(opts.count_settings().pretokenizer())
+    merged = merge_here(counts_table({}), vocab_size, opts, limits)
+    warn_if_empty(merged.unique_words, job.input_bytes)
+    report = training_report(
+        {"inputs": job.input_urls, "input_bytes": 0, "text_bytes": 0, "partitions": len(job.ranges),
+         "partitions_reused": 0, "partitions_computed": len(job.ranges), "utf8_errors": opts.utf8_errors,
+         "bad_records_skipped": 0, "pattern": opts.pattern},
+        merged, opts.special_tokens, vocab_size, limits, {"count": 0.0},
+    )  # fmt: skip
+    report["merge_ran_on"] = "client"
+    report["timings"]["total"] = time.perf_counter() - started
+    curve = compression_curve(merged, opts.special_tokens, SpecialsSeen())
+    files = tokenizer_files(merged, opts.special_tokens, opts.pattern, curve)
+    publish_tokenizer(out, merged, opts, report, job.store, limits, files, curve)
     return report
 
 
@@ -149,11 +175,14 @@ def merge(
     job = Job.start(opts, [counts, out])
     check_output_dir(out, opts.overwrite, is_output_file, job.store)
     merged = merge_here(read_counts(counts, job.store), vocab_size, opts, limits)
+    warn_if_empty(merged.unique_words, None)
     base = {"counts": counts, "counted_with": recorded, "pattern": opts.pattern}
     report = training_report(base, merged, opts.special_tokens, vocab_size, limits, {})
     report["timings"]["total"] = time.perf_counter() - started
     seen = (recorded or {}).get("special_tokens_seen")  # absent from counts an older bpe-dask wrote
     curve = compression_curve(merged, opts.special_tokens, None if seen is None else SpecialsSeen(**seen))
+    if seen is not None:
+        report["text_bytes"] = merged.byte_tokens + seen["bytes"]
     publish_tokenizer(out, merged, opts, report, job.store, limits, curve=curve)
     return report
 

@@ -10,9 +10,13 @@ def plural(count: int, noun: str) -> str:
     return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
-def format_bytes(count: int) -> str:
-    """``65.05 MB``-style sizes: Dask's own (binary units, 2 decimals)."""
-    return _dask_format_bytes(count)
+def format_bytes(count: float) -> str:
+    """``65.05 MB``-style sizes: Dask's own (binary units, 2 decimals); rates under 1 KiB too.
+
+    >>> format_bytes(68_209_869), format_bytes(429.0251839935064)
+    ('65.05 MiB', '429 B')
+    """
+    return _dask_format_bytes(round(count))
 
 
 def format_seconds(seconds: float) -> str:

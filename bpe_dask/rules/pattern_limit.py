@@ -51,9 +51,15 @@ class _TimedPattern:
         self.compiled, self.source = compiled, source
 
     def findall(self, text: str) -> list[str]:
+        return self._timed(self.compiled.findall, text)
+
+    def finditer(self, text: str) -> list[regex.Match]:
+        return self._timed(lambda *args, **kw: list(self.compiled.finditer(*args, **kw)), text)
+
+    def _timed(self, find, text: str):
         limit = pattern_timeout() * max(1, math.ceil(len(text) / 1_000_000))
         try:
-            return self.compiled.findall(text, timeout=limit)
+            return find(text, timeout=limit)
         except TimeoutError:
             raise PatternTimeoutError(
                 f"split pattern {self.source!r} took over {limit:g} s on {len(text):,} characters "

@@ -108,6 +108,23 @@ class Pretokenizer(SafeCuts):
         if start < len(text):
             yield text[start:], False
 
+    def uncovered(self, text: str) -> str:
+        """The characters of ``text`` that no pre-token covers, special tokens aside, in order. The
+        built-in patterns match every character; a pattern of one's own may leave some out, and such
+        text is never counted, so a tokenizer trained with it cannot encode it.
+
+        >>> Pretokenizer(["<|endoftext|>"], r"\\w+").uncovered("Hello, world!<|endoftext|>123")
+        ', !'
+        """
+        left = []
+        for piece in self.pieces(text):
+            position = 0
+            for match in self._pretoken.finditer(piece):
+                left.append(piece[position : match.start()])
+                position = max(position, match.end())
+            left.append(piece[position:])
+        return "".join(left)
+
     def pieces(self, text: str) -> list[str]:
         """The text between special tokens: pre-tokens never cross a special token."""
         return [text] if self._specials is None else self._specials.split(text)

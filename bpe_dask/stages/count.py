@@ -25,13 +25,14 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from bpe_dask.engines import check_pattern, use_compiled
-from bpe_dask.io.counts_table import write_counts
+from bpe_dask.io.counts_table import words_bytes, write_counts
 from bpe_dask.io.plan import Partition
 from bpe_dask.io.records import BadRecords, Documents, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
-from bpe_dask.io.text import check_utf8_errors, iter_texts
+from bpe_dask.io.text import ReadProgress, check_utf8_errors, iter_texts
 from bpe_dask.rules.pretokenize import Pretokenizer, split_pattern
 from bpe_dask.stages.counters import COMPILED_MIN_BYTES, CompiledCounter, RegexCounter, SpecialsSeen
+from bpe_dask.stages.read_events import reporter
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range counts
 # to, so that shards an older version left in a work directory are counted again, not reused.
@@ -84,11 +85,13 @@ class Shard:
     reused: bool
     bad_records: BadRecords = field(default_factory=BadRecords)
     specials: SpecialsSeen = field(default_factory=SpecialsSeen)
+    text_bytes: int = 0  # the UTF-8 bytes of the text counted: the words' and the special tokens'
 
 
 # In a shard's metadata, so that a reused shard still reports them.
 BAD_RECORDS_KEY = b"bpe_dask.bad_records"
 SPECIALS_KEY = b"bpe_dask.special_tokens_seen"
+TEXT_BYTES_KEY = b"bpe_dask.text_bytes"
 
 
 def shard_path(shard_dir: str, byte_range: Partition, settings: CountSettings) -> str:
@@ -122,21 +125,24 @@ def count_range(
     block_size: int | None = None,
     counter: RegexCounter | CompiledCounter | None = None,
     bad: BadRecords | None = None,
+    progress: ReadProgress | None = None,
 ) -> RegexCounter | CompiledCounter:
     """The pre-token counts of one partition, added into ``counter`` when given (``counter.table()``);
-    records skipped as bad are added to ``bad``. ``block_size``: ``bpe-dask.block-size`` of ``store``."""
+    records skipped as bad are added to ``bad``; ``progress`` hears how far the reading has got.
+    ``block_size``: ``bpe-dask.block-size`` of ``store``."""
     block_size = block_size or store.size("block-size")
     pretokenizer = settings.pretokenizer()
     counter = new_counter(settings, byte_range.text_bytes) if counter is None else counter
     errors = settings.utf8_errors
     with _without_cycle_collection():
         if byte_range.file.has_records:
-            batches = iter_documents(byte_range, store, utf8_errors=errors, bad=bad, batch_bytes=block_size)
+            batches = iter_documents(byte_range, store, utf8_errors=errors, bad=bad, batch_bytes=block_size,
+                                     progress=progress)  # fmt: skip
             for documents in batches:
                 add_documents(counter, documents, pretokenizer, block_size)
         else:
             for text in iter_texts(
-                byte_range, pretokenizer, store, utf8_errors=errors, block_size=block_size
+                byte_range, pretokenizer, store, utf8_errors=errors, block_size=block_size, progress=progress
             ):
                 counter.add(text)
     return counter
@@ -236,12 +242,18 @@ def _count_range_to_shard(
             parquet = pq.ParquetFile(f)
             metadata = parquet.schema_arrow.metadata or {}
             bad, specials = (json.loads(metadata.get(key, b"{}")) for key in (BAD_RECORDS_KEY, SPECIALS_KEY))
-            return Shard(path, parquet.metadata.num_rows, True, BadRecords(**bad), SpecialsSeen(**specials))
+            seen = SpecialsSeen(**specials)
+            if TEXT_BYTES_KEY in metadata:
+                text_bytes = int(metadata[TEXT_BYTES_KEY])
+            else:  # a shard an earlier version wrote
+                text_bytes = words_bytes(parquet.read()) + seen.bytes
+            return Shard(path, parquet.metadata.num_rows, True, BadRecords(**bad), seen, text_bytes)
     bad = BadRecords()
-    counter = count_range(byte_range, settings, store, bad=bad)
+    counter = count_range(byte_range, settings, store, bad=bad, progress=reporter(store, byte_range.size))
     table = counter.table().sort_by("token")  # the reduce merges runs
-    metadata = {SPECIALS_KEY: json.dumps(vars(counter.specials))}
+    text_bytes = words_bytes(table) + counter.specials.bytes
+    metadata = {SPECIALS_KEY: json.dumps(vars(counter.specials)), TEXT_BYTES_KEY: str(text_bytes)}
     if bad.count:
         metadata[BAD_RECORDS_KEY] = json.dumps(vars(bad))
     write_counts(table.replace_schema_metadata(metadata), path, store)
-    return Shard(path, table.num_rows, False, bad, counter.specials)
+    return Shard(path, table.num_rows, False, bad, counter.specials, text_bytes)

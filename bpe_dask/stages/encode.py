@@ -26,10 +26,11 @@ from bpe_dask.io.publish import atomic_file, output_file, write_bytes_atomically
 from bpe_dask.io.records import BadRecords, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.text import iter_texts
+from bpe_dask.stages.read_events import reporter
 from bpe_dask.tokenizer import Tokenizer
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range encodes to.
-ENCODING_VERSION = 1
+ENCODING_VERSION = 2  # 2: each shard has its sidecar (text bytes, bad records)
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class EncodedShard:
     reused: bool
     bad_records: BadRecords = field(default_factory=BadRecords)
     unit: str = "bytes"  # what start and end count: bytes, or a Parquet file's row groups
+    text_bytes: int = 0  # the UTF-8 bytes of the text encoded (decompressed; records' texts only)
 
 
 def dtype_for(tokenizer: Tokenizer) -> str:
@@ -106,31 +108,37 @@ def _encode_range_to_shard(
 ) -> EncodedShard:
     unit = "row groups" if isinstance(byte_range, RowGroups) else "bytes"
     fs, fs_path = store.fs(path)
-    bad_path = f"{fs_path}.bad-records.json"  # beside the shard, written first: what was skipped
-    if fs.exists(fs_path):
+    where = (byte_range.file.url, byte_range.start, byte_range.end)
+    if fs.exists(fs_path):  # its sidecar was written before it
         with fs.open(fs_path, "rb") as f:
             ids_bytes = fs.size(fs_path) - _ids_offset(f.read(10), path)
         tokens = ids_bytes // np.dtype(dtype_for(tokenizer)).itemsize
-        bad = BadRecords(**json.loads(fs.cat_file(bad_path))) if fs.exists(bad_path) else BadRecords()
-        where = (byte_range.file.url, byte_range.start, byte_range.end)
-        return EncodedShard(path, *where, tokens, True, bad, unit)
+        sidecar = json.loads(fs.cat_file(f"{fs_path}.json"))
+        bad = BadRecords(**sidecar["bad_records"])
+        return EncodedShard(path, *where, tokens, True, bad, unit, sidecar["text_bytes"])
     dtype = np.dtype(dtype_for(tokenizer))
     bad = BadRecords()
+    progress = reporter(store, byte_range.size)  # how far the reading has got, to the client
+    parts, text_bytes = [], 0
     if byte_range.file.has_records:
-        batches = iter_documents(byte_range, store, utf8_errors=utf8_errors, bad=bad)
-        parts = [tokenizer.encode_utf8_documents(docs.data, docs.ends, separator, dtype) for docs in batches]
+        for docs in iter_documents(byte_range, store, utf8_errors=utf8_errors, bad=bad, progress=progress):
+            parts.append(tokenizer.encode_utf8_documents(docs.data, docs.ends, separator, dtype))
+            text_bytes += len(docs.data)
     else:
-        texts = iter_texts(byte_range, tokenizer.pretokenizer, store, utf8_errors=utf8_errors)
-        parts = [tokenizer.encode_array(text, dtype) for text in texts]
+        for text in iter_texts(byte_range, tokenizer.pretokenizer, store, utf8_errors=utf8_errors,
+                               progress=progress):  # fmt: skip
+            parts.append(tokenizer.encode_array(text, dtype))
+            text_bytes += len(text.encode("utf-8"))
     tokens = sum(len(part) for part in parts)
-    if bad.count:
-        write_bytes_atomically(json.dumps(vars(bad)).encode(), f"{path}.bad-records.json", store)
+    # Beside the shard, written first: what a re-run that reuses the shard reports of it.
+    sidecar = {"text_bytes": text_bytes, "bad_records": vars(bad)}
+    write_bytes_atomically(json.dumps(sidecar).encode(), f"{path}.json", store)
     header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (tokens,)}
     with atomic_file(path, store) as (fs, partial), fs.open(partial, "wb") as f:
         np.lib.format.write_array_header_1_0(f, header)  # then the ids, block by block: np.save's layout
         for part in parts:
             f.write(part.data)
-    return EncodedShard(path, byte_range.file.url, byte_range.start, byte_range.end, tokens, False, bad, unit)
+    return EncodedShard(path, *where, tokens, False, bad, unit, text_bytes)
 
 
 def _shard_ids(shard: EncodedShard, store: Store) -> memoryview:

@@ -43,6 +43,7 @@ from bpe_dask.io.records import BadRecords, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.text import iter_texts
 from bpe_dask.stages.count import CountSettings, add_documents, new_counter
+from bpe_dask.stages.read_events import reporter
 from bpe_dask.tokenizer import Tokenizer
 
 
@@ -116,17 +117,20 @@ def _measure_range(
     pretokenizer = settings.pretokenizer()
     counter = new_counter(settings, byte_range.text_bytes)
     bad = BadRecords()
+    progress = reporter(store, byte_range.size)  # how far the reading has got, to the client
     text_bytes = documents = 0
     if byte_range.file.has_records:
         batches = iter_documents(byte_range, store, utf8_errors=settings.utf8_errors, bad=bad,
-                                 batch_bytes=block_size)  # fmt: skip
+                                 batch_bytes=block_size, progress=progress)  # fmt: skip
         for batch in batches:
             documents += len(batch)
             text_bytes += len(batch.data)
             add_documents(counter, batch, pretokenizer, block_size)
     else:
         errors = settings.utf8_errors
-        for text in iter_texts(byte_range, pretokenizer, store, utf8_errors=errors, block_size=block_size):
+        texts = iter_texts(byte_range, pretokenizer, store, utf8_errors=errors, block_size=block_size,
+                           progress=progress)  # fmt: skip
+        for text in texts:
             text_bytes += len(text.encode("utf-8"))  # the text as read: U+FFFD for invalid UTF-8 replaced
             counter.add(text)
     data, offsets, counts = word_arrays(counter.table())

@@ -1,0 +1,96 @@
+"""numba's cache as a process sees it: every compiled function of the package, and which of them this
+process compiled and which it loaded from the cache.
+
+Takes nothing; gives ``functions()`` (each compiled function Python calls, the counting and
+encoding loops of each pattern included) and ``cache_use()``: numba's own count of cache misses
+(compiled here) and hits (machine code loaded instead), and where the cache is. numba keeps a
+function's machine code under ``NUMBA_CACHE_DIR`` if set (in a folder named after the source's
+folder and a hash of its path), else in ``__pycache__`` beside the source; an entry serves a
+process with the same source (path and content), numba and Python versions, and CPU (name and
+features: ``NUMBA_CPU_NAME=generic`` makes code for any CPU of the architecture).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import platform
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from numba.core.registry import CPUDispatcher
+
+
+def functions() -> dict[str, Any]:
+    """Every compiled function of ``bpe_dask.compiled`` that Python can call, by name (those it
+    inlines are compiled into their callers), the loops of each built-in pattern as
+    ``count[N]`` and ``encode[N]``."""
+    from bpe_dask.compiled.count import COUNT_LOOPS
+    from bpe_dask.compiled.encode import ENCODE_LOOPS
+
+    found = {}
+    for module in pkgutil.iter_modules([os.path.dirname(__file__)], "bpe_dask.compiled."):  # this folder
+        for value in vars(importlib.import_module(module.name)).values():
+            if isinstance(value, CPUDispatcher):
+                found[f"{value.py_func.__module__}.{value.py_func.__name__}"] = value
+    for task, loops in (("count", COUNT_LOOPS), ("encode", ENCODE_LOOPS)):
+        for number, loop in loops.items():
+            found[f"{task}[{number}]"] = loop
+    return found
+
+
+@dataclass
+class CacheUse:
+    """What numba did in this process: the functions it compiled (and saved to its cache) and those
+    it loaded from the cache, in how long, and where the cache is (``NUMBA_CACHE_DIR``, or the
+    ``__pycache__`` beside the code, which then holds it)."""
+
+    compiled: list[str]
+    loaded: list[str]
+    folder: str
+    seconds: float = 0.0
+
+    def lines(self) -> list[str]:
+        """What a person building a worker image needs to know, in two lines."""
+        chosen = os.environ.get("NUMBA_CACHE_DIR")
+        if chosen and self.folder.startswith(os.path.abspath(chosen)):
+            where = f"{chosen} (NUMBA_CACHE_DIR)"
+        elif chosen:  # numba passes over a folder it cannot write to, to the next place it knows
+            where = f"{self.folder}, not NUMBA_CACHE_DIR={chosen}, which numba cannot write to"
+        else:
+            where = f"{self.folder} (NUMBA_CACHE_DIR puts it elsewhere)"
+        return [
+            f"compiled {len(self.compiled)} functions and loaded {len(self.loaded)} from numba's cache in "
+            f"{self.seconds:.1f} s; the cache is {where}",
+            f"it serves processes with the same NUMBA_CACHE_DIR and {serves()}",
+        ]
+
+
+def serves() -> str:
+    """What else a cache entry must match to serve a process, as numba keys it."""
+    import numba
+    from llvmlite import binding
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cpu = numba.config.CPU_NAME or binding.get_host_cpu_name()
+    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return (
+        f"bpe_dask at {package} (the same code), numba {numba.__version__}, Python {python} and CPU ({cpu}; "
+        f"or NUMBA_CPU_NAME=generic on both sides, for any {platform.machine()} CPU)"
+    )
+
+
+def cache_use(seconds: float = 0.0) -> CacheUse:
+    """numba's own account (each function's ``stats.cache_misses`` and ``cache_hits``) of the
+    package's compiled functions in this process so far."""
+    compiled, loaded, folder = [], [], ""
+    for name, function in sorted(functions().items()):
+        if sum(function.stats.cache_misses.values()):
+            compiled.append(name)
+        elif sum(function.stats.cache_hits.values()):
+            loaded.append(name)
+        cache = getattr(function, "_cache", None)  # numba's FunctionCache: where this function's entries go
+        folder = folder or getattr(cache, "cache_path", "")
+    return CacheUse(compiled, loaded, folder, seconds)

@@ -1,0 +1,41 @@
+"""Sampling: an input file in, the first text it holds out, for checks the client makes before any work.
+
+Takes an ``InputFile`` and a size; gives the first documents of the file, about ``size`` bytes of
+their UTF-8 in all: the start of a text file (decompressed, invalid UTF-8 read as U+FFFD), or the
+texts of the first records of a JSON Lines or Parquet file, read as the map tasks read them
+(``records``: a bad record stops the sample as it would stop the job, unless skipped). Reads only
+that much, whatever the file's size.
+"""
+
+from __future__ import annotations
+
+import codecs
+from contextlib import closing
+
+from bpe_dask.io.inputs import InputFile
+from bpe_dask.io.plan import ByteRange, plan_row_groups
+from bpe_dask.io.records import iter_documents
+from bpe_dask.io.storage import LOCAL, Store
+from bpe_dask.io.text import open_range, read_range
+
+SAMPLE_BYTES = 1 << 16
+
+
+def sample_documents(file: InputFile, store: Store = LOCAL, size: int = SAMPLE_BYTES) -> list[str]:
+    """The first documents of ``file``, about ``size`` bytes of UTF-8 in all (a text file is one).
+
+    >>> from pathlib import Path
+    >>> _ = Path("in.txt").write_text("Hello, world!")
+    >>> sample_documents(InputFile(Path("in.txt").resolve().as_uri(), 13, "v1"), size=5)
+    ['Hello']
+    """
+    whole = ByteRange(file, 0, file.size)
+    if not file.has_records:
+        with open_range(whole, store) as (stream, remaining):
+            data = read_range(stream, size if remaining is None else min(size, remaining), whole)
+        return [codecs.getincrementaldecoder("utf-8")("replace").decode(data)]  # a cut character: dropped
+    # One part for the whole file (a Parquet file's row counts come from its footer); its first batch.
+    part = plan_row_groups(file, max(file.size, 1), store)[0] if file.format == "parquet" else whole
+    with closing(iter_documents(part, store, utf8_errors="replace", batch_bytes=size)) as batches:
+        first = next(batches, None)
+    return [] if first is None else first.texts()

@@ -1,0 +1,77 @@
+"""How far a running map task has read: what its reader says as it reads in, a Dask event out.
+
+Takes, from ``io.text`` and ``io.records`` (a ``ReadProgress``), how many of the partition's bytes
+(and records) have been read; gives the client, which subscribes to ``TOPIC`` (``jobs.progress``),
+events through Dask's own channel (the worker's ``log_event``): ``{"key": the task's key, "bytes":
+read so far, "documents": records read so far}``, one when the first block has been handed on and
+then at most one every ``bpe-dask.progress-interval``; a task that is one block sends none, and a
+task of records also sends its last count, so the documents add up. Outside a Dask task (counting
+in this process) there is no reporter. A task tried again in place reports from 0 again: the
+client keeps each task's latest report, and a finished task's exact size replaces them.
+
+>>> from bpe_dask.io.storage import LOCAL
+>>> reporter(LOCAL, 100) is None  # not in a Dask task
+True
+>>> sent = []
+>>> report = ReadReporter(lambda topic, message: sent.append(message["bytes"]), "count-1", 3600, 100)
+>>> for done in (0, 40, 80, 100):  # the first block, then nothing within the hour
+...     report(done)
+>>> sent
+[40]
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from distributed import get_worker
+
+from bpe_dask import settings as config
+from bpe_dask.io.storage import Store
+
+log = logging.getLogger(__name__)
+
+TOPIC = "bpe-dask-read-progress"
+
+
+class ReadReporter:
+    """A ``ReadProgress`` for one task of ``size`` bytes: sends an event once its first block has been
+    handed on (so the client knows counting has begun, and that the wait before it was not counting),
+    then whenever ``interval`` seconds have passed since the last, and, for records, once at the end.
+    Once all of it is read it sends nothing more (but the last count of records): it is about to
+    finish, and its exact size will come with that."""
+
+    def __init__(self, send: Callable[[str, dict], None], key: object, interval: float, size: int) -> None:
+        self.send, self.key, self.interval, self.size = send, key, interval, size
+        self.last = time.monotonic()
+        self.sent = (0, 0)
+
+    def __call__(self, done: int, documents: int = 0, last: bool = False) -> None:
+        now = time.monotonic()
+        if last:
+            due = documents > 0 and (done, documents) != self.sent
+        elif not 0 < done < self.size:
+            due = False  # nothing read yet, or all of it: the task is about to say it is done
+        elif self.sent == (0, 0):
+            due = True
+        else:
+            due = now - self.last >= self.interval and (done, documents) != self.sent
+        if due:
+            self.last, self.sent = now, (done, documents)
+            try:
+                self.send(TOPIC, {"key": self.key, "bytes": done, "documents": documents})
+            except Exception:  # progress is only shown: it never fails a task
+                log.debug("could not report progress", exc_info=True)
+
+
+def reporter(store: Store, size: int) -> ReadReporter | None:
+    """A reporter for the Dask task running in this thread, over ``size`` bytes, with the job's
+    ``progress-interval``; ``None`` outside a Dask task."""
+    try:
+        worker = get_worker()
+        key = worker.get_current_task()
+    except (ValueError, KeyError):
+        return None
+    return ReadReporter(worker.log_event, key, config.seconds("progress-interval", store.settings), size)
