@@ -244,3 +244,12 @@ def test_a_config_file_gives_the_tokenizers_and_sizes(tokenizers, held_out, tmp_
     config.write_text(f'inputs = [{paths}]\ntokenizers = ["{tokenizers["gpt2"]}"]\nvocab_sizes = "300"\n')
     assert main(["evaluate", "--config", str(config), "-q"]) == 2
     assert "not a list of whole numbers" in capsys.readouterr().err
+
+
+def test_an_empty_input_starts_no_cluster_and_gives_no_bytes_per_token(tokenizers, tmp_path, caplog):
+    (tmp_path / "empty.txt").write_bytes(b"")
+    with caplog.at_level("INFO", "bpe_dask"):
+        report = evaluate(tmp_path / "empty.txt", [tokenizers["gpt2"]], [300], workers=2)
+    assert [(r["tokens"], r["bytes_per_token"]) for r in report["results"]] == [(0, None), (0, None)]
+    assert not any("LocalCluster" in m for m in caplog.messages)
+    assert "the inputs hold no text (0 B)" in caplog.messages
