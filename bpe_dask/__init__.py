@@ -6,13 +6,15 @@
 
 The jobs, each also a command of the ``bpe-dask`` CLI: ``train`` (count, merge, write a tokenizer
 directory), ``count_words`` and ``merge`` (the two halves of ``train``), ``encode`` (a corpus to
-token ids). They take inputs as a path, URL or glob, or a list of them, then keyword options
-(``JobOptions``). ``reference`` holds the plain trainer every engine is tested against.
+token ids), ``evaluate`` (how well tokenizers compress held-out text). They take inputs as a path,
+URL or glob, or a list of them, then keyword options (``JobOptions``). ``reference`` holds the
+plain trainer every engine is tested against.
 """
 
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.jobs.count import CountResult, count_words
 from bpe_dask.jobs.encode import encode
+from bpe_dask.jobs.evaluate import evaluate
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.jobs.train import merge, train, train_bpe
 from bpe_dask.tokenizer import Tokenizer
@@ -26,6 +28,7 @@ __all__ = [
     "__version__",
     "count_words",
     "encode",
+    "evaluate",
     "merge",
     "train",
     "train_bpe",

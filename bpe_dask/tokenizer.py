@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from bpe_dask.engines import check_engine, check_pattern, use_compiled
+from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.tokenizer_files import FILES, TokenizerFiles
 from bpe_dask.rules.pattern_limit import finder
 from bpe_dask.rules.pretokenize import GPT2, Pretokenizer, SplitPattern
@@ -77,6 +78,30 @@ class Tokenizer(TokenizerFiles, Vocabulary):
         return (f"Tokenizer(vocab_size={len(self.vocab)}, merges={len(self.merges)}, "
                 f"special_tokens={self.special_tokens!r}, pattern={self.pretokenizer.pattern.spec!r}, "
                 f"engine={self.engine!r})")  # fmt: skip
+
+    def truncated(self, vocab_size: int) -> Tokenizer:
+        """The tokenizer of the first ``vocab_size`` ids: the 256 bytes, the special tokens and the first
+        ``vocab_size - 256 - len(special_tokens)`` merges, which is what training to that size learns
+        (the merges of a smaller vocabulary are the first merges of a larger one). Ids stay as they are.
+
+        >>> from bpe_dask.rules import reference
+        >>> vocab, merges = reference.train(["low lower lowest"], 260, ["<|endoftext|>"])
+        >>> smaller = Tokenizer(vocab, merges, ["<|endoftext|>"]).truncated(258)
+        >>> len(smaller.vocab), smaller.merges, smaller.encode("lowest")
+        (258, [(b'o', b'w')], [108, 257, 101, 115, 116])
+        """
+        first = 256 + len(self.special_tokens)
+        whole = isinstance(vocab_size, int) and not isinstance(vocab_size, bool)
+        if not (whole and first <= vocab_size <= len(self.vocab)):
+            raise BpeDaskError(f"vocabulary size {vocab_size!r} is not between {first:,} (the 256 bytes and "
+                               f"the special tokens) and the tokenizer's {len(self.vocab):,}")  # fmt: skip
+        merges = self.merges[: vocab_size - first]
+        # What the merges make, and what they join (the same, for merges that each join what earlier
+        # ones made, as trained ones do); a merge whose token is missing changes nothing.
+        tokens = (self._ids.get(token) for a, b in merges for token in (a + b, a, b))
+        kept = {*self._byte_ids, *self.special_ids.values(), *(i for i in tokens if i is not None)}
+        vocab = {i: self.vocab[i] for i in sorted(kept)}
+        return Tokenizer(vocab, merges, self.special_tokens, self.pretokenizer.pattern, self.engine)
 
     def __getstate__(self) -> dict:  # caches and compiled state are rebuilt where the tokenizer lands
         state = {**self.__dict__, "_cache": {}, "_compiled": None}
@@ -261,6 +286,27 @@ class Tokenizer(TokenizerFiles, Vocabulary):
                     encoded = self._encode_new(pretoken)
                 ids.extend(encoded)
         return ids
+
+    def pretoken_histogram(self, data: bytes, offsets: npt.ArrayLike, counts: npt.ArrayLike) -> np.ndarray:
+        """How often each id occurs in the encoding of counted pre-tokens (int64, indexed by id): their
+        UTF-8 back to back in ``data``, the ``k``-th from ``offsets[k]`` to ``offsets[k + 1]``, occurring
+        ``counts[k]`` times. ``encode`` merges every pre-token on its own, so a text whose pre-tokens
+        these are encodes to these ids, plus one per special token.
+
+        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
+        >>> histogram = Tokenizer(vocab, [(b"h", b"i")]).pretoken_histogram(b"hi hi", [0, 2, 5], [2, 1])
+        >>> histogram[[32, 256]].tolist(), int(histogram.sum())  # " " once, "hi" three times
+        ([1, 3], 4)
+        """
+        offsets, counts = np.asarray(offsets, np.int64), np.asarray(counts, np.int64)
+        ids = max(self.vocab) + 1
+        if self._use_compiled(len(data)):
+            return self._compiled_encoder().histogram(data, offsets, counts, ids)
+        histogram, words = np.zeros(ids, np.int64), memoryview(data)
+        for (a, b), count in zip(pairwise(offsets.tolist()), counts.tolist(), strict=True):
+            for token in self.merged(bytes(words[a:b])):
+                histogram[token] += count
+        return histogram
 
     def encode_iterable(self, iterable: Iterable[str], *, allowed_special: Allowed = "all",
                         disallowed_special: Allowed = ()) -> Iterator[int]:  # fmt: skip

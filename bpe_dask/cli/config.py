@@ -46,6 +46,17 @@ def _storage_options(value: Any) -> dict:
     return value
 
 
+def _vocab_sizes(value: Any) -> list[int]:
+    """``"8000,16000"`` (a flag) or ``[8000, 16000]`` (TOML) as whole numbers."""
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    elif not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+        raise BpeDaskError(f"not a list of whole numbers: {value!r}")
+    if not value:
+        raise BpeDaskError("no vocabulary size given")
+    return [positive_int(v) for v in value]
+
+
 def _merge_on(value: Any) -> str:
     if value not in MERGE_PLACES:
         raise BpeDaskError(f"must be auto, client or worker, got {value!r}")
@@ -79,6 +90,8 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "ship_credentials": _boolean,
     "utf8_errors": check_utf8_errors,
     "tokenizer": _string,
+    "tokenizers": _strings,
+    "vocab_sizes": _vocab_sizes,
     "engine": _string,
     "format": _string,
     "input_format": _string,
@@ -89,7 +102,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "strict_pattern": _boolean,
     "patterns": _strings,  # warm-up's
 }
-PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer", "scheduler_file"}
+PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer", "tokenizers", "scheduler_file"}
 # Numbers a flag gives as text; a TOML file has numbers of its own, so a quoted one is a mistake.
 NUMBER_OPTIONS = {"vocab_size", "min_frequency", "max_token_length", "workers"}
 DEFAULTS: dict[str, Any] = {
@@ -121,6 +134,8 @@ def load_config(path: str) -> dict[str, Any]:
             raise UsageError(f"{path}: unknown option {key!r}{did_you_mean(name, OPTIONS)}")
         if name in NUMBER_OPTIONS and (isinstance(value, bool) or not isinstance(value, int)):
             raise UsageError(f"{path}: {key}: not a whole number: {value!r} (a TOML number has no quotes)")
+        if name == "vocab_sizes" and not isinstance(value, list):  # a flag's "8000,16000" is text
+            raise UsageError(f"{path}: {key}: not a list of whole numbers: {value!r} (e.g. [8000, 16000])")
         options[name] = _checked(name, value, source=f"{path}: {key}")
     base = os.path.dirname(os.path.abspath(path))
     for name in PATH_OPTIONS & options.keys():
@@ -176,7 +191,8 @@ def _one_place_to_run(options: dict[str, Any], levels: list[Mapping[str, Any]]) 
 
 
 def _flag(name: str) -> str:
-    return {"inputs": "INPUT", "special_tokens": "--special-token"}.get(name, "--" + name.replace("_", "-"))
+    flags = {"inputs": "INPUT", "special_tokens": "--special-token", "tokenizers": "--tokenizer"}
+    return flags.get(name, "--" + name.replace("_", "-"))
 
 
 def _checked(name: str, value: Any, source: str) -> Any:

@@ -1,5 +1,5 @@
-"""The command line: ``bpe-dask train | count | merge | encode``, each a job of the Python API (and
-``warm-up``, which fills numba's cache for them).
+"""The command line: ``bpe-dask train | count | merge | encode | evaluate``, each a job of the Python
+API (and ``warm-up``, which fills numba's cache for them).
 
 Takes ``argv``; parses it (``parser``), resolves flags and ``--config`` into options
 (``config``), runs the job and gives an exit code: 0 when done, 1 for a user error (one line on
@@ -25,6 +25,7 @@ from bpe_dask.io.counts_table import count_rows
 from bpe_dask.jobs.cluster import quiet_dask_errors
 from bpe_dask.jobs.count import count_words
 from bpe_dask.jobs.encode import encode
+from bpe_dask.jobs.evaluate import evaluate, table
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.jobs.train import merge, train
 
@@ -62,6 +63,8 @@ def _run(command: str, config_path: str | None, verbose: bool, counts: str | Non
             report = _count(options)
         elif command == "encode":
             report = _encode(options)
+        elif command == "evaluate":
+            report = _evaluate(options)
         else:
             report = _train(options)
     except BpeDaskError as error:
@@ -76,7 +79,7 @@ def _run(command: str, config_path: str | None, verbose: bool, counts: str | Non
 def _require(options: dict[str, Any], *names: str) -> None:
     for name in names:
         if not options.get(name):
-            flag = "INPUT" if name == "inputs" else "--" + name.replace("_", "-")
+            flag = {"inputs": "INPUT", "tokenizers": "--tokenizer"}.get(name) or "--" + name.replace("_", "-")
             raise UsageError(f"{flag} is required (on the command line or in --config)")
 
 
@@ -129,6 +132,23 @@ def _encode(options: dict[str, Any]) -> dict:
         trust_pattern=options.get("trust_pattern", False),
         **_job_options(options),
     )
+
+
+def _evaluate(options: dict[str, Any]) -> dict:
+    """Print the table on stdout (the result; the log goes to stderr); files only with ``--out``."""
+    if not options.get("tokenizers") and options.get("tokenizer"):  # ``tokenizer = "DIR"`` in a config file
+        options["tokenizers"] = [options["tokenizer"]]
+    _require(options, "inputs", "tokenizers")
+    report = evaluate(
+        options["inputs"],
+        options["tokenizers"],
+        options.get("vocab_sizes"),
+        options.get("out"),
+        trust_pattern=options.get("trust_pattern", False),
+        **_job_options(options),
+    )
+    print(table(report), flush=True)
+    return report
 
 
 def _merge(counts: str, options: dict[str, Any]) -> dict:

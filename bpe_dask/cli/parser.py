@@ -1,6 +1,7 @@
 """The command line's grammar: every flag once, in ``FLAGS``, and each command as the list of its flags.
 
-Takes nothing; gives the ``argparse`` parser of ``bpe-dask train | count | merge | encode | warm-up``. A flag
+Takes nothing; gives the ``argparse`` parser of ``bpe-dask train | count | merge | encode | evaluate |
+warm-up``. A flag
 the user leaves out is absent from the parsed options (``argparse.SUPPRESS``), so a ``--config``
 file can give it instead (``config.resolve``).
 
@@ -42,6 +43,10 @@ FLAGS: dict[str, dict[str, Any]] = {
     "--tokenizer": {
         "metavar": "DIR",
         "help": "a tokenizer directory `bpe-dask train` wrote",
+    },
+    "--vocab-sizes": {
+        "metavar": "N,N,...",
+        "help": "also measure each tokenizer cut to these vocabulary sizes (its first merges): 8000,16000",
     },
     "--out": {},
     "--format": {
@@ -244,6 +249,14 @@ def build_parser() -> argparse.ArgumentParser:
         [("--pattern", {"dest": "patterns", "nargs": "+", "action": "extend", "metavar": "NAME",
                         "help": "the built-in patterns the jobs use: gpt2 (the default), gpt4, o200k"}),
          "--config", "--quiet", "--verbose"],
+    )  # fmt: skip
+    tokenizers = ("--tokenizer", {"dest": "tokenizers", "action": "append", "metavar": "DIR|FILE",
+                                  "help": "a tokenizer directory, or a HF tokenizer.json (repeatable)"})
+    _command(
+        commands, "evaluate", "measure how well tokenizers compress held-out text (bytes per token)",
+        ["inputs", tokenizers],
+        ["--vocab-sizes", out("DIR", "write evaluation.json and evaluation.png there (default: print only)"),
+         *READING, "--trust-pattern", "--strict-pattern", *(f for f in CLUSTER if f != "--work-dir")],
     )  # fmt: skip
     return parser
 

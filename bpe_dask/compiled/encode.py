@@ -2,7 +2,8 @@
 
 Takes a tokenizer's byte ids and merges, a built-in pattern's name, and the UTF-8 bytes of text with
 where the pieces between special tokens lie and the special tokens' ids; gives the ids the pure-Python
-``Tokenizer.encode`` gives, which the tests hold it to.
+``Tokenizer.encode`` gives, which the tests hold it to. ``Encoder.histogram`` gives only how often
+each id occurs in the ids of counted pre-tokens (what evaluating a tokenizer on counted words needs).
 
 Each distinct pre-token is merged once (``merge_pretoken``) and its ids kept in a cache: its bytes
 in one arena, its ids in another, found again by hash and confirmed byte by byte. The cache is
@@ -126,6 +127,23 @@ def encode_loop(pattern: int):
 ENCODE_LOOPS = {number: encode_loop(number) for number in NUMBERS.values()}
 
 
+@njit(cache=True, nogil=True)
+def pretoken_histogram(data, offsets, counts, histogram, byte_ids, keys, pair_ranks, pair_merged):
+    """Add ``counts[k]`` to ``histogram[i]`` for each id ``i`` the pre-token ``data[offsets[k]:offsets[k +
+    1]]`` merges into: no scanning (each is one pre-token already) and no cache (each is merged once)."""
+    parts = np.empty(SHORT, np.int64)
+    ranks = np.empty(SHORT, np.int64)
+    for k in range(len(offsets) - 1):
+        i, end = offsets[k], offsets[k + 1]
+        if end - i <= SHORT:
+            for j in range(merge_short(data, i, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks)):
+                histogram[parts[j]] += counts[k]
+        else:
+            for token in merge_long(data, i, end, byte_ids, keys, pair_ranks, pair_merged):
+                histogram[token] += counts[k]
+    return histogram
+
+
 class Encoder:
     """A tokenizer's merges in flat arrays, shared, and caches of encoded pre-tokens, one per call under
     way, for ``encode``.
@@ -184,3 +202,18 @@ class Encoder:
         finally:
             with self._lock:
                 self._idle.append(cache)
+
+    def histogram(self, data: bytes | np.ndarray, offsets: np.ndarray, counts: np.ndarray,
+                  ids: int) -> np.ndarray:  # fmt: skip
+        """How often each of ``ids`` ids occurs in the ids of pre-tokens, each pre-token ``counts[k]``
+        times (int64): their UTF-8 back to back in ``data``, the ``k``-th from ``offsets[k]`` to
+        ``offsets[k + 1]``.
+
+        >>> encoder = Encoder(list(range(256)), {(104, 105): (0, 256)}, "gpt2")
+        >>> encoder.histogram(b"hi hi", np.array([0, 2, 5]), np.array([2, 1]), 257)[[32, 256]].tolist()
+        [1, 3]
+        """
+        buffer = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data
+        return pretoken_histogram(buffer, np.asarray(offsets, np.int64), np.asarray(counts, np.int64),
+                                  np.zeros(ids, np.int64), self.byte_ids, self.keys, self.pair_ranks,
+                                  self.pair_merged)  # fmt: skip

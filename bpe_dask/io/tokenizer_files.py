@@ -160,6 +160,44 @@ class TokenizerFiles:
             raise BpeDaskError(f"tokenizer {folder}: cannot read it ({describe(error)})") from None
 
     @classmethod
+    def from_tokenizer_json(
+        cls,
+        path: str | os.PathLike,
+        storage_options: dict | None = None,
+        engine: str = "auto",
+        *,
+        trust_pattern: bool = False,
+    ) -> Self:
+        """The tokenizer of a Hugging Face ``tokenizer.json`` file of the byte-level BPE kind (GPT-2's,
+        or one `bpe-dask train` wrote), with the special tokens it registers; a split pattern that
+        is not built in is refused unless ``trust_pattern``, as in ``load``.
+
+        >>> from bpe_dask import Tokenizer
+        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
+        >>> Tokenizer(vocab, [(b"h", b"i")], ["<|endoftext|>"], "gpt4").save("saved-hf")
+        >>> Tokenizer.from_tokenizer_json("saved-hf/tokenizer.json")
+        Tokenizer(vocab_size=258, merges=1, special_tokens=['<|endoftext|>'], pattern='gpt4', engine='auto')
+        """
+        path = os.fspath(path)
+        try:
+            text = _read_text(path, Store(storage_options or {}))
+            vocab, merges, special_tokens, pattern = tokenizer_formats.parse_tokenizer_json(text)
+        except FileNotFoundError:
+            raise BpeDaskError(f"tokenizer {path}: no such file") from None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+            reason = describe(error)
+            raise BpeDaskError(f"tokenizer {path}: not a byte-level BPE tokenizer.json ({reason})") from None
+        if not (pattern.builtin or trust_pattern):
+            raise UntrustedPatternError(
+                f"tokenizer {path}: its split pattern {pattern.regex!r} is not a built-in one; load it with "
+                "trust_pattern=True (--trust-pattern) if you trust the file"
+            )
+        try:
+            return cls(vocab, merges, special_tokens, pattern, engine)
+        except KeyError as error:  # a byte that no token holds
+            raise BpeDaskError(f"tokenizer {path}: not a byte-level BPE tokenizer.json ({error})") from None
+
+    @classmethod
     def from_files(
         cls,
         vocab_filepath: str | os.PathLike,

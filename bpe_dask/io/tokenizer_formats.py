@@ -189,6 +189,37 @@ def pattern_in(tokenizer_json_text: str) -> SplitPattern:
     return split_pattern(regexes[0])
 
 
+def parse_tokenizer_json(text: str) -> tuple[Vocab, Merges, list[str], SplitPattern]:
+    """The vocabulary, merges, special tokens and split pattern of a Hugging Face ``tokenizer.json`` of
+    the byte-level BPE kind (GPT-2's, or what ``tokenizer_json`` writes); a ``ValueError`` says why
+    another kind is not one (a normalizer, merges ignored for words in the vocabulary, byte fallback:
+    each encodes otherwise than its merges alone)."""
+    document = json.loads(text)
+    model = document.get("model") or {}
+    if model.get("type") != "BPE":
+        raise ValueError(f"its model is {model.get('type')!r}, not BPE")
+    for key, what in (("ignore_merges", "words in its vocabulary are taken whole, merges ignored"),
+                      ("byte_fallback", "it falls back to byte tokens"),
+                      ("continuing_subword_prefix", "it marks word pieces with a prefix"),
+                      ("end_of_word_suffix", "it marks word ends with a suffix")):  # fmt: skip
+        if model.get(key):
+            raise ValueError(f"{what} ({key}), not byte-level BPE")
+    if document.get("normalizer"):
+        raise ValueError("it normalizes text before splitting it, not byte-level BPE")
+    pre_tokenizer = document.get("pre_tokenizer") or {}
+    if any(step.get("add_prefix_space") for step in [pre_tokenizer, *pre_tokenizer.get("pretokenizers", [])]):
+        raise ValueError("it adds a space before the text (add_prefix_space), which bpe-dask does not")
+    special_tokens = special_tokens_in(text)
+    vocab = parse_vocab_json(json.dumps(model.get("vocab", {})), special_tokens)
+    for added in document.get("added_tokens", []):  # some files register them apart from the model's vocab
+        if added.get("special"):
+            vocab.setdefault(added["id"], added["content"].encode("utf-8"))
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model.get("merges", [])]
+    if any(len(m) != 2 for m in merges):
+        raise ValueError("a merge is not two tokens")
+    return vocab, [(str_to_token(a), str_to_token(b)) for a, b in merges], special_tokens, pattern_in(text)
+
+
 def tiktoken_bpe(ranks: Mapping[bytes, int]) -> str:
     """The text of a tiktoken rank file (``tiktoken.load.load_tiktoken_bpe`` reads it): each token's
     bytes in base64, a space and its rank, one a line, by rank."""

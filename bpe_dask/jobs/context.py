@@ -149,15 +149,16 @@ class Job:
                 if self.plugins and (opts.client or opts.on_scheduler):  # it outlives the job
                     unregister_plugins(client, self.plugins)
 
-    def preflight(self, client: Client, work_dir: str, outputs: Sequence[str | None] = ()) -> None:
+    def preflight(self, client: Client, work_dir: str | None, outputs: Sequence[str | None] = ()) -> None:
         """Check before any task that every worker can read the inputs and write the work directory
-        and the ``outputs`` the tasks write (all absolute by now: ``storage.absolute``)."""
-        urls = [*self.input_urls, work_dir, *[o for o in outputs if o]]
+        (if the tasks write one) and the ``outputs`` the tasks write (all absolute by now:
+        ``storage.absolute``)."""
+        urls = [*self.input_urls, *[u for u in (work_dir, *outputs) if u]]
         packages = required_packages(urls, [f.compression for f in self.files])
         places = [Place(url, "input") for url in self.input_urls[:1]]
-        if self.options.work_dir:
+        if work_dir and self.options.work_dir:
             places.append(Place(work_dir, "--work-dir", True))
-        else:  # the job's own scratch space: the user can only name another
+        elif work_dir:  # the job's own scratch space: the user can only name another
             made = f"the temporary work directory this job made{self._scratch_beside}"
             places.append(Place(work_dir, made, True, instead="--work-dir"))
         places += [Place(o, "--out", True) for o in outputs if o]

@@ -139,7 +139,7 @@ def count_range(
             batches = iter_documents(byte_range, store, utf8_errors=errors, bad=bad, batch_bytes=block_size,
                                      progress=progress)  # fmt: skip
             for documents in batches:
-                _add_documents(counter, documents, pretokenizer, block_size)
+                add_documents(counter, documents, pretokenizer, block_size)
         else:
             for text in iter_texts(
                 byte_range, pretokenizer, store, utf8_errors=errors, block_size=block_size, progress=progress
@@ -148,7 +148,7 @@ def count_range(
     return counter
 
 
-def _add_documents(
+def add_documents(
     counter: RegexCounter | CompiledCounter, documents: Documents, pretokenizer: Pretokenizer, limit: int
 ) -> None:
     """Count the documents; one longer than ``limit`` bytes is counted in pieces of at most ``limit``

@@ -1,14 +1,14 @@
 """Warming numba's cache: built-in split patterns in, every compiled loop a job may run compiled into
 numba's cache (or loaded from it) out, with numba's account of which (``compiled.cache.CacheUse``).
 
-Runs each stage's compiled path once on a few hundred bytes, through the very calls the stages make,
-so with the argument types numba compiles for: counting text and documents (the counter grown
-past its first size too), summing sorted count runs as the reduce does, the merge loop (its
-rarely taken regrowths too), and encoding text and documents. What a job compiles depends on its
-pattern (its counting and encoding loops) and nothing else, so a process, or a worker image, that
-ran this for a job's pattern runs the job on machine code loaded from the cache (on this project's
-machine, about a second for what took 17-22 s to compile for gpt2). Where numba keeps it, and what
-an entry must match to serve: ``compiled.cache``.
+Runs each stage's compiled path once on a few hundred bytes, through the very calls the stages make, so
+with the argument types numba compiles for: counting text and documents (the counter grown past its
+first size too), summing sorted count runs as the reduce does, the merge loop (its rarely taken
+regrowths too), encoding text and documents, and tallying the ids of counted words (an evaluate task).
+What a job compiles depends on its pattern (its counting and encoding loops) and nothing else, so a
+process, or a worker image, that ran this for a job's pattern runs the job on machine code loaded from
+the cache (on this project's machine, about a second for what took 17-22 s to compile for gpt2). Where
+numba keeps it, and what an entry must match to serve: ``compiled.cache``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from bpe_dask.io.records import Documents
 from bpe_dask.rules.patterns import split_pattern
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.stages.counters import CompiledCounter
+from bpe_dask.stages.evaluate import word_arrays
 from bpe_dask.stages.merge import initial_vocab
 from bpe_dask.stages.reduce import sum_sorted
 from bpe_dask.tokenizer import Tokenizer
@@ -80,6 +81,7 @@ def warm_up(patterns: Iterable[str] = ("gpt2",)) -> CacheUse:
         tokenizer.encode_array(TEXT, np.uint16)  # what an encode task of text calls
         documents = Documents.of(TEXT.split(SPECIAL))
         tokenizer.encode_utf8_documents(documents.data, documents.ends, SPECIAL, np.uint16)  # of records
+        tokenizer.pretoken_histogram(*word_arrays(table))  # what an evaluate task calls
     sum_sorted(tables + tables)  # what a reduce task calls: sorted runs, two and more
     warm_up_merge_loop()  # the merge loop's regrowths, which a small table never needs
     return cache_use(time.perf_counter() - started)

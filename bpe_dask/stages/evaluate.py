@@ -1,0 +1,161 @@
+"""Evaluating (the map stage of ``bpe-dask evaluate``): one partition and tokenizers in, how many tokens
+the partition is under each of them out; no ids are kept.
+
+Takes a partition, what to measure (``Measure``: tokenizers that share one split pattern and one set
+of special tokens, ``CountSettings``, each at one or more vocabulary sizes) and the job's store;
+reads the partition as counting does (text in blocks cut at safe places, records as batches of
+documents) and counts its pre-tokens once. Then, for each tokenizer, it merges each distinct
+pre-token once and tallies the ids it makes times its count (``Tokenizer.pretoken_histogram``),
+and adds one token per special token. That is exactly ``len(Tokenizer.encode(text))``, because
+encoding merges every pre-token on its own.
+
+A smaller vocabulary of the same tokenizer costs no second merging when its merges nest (each joins
+bytes or tokens that earlier merges made, and no two make the same token; ``nested``), as trained
+ones do: merging applies merges in the order learned, so stopping at the first ``m`` merges leaves
+what the whole encoding holds with each token of a later merge split back into the two it joined,
+and those into theirs. So the tally of ids at the full size times ``pieces_at(size)`` (into how many
+ids of that size each id splits) is the token count at that size: a dot product per size.
+
+>>> from bpe_dask.io.inputs import InputFile
+>>> from bpe_dask.io.plan import ByteRange
+>>> from bpe_dask.tokenizer import Tokenizer
+>>> _ = open("held-out.txt", "w").write("hi hi<|endoftext|>hi!")
+>>> part = ByteRange(InputFile("held-out.txt", 21, "v1"), 0, 21)
+>>> vocab = {**{i: bytes([i]) for i in range(256)}, 257: b"hi"}
+>>> bytes_only = Tokenizer(vocab, [], ["<|endoftext|>"])
+>>> merged = Tokenizer(vocab, [(b"h", b"i")], ["<|endoftext|>"])
+>>> measure_range(part, [Measure(bytes_only), Measure(merged)], CountSettings(("<|endoftext|>",)))
+Measured(text_bytes=21, documents=0, tokens=(9, 6), bad_records=BadRecords(count=0, first=None))
+>>> len(merged.encode("hi hi<|endoftext|>hi!"))
+6
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from bpe_dask.io.plan import Partition
+from bpe_dask.io.records import BadRecords, iter_documents
+from bpe_dask.io.storage import LOCAL, Store
+from bpe_dask.io.text import iter_texts
+from bpe_dask.stages.count import CountSettings, add_documents, new_counter
+from bpe_dask.stages.read_events import reporter
+from bpe_dask.tokenizer import Tokenizer
+
+
+@dataclass(frozen=True)
+class Measure:
+    """A tokenizer to measure at one or more vocabulary sizes: for each, into how many ids of that
+    size each of its ids splits (``pieces_at``), or ``None`` for the tokenizer whole."""
+
+    tokenizer: Tokenizer
+    pieces: tuple[np.ndarray | None, ...] = (None,)
+
+
+def nested(tokenizer: Tokenizer) -> bool:
+    """Whether each merge joins bytes or tokens that earlier merges made, and no two merges make the
+    same token: then the tokenizer cut to a size encodes as the whole one with every token of a
+    later merge split back (``pieces_at``). Trained tokenizers' merges nest.
+
+    >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi", 257: b"hi!"}
+    >>> nested(Tokenizer(vocab, [(b"h", b"i"), (b"hi", b"!")])), nested(Tokenizer(vocab, [(b"hi", b"!")]))
+    (True, False)
+    """
+    made: set[bytes] = set()
+    for a, b in tokenizer.merges:
+        if any(len(part) > 1 and part not in made for part in (a, b)) or a + b in made:
+            return False
+        made.add(a + b)
+    vocabulary = set(tokenizer.vocab.values())
+    return made <= vocabulary
+
+
+def pieces_at(tokenizer: Tokenizer, vocab_size: int) -> np.ndarray:
+    """For each id of a ``nested`` tokenizer, how many ids the tokenizer cut to ``vocab_size`` encodes
+    its bytes to: 1 for the bytes and the first merges' tokens, and a later merge's token the sum
+    of the two it joined.
+
+    >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi", 257: b"hi!"}
+    >>> pieces_at(Tokenizer(vocab, [(b"h", b"i"), (b"hi", b"!")]), 257)[[104, 256, 257]].tolist()
+    [1, 1, 2]
+    """
+    kept = vocab_size - 256 - len(tokenizer.special_tokens)
+    pieces = np.ones(max(tokenizer.vocab) + 1, np.int64)
+    token_id = tokenizer.token_id
+    for a, b in tokenizer.merges[kept:]:  # in the order learned: what a merge joins is done before it
+        pieces[token_id(a + b)] = pieces[token_id(a)] + pieces[token_id(b)]
+    return pieces
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A partition's UTF-8 text bytes, its documents (records; 0 for text files) and its tokens under
+    each measure at each of its sizes, in the order given."""
+
+    text_bytes: int
+    documents: int
+    tokens: tuple[int, ...]
+    bad_records: BadRecords = field(default_factory=BadRecords)
+
+
+def measure_range(
+    byte_range: Partition, measures: Sequence[Measure], settings: CountSettings, store: Store = LOCAL
+) -> Measured:
+    """The tokens of one partition under each of ``measures``, whose tokenizers' split pattern and
+    special tokens are ``settings``'; a failure that may be transient is retried in place."""
+    return store.retries.run(_measure_range, byte_range, measures, settings, store)
+
+
+def _measure_range(
+    byte_range: Partition, measures: Sequence[Measure], settings: CountSettings, store: Store
+) -> Measured:
+    block_size = store.size("block-size")
+    pretokenizer = settings.pretokenizer()
+    counter = new_counter(settings, byte_range.text_bytes)
+    bad = BadRecords()
+    progress = reporter(store, byte_range.size)  # how far the reading has got, to the client
+    text_bytes = documents = 0
+    if byte_range.file.has_records:
+        batches = iter_documents(byte_range, store, utf8_errors=settings.utf8_errors, bad=bad,
+                                 batch_bytes=block_size, progress=progress)  # fmt: skip
+        for batch in batches:
+            documents += len(batch)
+            text_bytes += len(batch.data)
+            add_documents(counter, batch, pretokenizer, block_size)
+    else:
+        errors = settings.utf8_errors
+        texts = iter_texts(byte_range, pretokenizer, store, utf8_errors=errors, block_size=block_size,
+                           progress=progress)  # fmt: skip
+        for text in texts:
+            text_bytes += len(text.encode("utf-8"))  # the text as read: U+FFFD for invalid UTF-8 replaced
+            counter.add(text)
+    data, offsets, counts = word_arrays(counter.table())
+    specials = counter.specials.count
+    tokens = []
+    for measure in measures:
+        histogram = measure.tokenizer.pretoken_histogram(data, offsets, counts)
+        tokens += [int(histogram.sum() if p is None else histogram @ p) + specials for p in measure.pieces]
+    return Measured(text_bytes, documents, tuple(tokens), bad)
+
+
+def word_arrays(table: pa.Table) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """A counts table's words back to back (UTF-8), where each starts and ends (the ``k``-th from
+    ``offsets[k]`` to ``offsets[k + 1]``) and their counts, from Arrow's own buffers.
+
+    >>> data, offsets, counts = word_arrays(pa.table({"token": [b"the", b" cat"], "count": [2, 1]}))
+    >>> data[offsets[1] : offsets[2]], counts.tolist()
+    (b' cat', [2, 1])
+    """
+    tokens = table.column("token").combine_chunks()
+    counts = table.column("count").to_numpy().astype(np.int64, copy=False)
+    if len(tokens) == 0:
+        return b"", np.zeros(1, np.int64), counts
+    wide = pa.types.is_large_binary(tokens.type)
+    _, offsets_buffer, data_buffer = tokens.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int64 if wide else np.int32)
+    offsets = offsets[tokens.offset : tokens.offset + len(tokens) + 1].astype(np.int64)
+    return data_buffer.to_pybytes(), offsets, counts
