@@ -31,7 +31,7 @@ def sample_documents(file: InputFile, store: Store = LOCAL, size: int = SAMPLE_B
     """
     whole = ByteRange(file, 0, file.size)
     if not file.has_records:
-        with open_range(whole, store) as (stream, remaining):
+        with open_range(whole, store) as (stream, remaining, _):
             data = read_range(stream, size if remaining is None else min(size, remaining), whole)
         return [codecs.getincrementaldecoder("utf-8")("replace").decode(data)]  # a cut character: dropped
     # One part for the whole file (a Parquet file's row counts come from its footer); its first batch.
