@@ -136,6 +136,39 @@ def test_two_jobs_with_overwrite_both_succeed_and_the_output_is_one_of_them(coun
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tok"]
 
 
+def another_job_at(moment: str, monkeypatch, tmp_path: Path) -> Path:
+    """Let another ``--overwrite`` job act at ``moment`` of this one's commit (a first ``os.rename``
+    of ``what`` its arguments start with): "move aside", it moves the old result aside just before
+    we do; "commit", its result lands just after our move aside. Gives where the old result went."""
+    real_rename, elsewhere, acted = os.rename, tmp_path / "theirs-retired", []
+
+    def rename(src, dst):
+        if not acted and moment == "move aside" and str(src).endswith("/tok"):
+            acted.append(real_rename(src, elsewhere))
+        if not acted and moment == "commit" and ".partial-" in str(src):
+            (tmp_path / "theirs").mkdir()
+            (tmp_path / "theirs" / "merges.txt").write_text("theirs\n")
+            acted.append(real_rename(tmp_path / "theirs", tmp_path / "tok"))
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    return elsewhere
+
+
+@pytest.mark.parametrize("moment", ["move aside", "commit"])
+def test_an_overwrite_commit_another_job_overtakes_still_publishes_whole(monkeypatch, tmp_path, moment):
+    """Seen under load: two ``--overwrite`` jobs committing one directory at once, one moved the old
+    result aside before the other could (``FileNotFoundError`` and a traceback); or one's result
+    landed between the other's move and its commit (``already holds results``, despite --overwrite)."""
+    (tmp_path / "tok").mkdir()
+    (tmp_path / "tok" / "merges.txt").write_text("old\n")
+    another_job_at(moment, monkeypatch, tmp_path)
+    publish_directory(str(tmp_path / "tok"), {"merges.txt": "ours\n"}, overwrite=True)
+    assert (tmp_path / "tok" / "merges.txt").read_text() == "ours\n"
+    assert (tmp_path / "tok" / "_SUCCESS").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # nothing of ours left
+
+
 def test_two_count_jobs_writing_one_file(tmp_path):
     (tmp_path / "in.txt").write_text(corpus.words_corpus(22, 5_000), encoding="utf-8")
     done = race("commit_local_file", [

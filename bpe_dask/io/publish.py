@@ -36,6 +36,7 @@ from bpe_dask.io.storage import LOCAL, Store, is_local
 SUCCESS = "_SUCCESS"  # written last: its presence says the directory is complete
 PROBE = ".bpe-dask-probe-"  # a file written and removed at once to learn that a place is writable
 _TAKEN = (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR)
+COMMIT_ATTEMPTS = 10  # commits a job tries while other jobs keep publishing to the same directory
 
 
 class OutputExists(BpeDaskError):
@@ -184,24 +185,41 @@ def staged_directory(url: str, store: Store = LOCAL, overwrite: bool = True) -> 
 def _rename_into_place(staging: str, path: str, retired: str, overwrite: bool, url: str) -> None:
     """``rename`` is the commit: it fails onto a directory that holds anything (and moves nothing
     inside it, as ``shutil.move`` would). With ``overwrite`` the previous directory is moved aside
-    first, put back if the commit fails, and removed after it."""
-    moved_aside = False
-    if overwrite and os.path.lexists(path):
-        os.rename(path, retired)
-        moved_aside = True
-    try:
-        os.rename(staging, path)
-    except OSError as error:
+    first, put back if the commit fails, and removed after it. Other jobs with ``overwrite`` may be
+    committing to ``path`` at the same moment: the one before may be moved aside by another job
+    first, or another job's result may land between the move and the commit; then this job moves
+    that aside in turn, so that every such job succeeds and ``path`` is one job's result, whole."""
+    for _ in range(COMMIT_ATTEMPTS):
+        moved_aside = overwrite and _move_aside(path, retired)
+        try:
+            os.rename(staging, path)
+        except OSError as error:
+            if moved_aside:
+                try:
+                    os.rename(retired, path)
+                except OSError:  # another job committed meanwhile: its results stand, the old go
+                    fsspec.filesystem("file").rm(retired, recursive=True)
+            if error.errno in _TAKEN and overwrite:
+                continue  # another job's result landed after our move: replace it in turn
+            if error.errno in _TAKEN:
+                raise taken(url) from None
+            raise
         if moved_aside:
-            try:
-                os.rename(retired, path)
-            except OSError:  # another job committed meanwhile: its results stand, ours and the old go
-                fsspec.filesystem("file").rm(retired, recursive=True)
-        if error.errno in _TAKEN:
-            raise taken(url) from None
-        raise
-    if moved_aside:
-        fsspec.filesystem("file").rm(retired, recursive=True)
+            fsspec.filesystem("file").rm(retired, recursive=True)
+        return
+    raise OutputExists(
+        f"other jobs kept publishing {url} while this one tried to: run again when they are done"
+    )
+
+
+def _move_aside(path: str, retired: str) -> bool:
+    """Move what stands at ``path`` to ``retired``: whether there was anything (another job may have
+    moved it aside a moment before)."""
+    try:
+        os.rename(path, retired)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _copy_into_place(
