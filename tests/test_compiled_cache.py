@@ -73,6 +73,14 @@ def test_each_loop_compiles_its_own_scanner_and_a_new_process_loads_them_all_fro
     assert all(misses > 0 and hits == 0 for hits, misses in first["stats"].values()), first  # compiled
     # Compiling a pattern's loops reads (to inline) that pattern's scanner and no other.
     assert first["inlined"] == {"gpt2": ["next_token_gpt2"], "gpt4": ["next_token_gpt4"]}, first
+    # Each pattern's loop has cache files of its own: numba's index of a function's compiled versions
+    # is one file a process rewrites whole, so processes compiling two patterns' loops at once into
+    # one index could file one's machine code under the other's key.
+    indexes = sorted(p.name.split("-")[0] for p in tmp_path.rglob("*_pieces_*.nbi"))
+    assert indexes == ["count.count_loop.locals.count_pieces_0", "count.count_loop.locals.count_pieces_1",
+                       "encode.encode_loop.locals.encode_pieces_0",
+                       "encode.encode_loop.locals.encode_pieces_1"], indexes  # fmt: skip
+    assert not [p.name for p in tmp_path.rglob("*_pieces_*.nbc") if not p.name.endswith(".1.nbc")]
     second = run_job(tmp_path)
     assert set(second["stats"]) == called, second
     assert all(hits > 0 and misses == 0 for hits, misses in second["stats"].values()), second  # loaded

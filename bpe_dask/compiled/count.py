@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from bpe_dask.compiled.cache import own_cache_file
 from bpe_dask.compiled.hashing import LOW, fnv_hash, same_bytes
 from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, pattern_number, table_of
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
@@ -50,7 +51,6 @@ def count_loop(pattern: int):
     # inline all three first: four times the compile time). Only the number is closed over: numba's
     # cache key for a closure hashes what it closes over, the same in every process, so a new process
     # loads the loop from the cache (a scanner closed over, or passed in, would be compiled again).
-    @njit(cache=True, nogil=True)
     def count_pieces(data, bounds, piece, position, table, arena, used, starts, lengths, counts, n, slots):
         """Count the pre-tokens of pieces ``[bounds[2k], bounds[2k+1])``, from ``piece`` at ``position``.
 
@@ -81,7 +81,8 @@ def count_loop(pattern: int):
             position = 0
         return piece, 0, used, n
 
-    return count_pieces
+    return njit(cache=True, nogil=True)(own_cache_file(count_pieces, pattern))
+
 
 
 COUNT_LOOPS = {number: count_loop(number) for number in NUMBERS.values()}

@@ -19,6 +19,7 @@ import threading
 import numpy as np
 from numba import njit
 
+from bpe_dask.compiled.cache import own_cache_file
 from bpe_dask.compiled.hashing import fnv_hash, same_bytes
 from bpe_dask.compiled.merge_pretoken import EMPTY, SHORT, fill_pairs, merge_long, merge_short
 from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, pattern_number, table_of
@@ -86,7 +87,6 @@ def encode_loop(pattern: int):
     """The encoding loop of pattern number ``pattern``, compiled (and cached) for it alone, as
     ``count.count_loop`` is."""
 
-    @njit(cache=True, nogil=True)
     def encode_pieces(data, bounds, specials, table, byte_ids, keys, pair_ranks, pair_merged, slots, arena,
                       ids_arena, used):  # fmt: skip
         """The ids of the pieces ``data[bounds[2k]:bounds[2k+1]]``, with ``specials[k]`` between pieces
@@ -121,7 +121,7 @@ def encode_loop(pattern: int):
                 i = end
         return out[:n]
 
-    return encode_pieces
+    return njit(cache=True, nogil=True)(own_cache_file(encode_pieces, pattern))
 
 
 ENCODE_LOOPS = {number: encode_loop(number) for number in NUMBERS.values()}
