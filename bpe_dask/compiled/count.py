@@ -15,9 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from bpe_dask.compiled.cache import own_cache_file
 from bpe_dask.compiled.hashing import LOW, fnv_hash, same_bytes
-from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, pattern_number, table_of
+from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, own_cache_file, pattern_number, table_of
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
 from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
 

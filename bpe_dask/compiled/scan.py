@@ -42,3 +42,14 @@ def next_token(pattern, data, i, hi, table):
     if pattern == GPT4:
         return next_token_gpt4(data, i, hi, table)
     return next_token_o200k(data, i, hi, table)
+
+
+def own_cache_file(function, pattern: int):
+    """``function`` named for its pattern, so that numba caches each pattern's loop in files of its
+    own. numba names a function's cache files after its qualified name, and its index of compiled
+    versions is one file that a process reads, adds to and writes back whole: two processes that
+    compiled two patterns' loops at once into one index (two jobs on one machine, say) could leave
+    one's machine code filed under the other's key (seen in the test suite, run in two processes:
+    ``NRT_adapt_ndarray_to_python: 'descr' is NULL``)."""
+    function.__qualname__ = f"{function.__qualname__}_{pattern}"
+    return function
