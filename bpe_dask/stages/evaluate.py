@@ -36,8 +36,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow as pa
 
+from bpe_dask.io.counts_table import as_arrays
 from bpe_dask.io.plan import Partition
 from bpe_dask.io.records import BadRecords, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
@@ -133,7 +133,7 @@ def _measure_range(
         for text in texts:
             text_bytes += len(text.encode("utf-8"))  # the text as read: U+FFFD for invalid UTF-8 replaced
             counter.add(text)
-    data, offsets, counts = word_arrays(counter.table())
+    data, offsets, counts = as_arrays(counter.table())
     specials = counter.specials.count
     tokens = []
     for measure in measures:
@@ -141,21 +141,3 @@ def _measure_range(
         tokens += [int(histogram.sum() if p is None else histogram @ p) + specials for p in measure.pieces]
     return Measured(text_bytes, documents, tuple(tokens), bad)
 
-
-def word_arrays(table: pa.Table) -> tuple[bytes, np.ndarray, np.ndarray]:
-    """A counts table's words back to back (UTF-8), where each starts and ends (the ``k``-th from
-    ``offsets[k]`` to ``offsets[k + 1]``) and their counts, from Arrow's own buffers.
-
-    >>> data, offsets, counts = word_arrays(pa.table({"token": [b"the", b" cat"], "count": [2, 1]}))
-    >>> data[offsets[1] : offsets[2]], counts.tolist()
-    (b' cat', [2, 1])
-    """
-    tokens = table.column("token").combine_chunks()
-    counts = table.column("count").to_numpy().astype(np.int64, copy=False)
-    if len(tokens) == 0:
-        return b"", np.zeros(1, np.int64), counts
-    wide = pa.types.is_large_binary(tokens.type)
-    _, offsets_buffer, data_buffer = tokens.buffers()
-    offsets = np.frombuffer(offsets_buffer, np.int64 if wide else np.int32)
-    offsets = offsets[tokens.offset : tokens.offset + len(tokens) + 1].astype(np.int64)
-    return data_buffer.to_pybytes(), offsets, counts

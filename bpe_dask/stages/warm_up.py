@@ -27,7 +27,6 @@ from bpe_dask.io.records import Documents
 from bpe_dask.rules.patterns import split_pattern
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.stages.counters import CompiledCounter
-from bpe_dask.stages.evaluate import word_arrays
 from bpe_dask.stages.merge import initial_vocab
 from bpe_dask.stages.reduce import sum_sorted
 from bpe_dask.tokenizer import Tokenizer
@@ -81,7 +80,7 @@ def warm_up(patterns: Iterable[str] = ("gpt2",)) -> CacheUse:
         tokenizer.encode_array(TEXT, np.uint16)  # what an encode task of text calls
         documents = Documents.of(TEXT.split(SPECIAL))
         tokenizer.encode_utf8_documents(documents.data, documents.ends, SPECIAL, np.uint16)  # of records
-        tokenizer.pretoken_histogram(*word_arrays(table))  # what an evaluate task calls
+        tokenizer.pretoken_histogram(*as_arrays(table))  # what an evaluate task calls
     sum_sorted(tables + tables)  # what a reduce task calls: sorted runs, two and more
     warm_up_merge_loop()  # the merge loop's regrowths, which a small table never needs
     return cache_use(time.perf_counter() - started)
