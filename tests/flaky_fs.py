@@ -12,17 +12,24 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 
-class FlakyFileSystem(LocalFileSystem):
-    protocol = ("flaky",)
+class NamedLocalFileSystem(LocalFileSystem):
+    """The local filesystem under a protocol of its own (``protocol``): what a test filesystem that
+    misbehaves on cue is built on."""
+
+    protocol = ("local-named",)
     root_marker = "/"
 
     @classmethod
     def _strip_protocol(cls, path):
-        path = path.removeprefix("flaky://") if isinstance(path, str) else path
+        path = path.removeprefix(f"{cls.protocol[0]}://") if isinstance(path, str) else path
         return super()._strip_protocol(path)
 
     def unstrip_protocol(self, name: str) -> str:
-        return "flaky://" + self._strip_protocol(name)
+        return f"{self.protocol[0]}://" + self._strip_protocol(name)
+
+
+class FlakyFileSystem(NamedLocalFileSystem):
+    protocol = ("flaky",)
 
     def _open(self, path, mode="rb", **kwargs):
         if "r" in mode and in_a_worker() and not path.endswith(".failed-once"):

@@ -35,19 +35,9 @@ EOT = "<|endoftext|>"
 # numba's account of the package's compiled functions in this process: for each function Python
 # called, how many times numba loaded it from the cache (hits) and compiled it (misses).
 STATS = r"""
-import importlib, pkgutil
-from numba.core.registry import CPUDispatcher
-from bpe_dask import compiled
-from bpe_dask.compiled import count, encode
+from bpe_dask.compiled.cache import functions
 
-found = {}
-for module in pkgutil.iter_modules(compiled.__path__, "bpe_dask.compiled."):
-    for value in vars(importlib.import_module(module.name)).values():
-        if isinstance(value, CPUDispatcher):
-            found[f"{value.py_func.__module__}.{value.py_func.__name__}"] = value
-for task, loops in (("count", count.COUNT_LOOPS), ("encode", encode.ENCODE_LOOPS)):
-    for number, loop in loops.items():
-        found[f"{task}[{number}]"] = loop
+found = functions()
 stats = {name: [sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values())]
          for name, f in found.items() if f.stats.cache_hits or f.stats.cache_misses}
 """

@@ -20,12 +20,11 @@ import pytest
 pytest.importorskip("numba")
 
 JOB = r"""
-import importlib, json, pkgutil
+import json
 import numpy as np
 from numba.core.inline_closurecall import InlineWorker
-from numba.core.registry import CPUDispatcher
 from bpe_dask import compiled
-from bpe_dask.compiled import count, encode
+from bpe_dask.compiled import cache
 
 inlined, phase = {}, None  # which functions numba inlines while it compiles each pattern's loops
 inline_function = InlineWorker.inline_function
@@ -42,14 +41,7 @@ for phase in ("gpt2", "gpt4"):
     merges = {(104, 101): (0, 256), (256, 108): (1, 257), (61, 61): (2, 258)}
     compiled.Encoder(list(range(256)), merges, phase).encode(text, bounds, np.zeros(0, np.int64))
 
-dispatchers = {}
-for module in pkgutil.iter_modules(compiled.__path__, "bpe_dask.compiled."):
-    for value in vars(importlib.import_module(module.name)).values():
-        if isinstance(value, CPUDispatcher):
-            dispatchers[f"{value.py_func.__module__}.{value.py_func.__name__}"] = value
-for task, loops in (("count", count.COUNT_LOOPS), ("encode", encode.ENCODE_LOOPS)):
-    for number, loop in loops.items():
-        dispatchers[f"{task}[{number}]"] = loop
+dispatchers = cache.functions()  # every compiled function Python calls, each pattern's loops apart
 stats = {where: [sum(value.stats.cache_hits.values()), sum(value.stats.cache_misses.values())]
          for where, value in dispatchers.items() if value.stats.cache_hits or value.stats.cache_misses}
 scanners = {"next_token_gpt2", "next_token_gpt4", "next_token_o200k"}

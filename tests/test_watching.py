@@ -21,7 +21,7 @@ import dask
 import pytest
 import servers
 from dask.utils import parse_bytes
-from fsspec.implementations.local import LocalFileSystem
+from flaky_fs import NamedLocalFileSystem
 from test_plan import whole_counts
 
 from bpe_dask import count_words
@@ -301,17 +301,8 @@ def test_the_merge_eta_leaves_out_the_wait_before_the_first_merge():
 # --- a filesystem whose reads fail once, halfway through a file ---------------------------------
 
 
-class HalfwayFileSystem(LocalFileSystem):
+class HalfwayFileSystem(NamedLocalFileSystem):
     protocol = ("halfway",)
-    root_marker = "/"
-
-    @classmethod
-    def _strip_protocol(cls, path):
-        path = path.removeprefix("halfway://") if isinstance(path, str) else path
-        return super()._strip_protocol(path)
-
-    def unstrip_protocol(self, name: str) -> str:
-        return "halfway://" + self._strip_protocol(name)
 
     def _open(self, path, mode="rb", **kwargs):
         f = super()._open(path, mode, **kwargs)
