@@ -2,10 +2,12 @@
 
 Takes a scheduler address (or the scheduler file that ``dask scheduler --scheduler-file``,
 dask-jobqueue and dask-mpi write), a worker count or an existing client; gives a client for the
-duration of a ``with`` block. With no scheduler it starts a LocalCluster sized to the
-machine: one single-threaded worker process per core, since pre-tokenizing is pure
-Python and holds the GIL. Also: the cluster failing under a job as one line
-(``failures_explained``), and Dask's logging kept to warnings (``quiet_dask_errors``).
+duration of a ``with`` block. With no scheduler it starts a LocalCluster sized to the machine,
+one thread per core: in this process when the job's tasks run compiled code, which releases the
+GIL (no worker processes to start, and the compiled code loaded once); else one single-threaded
+worker process per core, since the ``regex`` module's pre-tokenizing holds the GIL. Also: the
+cluster failing under a job as one line (``failures_explained``), and Dask's logging kept to
+warnings (``quiet_dask_errors``).
 """
 
 from __future__ import annotations
@@ -46,16 +48,18 @@ def dask_client(
     workers: int | None = None,
     client: Client | None = None,
     scheduler_file: str | None = None,
+    in_threads: bool = False,
 ) -> Iterator[Client]:
     """The given client, a client of ``scheduler`` (or of the scheduler ``scheduler_file`` names), or
-    a client of a new LocalCluster."""
+    a client of a new LocalCluster: of ``workers`` threads in this process with ``in_threads``, else
+    of as many worker processes."""
     if client is not None:
         yield client
     elif scheduler or scheduler_file:
         named_by = f" (named by {scheduler_file})" if not scheduler else ""
         yield from _remote_client(scheduler or scheduler_address(scheduler_file), named_by)
     else:
-        yield from _local_client(workers or default_workers())
+        yield from _local_client(workers or default_workers(), in_threads)
 
 
 SCHEDULER_FILE_LIMIT = 16 * 2**20  # characters; Dask's are a few hundred
@@ -167,14 +171,22 @@ def dashboard_works(client: Client) -> bool:
         return False
 
 
-def _local_client(workers: int) -> Iterator[Client]:
+def _local_client(workers: int, in_threads: bool = False) -> Iterator[Client]:
     if workers < 1:
         raise BpeDaskError(f"--workers must be at least 1, got {workers}")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if workers > cores:  # each a process with one thread: more than the cores only take turns
-        log.warning("--workers %d on %d cores: the worker processes will take turns on them, and each "
-                    "costs start-up time and memory; --workers %d is the most that runs at once",
-                    workers, cores, cores)  # fmt: skip
+    if workers > cores:  # each runs one task at a time: more than the cores only take turns
+        kind = "threads" if in_threads else "worker processes"
+        cost = "" if in_threads else ", and each costs start-up time and memory"
+        log.warning("--workers %d on %d cores: the %s will take turns on them%s; --workers %d is the most "
+                    "that runs at once", workers, cores, kind, cost, cores)  # fmt: skip
+    if in_threads:
+        # One worker in this process, on loopback TCP: its dashboard link then names 127.0.0.1, where
+        # the dashboard listens (an in-process ``inproc://`` cluster would name the machine's address).
+        shape = {"n_workers": 1, "threads_per_worker": workers, "processes": False, "protocol": "tcp://",
+                 "host": "127.0.0.1"}  # fmt: skip
+    else:
+        shape = {"n_workers": workers, "threads_per_worker": 1, "processes": True}
     # Distributed's statistical profiler samples the worker's stack every 10 ms; on pure-Python
     # tasks that costs several percent, for a dashboard view the embedded cluster rarely needs.
     verbose = log.getEffectiveLevel() <= logging.DEBUG  # -v: the workers say what Dask says at INFO
@@ -184,9 +196,7 @@ def _local_client(workers: int) -> Iterator[Client]:
         with interrupts.deferred(shield_children=True):
             cluster = stack.enter_context(
                 LocalCluster(
-                    n_workers=workers,
-                    threads_per_worker=1,
-                    processes=True,
+                    **shape,
                     # Its HTTP server on a free port (8787 may be another cluster's); the dashboard on it
                     # only with bokeh, without which it would be a page asking for bokeh.
                     dashboard_address="127.0.0.1:0",
@@ -197,15 +207,37 @@ def _local_client(workers: int) -> Iterator[Client]:
             )
             client = stack.enter_context(Client(cluster))
         link = f" (dashboard: {client.dashboard_link})" if has_bokeh() else ""
-        plural = "" if workers == 1 else "es"
-        log.info("started a LocalCluster of %d worker process%s%s", workers, plural, link)
-        yield client
+        if in_threads:
+            what = f"{workers} thread{'' if workers == 1 else 's'} in this process (compiled tasks)"
+        else:
+            what = f"{workers} worker process{'' if workers == 1 else 'es'}"
+        log.info("started a LocalCluster of %s%s", what, link)
+        try:
+            yield client
+        except BaseException:
+            if in_threads:
+                _abandon_running_tasks(cluster)
+            raise
+
+
+def _abandon_running_tasks(cluster: LocalCluster) -> None:
+    """Close the workers of a cluster of threads without waiting for the tasks they run: the job
+    stopped (Ctrl-C, an error), and nothing stops a thread from outside, so closing as usual would
+    wait for a long task to end. The task threads are daemons, gone with the process; a map task
+    stops at its next block (``stages.read_events``), and what any of them writes goes to the
+    job's temporary files."""
+    for worker in list(cluster.workers.values()):
+        try:
+            cluster.sync(worker.close, executor_wait=False, reason="bpe-dask: the job stopped")
+        except Exception:  # closing as usual follows
+            log.debug("closing a worker at once failed", exc_info=True)
 
 
 def dask_setup(worker: object) -> None:
-    """Dask's preload hook, run in each worker of the embedded cluster as it starts: load the
-    compiled scanner (numba's cached machine code, and the table of character classes) in the
-    background, while the cluster finishes starting and the job plans, not in the first task."""
+    """Dask's preload hook, run in each worker of the embedded cluster as it starts (in this process,
+    for a cluster of threads): load the compiled scanner (numba's cached machine code, and the table
+    of character classes) in the background, while the cluster finishes starting and the job plans,
+    not in the first task."""
     threading.Thread(target=_warm_scanner, name="bpe-dask-warm-up", daemon=True).start()
 
 

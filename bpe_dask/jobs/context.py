@@ -139,10 +139,18 @@ class Job:
         client = self.options.client
         return is_embedded(client) if client is not None else not self.options.on_scheduler
 
+    @property
+    def starts_cluster(self) -> bool:
+        """Whether the job starts a LocalCluster of its own (no client given, no scheduler named)."""
+        return not (self.options.client or self.options.on_scheduler)
+
     @contextmanager
-    def cluster(self) -> Iterator[Client]:
+    def cluster(self, in_threads: bool = False) -> Iterator[Client]:
+        """The job's client. A LocalCluster it starts runs the tasks in threads of this process with
+        ``in_threads``: for tasks that run compiled code, which releases the GIL."""
         opts = self.options
-        with dask_client(opts.scheduler, opts.workers, opts.client, opts.scheduler_file) as client:
+        started = dask_client(opts.scheduler, opts.workers, opts.client, opts.scheduler_file, in_threads)
+        with started as client:
             try:
                 yield client
             finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import dask
 import pyarrow as pa
@@ -34,6 +34,7 @@ from bpe_dask.stages.count import (
     count_range,
     count_range_to_shard,
     counting_engine,
+    counts_compiled,
     new_counter,
 )
 from bpe_dask.stages.counters import SpecialsSeen
@@ -136,7 +137,9 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
             write_counts(result._table, out, job.store, recorded, opts.overwrite)
             result.path = out
     else:
-        with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
+        settings, in_threads = counting_cluster(job, settings)
+        scratch = job.work_directory(beside=None if job.embedded else out)
+        with scratch as work, job.cluster(in_threads) as client:
             job.preflight(client, work, [out])
             job.plan(pretokenizer, cluster_threads(client))
             log.info("counting with %s", counting_engine(settings, job.largest_range))
@@ -152,6 +155,16 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
     report_bad_records(bad)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def counting_cluster(job: Job, settings: CountSettings) -> tuple[CountSettings, bool]:
+    """The settings the map tasks count with, and whether a LocalCluster the job starts runs them in
+    threads of this process: when the compiled scanner counts the job's text, which releases the GIL.
+    It then counts every range, however small: loaded once in this process, not once per worker,
+    it pays for itself on the job's bytes, not on each range's."""
+    if job.starts_cluster and counts_compiled(settings, job.input_bytes):
+        return replace(settings, engine="numba"), True
+    return settings, False
 
 
 def _result(job: Job) -> CountResult:

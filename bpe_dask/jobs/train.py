@@ -20,7 +20,7 @@ from bpe_dask.io.storage import Store, absolute
 from bpe_dask.io.tokenizer_formats import check_special_token_names
 from bpe_dask.jobs import compression
 from bpe_dask.jobs.context import Job, cluster_threads, is_embedded, peak_rss_bytes, report_bad_records
-from bpe_dask.jobs.count import count_on_cluster, count_with
+from bpe_dask.jobs.count import count_on_cluster, count_with, counting_cluster
 from bpe_dask.jobs.merging import Limits, Merges, Vocab, merge_here, merge_on_cluster, merge_table
 from bpe_dask.jobs.options import JobOptions, PathLike, input_list
 from bpe_dask.jobs.publishing import (
@@ -81,7 +81,8 @@ def train(
     # Drawing compression.png imports matplotlib (a second or two): in the background while the
     # cluster starts, finished before the cluster closes (compression.load_plotting says why).
     plotting = background.submit(compression.load_plotting)
-    with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
+    settings, in_threads = counting_cluster(job, settings)
+    with job.work_directory(beside=None if job.embedded else out) as work, job.cluster(in_threads) as client:
         job.preflight(client, work)  # the tokenizer is published from here, not by the tasks
         job.plan(settings.pretokenizer(), cluster_threads(client))
         log.info("counting with %s", counting_engine(settings, job.largest_range))
