@@ -97,7 +97,10 @@ def encode(
     _check_separator(document_separator, tokenizer, job)
     job.check_pattern(tokenizer.pretokenizer)
     _say_format(out, fmt, tokenizer)
-    with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
+    # The compiled encoder releases the GIL: a LocalCluster the job starts runs it in threads here.
+    in_threads = job.starts_cluster and tokenizer.uses_compiled(job.input_bytes)
+    scratch = job.work_directory(beside=None if job.embedded else out)
+    with scratch as work, job.cluster(in_threads) as client:
         job.preflight(client, work, [out])
         job.plan(tokenizer.pretokenizer, cluster_threads(client))
         shards = _encode_ranges(client, job, tokenizer, work, document_separator)
