@@ -250,8 +250,14 @@ class Tokenizer(TokenizerFiles, Vocabulary):
         return [ids[a + 1 : b].tolist() for a, b in pairwise([-1, *marks.tolist(), len(ids)])]
 
     def uses_compiled(self, length: int) -> bool:
-        """The compiled encoder for ``engine="numba"``, and for ``"auto"`` on text long enough to repay
-        loading it (the pure-Python path below stays the reference the tests hold it to)."""
+        """Whether text of ``length`` characters is encoded with the compiled encoder: always with
+        ``engine="numba"``, and with ``"auto"`` when it is long enough to repay loading it (the
+        pure-Python path stays the reference the tests hold it to).
+
+        >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [])
+        >>> tokenizer.uses_compiled(100), tokenizer.uses_compiled(1 << 20)
+        (False, True)
+        """
         builtin = self.pretokenizer.pattern.builtin
         return use_compiled(self.engine, length, COMPILED_MIN_CHARS, builtin_pattern=builtin)
 

@@ -127,9 +127,8 @@ def evaluate(
     if in_process:
         measured = [_measure_here(job, settings, measures) for settings, measures, _ in groups]
     else:
-        resolved = [(counting_cluster(job, settings), rest) for settings, *rest in groups]
-        groups = [(settings, *rest) for (settings, _), rest in resolved]
-        in_threads = all(threads for (_, threads), _ in resolved)  # compiled counting throughout
+        resolved = [(*counting_cluster(job, settings), rest) for settings, *rest in groups]
+        groups, in_threads = [(s, *rest) for s, _, rest in resolved], all(t for _, t, _ in resolved)
         with job.cluster(in_threads) as client:
             job.preflight(client, None)  # the tasks read the inputs and write nothing
             measured = _measure_on_cluster(client, job, groups)
