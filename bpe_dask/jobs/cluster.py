@@ -197,16 +197,16 @@ def _local_client(workers: int, in_threads: bool = False) -> Iterator[Client]:
             cluster = stack.enter_context(
                 LocalCluster(
                     **shape,
-                    # Its HTTP server on a free port (8787 may be another cluster's); the dashboard on it
-                    # only with bokeh, without which it would be a page asking for bokeh.
+                    # Its HTTP server on a free port (8787 may be another cluster's); the dashboard is
+                    # attached to it once the cluster is up (``_attach_dashboard``).
                     dashboard_address="127.0.0.1:0",
-                    scheduler_kwargs={"dashboard": has_bokeh()},
+                    scheduler_kwargs={"dashboard": False},
                     silence_logs=logging.INFO if verbose else logging.WARNING,  # the workers' own level
                     preload=["bpe_dask.jobs.cluster"],  # dask_setup below: the workers warm up as they start
                 )
             )
             client = stack.enter_context(Client(cluster))
-        link = f" (dashboard: {client.dashboard_link})" if has_bokeh() else ""
+        link = f" (dashboard: {client.dashboard_link})" if _attach_dashboard(cluster) else ""
         if in_threads:
             what = f"{workers} thread{'' if workers == 1 else 's'} in this process (compiled tasks)"
         else:
@@ -218,6 +218,27 @@ def _local_client(workers: int, in_threads: bool = False) -> Iterator[Client]:
             if in_threads:
                 _abandon_running_tasks(cluster)
             raise
+
+
+def _attach_dashboard(cluster: LocalCluster) -> bool:
+    """Dask's dashboard (bokeh's pages) added to the scheduler's HTTP server in the background, if
+    bokeh is installed (without it, the link would lead to a page asking for bokeh): importing it
+    takes most of a second, which the job's first tasks need not wait for. Its pages answer a
+    moment after the cluster starts. Says whether it will."""
+    if not has_bokeh():
+        return False
+
+    def attach() -> None:
+        try:
+            from distributed.dashboard.scheduler import connect
+
+            scheduler = cluster.scheduler
+            cluster.loop.add_callback(connect, scheduler.http_application, scheduler.http_server, scheduler)
+        except Exception:  # only ever a view of the job
+            log.warning("could not start Dask's dashboard", exc_info=True)
+
+    threading.Thread(target=attach, name="bpe-dask-dashboard", daemon=True).start()
+    return True
 
 
 def _abandon_running_tasks(cluster: LocalCluster) -> None:
