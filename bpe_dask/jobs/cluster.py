@@ -202,7 +202,9 @@ def _local_client(workers: int, in_threads: bool = False) -> Iterator[Client]:
                     dashboard_address="127.0.0.1:0",
                     scheduler_kwargs={"dashboard": False},
                     silence_logs=logging.INFO if verbose else logging.WARNING,  # the workers' own level
-                    preload=["bpe_dask.jobs.cluster"],  # dask_setup below: the workers warm up as they start
+                    # dask_setup below: worker processes warm up as they start (for threads here, the
+                    # job loads what it needs itself, knowing what that is)
+                    preload=[] if in_threads else ["bpe_dask.jobs.cluster"],
                 )
             )
             client = stack.enter_context(Client(cluster))

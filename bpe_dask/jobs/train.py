@@ -34,8 +34,9 @@ from bpe_dask.jobs.publishing import (
 )
 from bpe_dask.rules.pretokenize import split_pattern
 from bpe_dask.stages.count import counting_engine
+from bpe_dask.stages.count import warm_up as warm_up_counting
 from bpe_dask.stages.counters import SpecialsSeen
-from bpe_dask.stages.merge import warm_up
+from bpe_dask.stages.merge import warm_up as warm_up_merging
 
 log = logging.getLogger(__name__)
 
@@ -75,13 +76,17 @@ def train(
     job.check_pattern(settings.pretokenizer())
     if not job.input_bytes:  # nothing to count: no cluster to start, or to wait for
         return _train_on_nothing(job, vocab_size, out, limits, started)
-    if opts.merge_on != "worker" and not (opts.on_scheduler or opts.client):
-        warm_up(opts.engine)  # the merge loop compiles (or loads) while the cluster starts and counts
-    background = ThreadPoolExecutor(1)
-    # Drawing compression.png imports matplotlib (a second or two): in the background while the
-    # cluster starts, finished before the cluster closes (compression.load_plotting says why).
-    plotting = background.submit(compression.load_plotting)
     settings, in_threads = counting_cluster(job, settings)
+    # What the job needs later is loaded in the background meanwhile, one thing at a time in the order
+    # it is needed (together they would only take turns holding the GIL): the compiled scanner, when
+    # the map tasks run in this process; the merge loop, when it does; matplotlib, which drawing
+    # compression.png imports (waited for before the cluster closes: compression.load_plotting).
+    background = ThreadPoolExecutor(1)
+    if in_threads:
+        background.submit(warm_up_counting, settings)
+    if opts.merge_on != "worker" and job.starts_cluster:
+        background.submit(warm_up_merging, opts.engine)
+    plotting = background.submit(compression.load_plotting)
     with job.work_directory(beside=None if job.embedded else out) as work, job.cluster(in_threads) as client:
         job.preflight(client, work)  # the tokenizer is published from here, not by the tasks
         job.plan(settings.pretokenizer(), cluster_threads(client))

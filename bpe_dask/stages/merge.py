@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from operator import add
@@ -156,16 +155,13 @@ def _use_numba(engine: str, words: int) -> bool:
     return numba
 
 
-def warm_up(engine: str = "auto") -> threading.Thread | None:
-    """Compile the numba engine in a background thread (or load it from numba's cache), so that the
-    first merges of a fresh install do not wait for it: the job starts this before counting."""
-    if merge_engine(engine, NUMBA_MIN_WORDS) != "numba":
-        return None
-    from bpe_dask.compiled import warm_up as compile_merges
+def warm_up(engine: str = "auto") -> None:
+    """Compile the numba engine (or load it from numba's cache), so that the first merges do not wait
+    for it: the training job runs this in the background before counting."""
+    if merge_engine(engine, NUMBA_MIN_WORDS) == "numba":
+        from bpe_dask.compiled import warm_up as compile_merges
 
-    thread = threading.Thread(target=compile_merges, name="bpe-dask-compile", daemon=True)
-    thread.start()
-    return thread
+        compile_merges()
 
 
 class _MergeState:
