@@ -2,11 +2,11 @@
 numba's cache (or loaded from it) out, with numba's account of which (``compiled.cache.CacheUse``).
 
 Runs each stage's compiled path once on a few hundred bytes, through the very calls the stages make, so
-with the argument types numba compiles for: counting text and documents (the counter grown past its
-first size too), summing sorted count runs as the reduce does, the merge loop (its rarely taken
-regrowths too), encoding text and documents, and tallying the ids of counted words (an evaluate task).
-What a job compiles depends on its pattern (its counting and encoding loops) and nothing else, so a
-process, or a worker image, that ran this for a job's pattern runs the job on machine code loaded from
+with the argument types numba compiles for: checking UTF-8, counting text and documents (the counter
+grown past its first size too), summing sorted count runs as the reduce does, the merge loop (its rarely
+taken regrowths too), encoding text and documents, and tallying the ids of counted words (an evaluate
+task). What a job compiles depends on its pattern (its counting and encoding loops) and nothing else, so
+a process, or a worker image, that ran this for a job's pattern runs the job on machine code loaded from
 the cache (on this project's machine, about a second for what took 17-22 s to compile for gpt2). Where
 numba keeps it, and what an entry must match to serve: ``compiled.cache``.
 """
@@ -21,6 +21,7 @@ import numpy as np
 from bpe_dask.compiled import Counter, train_merges
 from bpe_dask.compiled import warm_up as warm_up_merge_loop
 from bpe_dask.compiled.cache import CacheUse, cache_use
+from bpe_dask.compiled.utf8 import check_utf8
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import as_arrays
 from bpe_dask.io.records import Documents
@@ -69,6 +70,7 @@ def warm_up(patterns: Iterable[str] = ("gpt2",)) -> CacheUse:
         pretokenizer = Pretokenizer([SPECIAL], name)
         counter = CompiledCounter(pretokenizer)  # what a map task counts with
         counter.add(TEXT)
+        check_utf8(np.frombuffer(TEXT.encode("utf-8"), np.uint8))  # what its reader checks text with
         counter.add_documents(Documents.of(TEXT.split(SPECIAL)))
         grown = Counter(name, capacity=4)  # its arrays grow and its table is hashed again
         data = TEXT.encode("utf-8")
