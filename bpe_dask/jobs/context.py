@@ -11,6 +11,7 @@ checked the workers, through ``run_tasks``, which turns a failure into one line.
 from __future__ import annotations
 
 import logging
+import os
 import resource
 import shutil
 import sys
@@ -265,6 +266,18 @@ def run_tasks(client: Client, tasks: list[Delayed], progress: TaskProgress | Non
 def is_embedded(client: Client) -> bool:
     """Whether the cluster is a LocalCluster on this machine (its workers share our disk)."""
     return isinstance(getattr(client, "cluster", None), LocalCluster)
+
+
+def other_processes_peak_rss_bytes(client: Client) -> dict[str, int]:
+    """The peak resident memory of each worker that is a process of its own, by address: a worker
+    in this process (a LocalCluster of threads) is this process, whose peak the report gives."""
+    here = os.getpid()
+    peaks = client.run(_process_and_peak)
+    return {address: peak for address, (pid, peak) in peaks.items() if pid != here}
+
+
+def _process_and_peak() -> tuple[int, int]:
+    return os.getpid(), peak_rss_bytes()
 
 
 def peak_rss_bytes() -> int:

@@ -19,7 +19,13 @@ from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.storage import Store, absolute
 from bpe_dask.io.tokenizer_formats import check_special_token_names
 from bpe_dask.jobs import compression
-from bpe_dask.jobs.context import Job, cluster_threads, is_embedded, peak_rss_bytes, report_bad_records
+from bpe_dask.jobs.context import (
+    Job,
+    cluster_threads,
+    is_embedded,
+    other_processes_peak_rss_bytes,
+    report_bad_records,
+)
 from bpe_dask.jobs.count import count_on_cluster, count_with, counting_cluster
 from bpe_dask.jobs.merging import Limits, Merges, Vocab, merge_here, merge_on_cluster, merge_table
 from bpe_dask.jobs.options import JobOptions, PathLike, input_list
@@ -101,7 +107,7 @@ def train(
             merged = merge_on_cluster(client, counts, vocab_size, opts.special_tokens, job, limits)
         else:
             merged = merge_here(counts, vocab_size, opts, limits)
-        workers_peak = client.run(peak_rss_bytes)
+        workers_peak = other_processes_peak_rss_bytes(client)
         # The tokenizer's files take a moment to make (tiktoken's ranks are checked): made while the
         # cluster closes, with everything they import already imported.
         curve = compression_curve(merged, opts.special_tokens, specials)
