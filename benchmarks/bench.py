@@ -767,6 +767,9 @@ def suite_peers(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ("HF tokenizers", "huggingface_train_tokens"),
         ("bpeasy", "bpeasy_train"),
     ]
+    chosen = {"rustbpe": "rustbpe", "hf": "HF tokenizers", "bpeasy": "bpeasy"}
+    wanted = {chosen[name] for name in args.peers.split(",")} | {"rustbpe"}  # the ratios' base
+    peers = [(label, name) for label, name in peers if label in wanted]
     results = {label: run(name, path, args.vocab_size, args.pattern) for label, name in peers}
     base = results["rustbpe"]["seconds"]
     mib = lambda n: f"{n / 2**20:,.0f} MiB"  # noqa: E731
@@ -786,7 +789,8 @@ def suite_peers(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         f"({ours['partitions']} partitions)",
         f"{ours['seconds']:.1f} s",
         f"{ours['seconds'] / base:.2f} of rustbpe (count {t['count']:.1f} s, merge {t['merge']:.1f} s); peak "
-        f"{mib(ours['peak_rss_bytes'])} client + {mib(ours['workers_peak_rss_bytes'])} workers; exact: yes",
+        f"{mib(ours['peak_rss_bytes'])} client + {mib(ours['workers_peak_rss_bytes'])} worker processes; "
+        "exact: yes",
     ))  # fmt: skip
     return rows
 
@@ -924,6 +928,7 @@ def main() -> None:
     peers.add_argument("--vocab-size", type=int, default=32000)
     peers.add_argument("--workers", type=int, default=2)
     peers.add_argument("--pattern", default="gpt2", choices=("gpt2", "gpt4", "o200k"))
+    peers.add_argument("--peers", default="rustbpe,hf,bpeasy", help="which peers (rustbpe always)")
     records = commands.add_parser("records", help="counting the same documents as text, Parquet, JSON Lines")
     records.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     records.add_argument("--size", default="65MB")
