@@ -82,12 +82,13 @@ def train_merges(
         word_counts = list(word_counts)
     if _use_numba(engine, len(word_counts)):
         from bpe_dask.compiled import train_merges
+        from bpe_dask.compiled.compile_once import readonly
 
         data, offsets, freqs = _word_arrays(
             _sorted(word_counts) if isinstance(word_counts, pa.Table) else word_counts
         )
         return train_merges(
-            data, offsets, freqs, initial_vocab(special_tokens), vocab_size, progress,
+            readonly(data), offsets, freqs, initial_vocab(special_tokens), vocab_size, progress,
             min_frequency=min_frequency, max_token_length=max_token_length, stopped=stopped, savings=savings,
         )  # fmt: skip
     if isinstance(word_counts, pa.Table):
