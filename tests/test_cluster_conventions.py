@@ -40,12 +40,13 @@ from bpe_dask.compiled.cache import functions
 found = functions()
 stats = {name: [sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values())]
          for name, f in found.items() if f.stats.cache_hits or f.stats.cache_misses}
+versions = {name: len(f.overloads) for name, f in found.items() if f.overloads}
 """
 # `bpe-dask warm-up` as the console script runs it, then numba's account of what it did.
 WARM_UP = (
     "import json, sys\nfrom bpe_dask.cli.main import main\ncode = main(['warm-up'])\n"
     + STATS
-    + "print(json.dumps({'code': code, 'stats': stats}))\n"
+    + "print(json.dumps({'code': code, 'stats': stats, 'versions': versions}))\n"
 )
 # What a train job runs (the counting loop, the reduce's sum of sorted runs, the merge loop) and what
 # an encode job runs, on the workers.
@@ -168,6 +169,20 @@ def test_the_warm_up_compiles_on_an_empty_cache_and_says_where_it_is(warmed_cach
     assert all(misses > 0 and hits == 0 for hits, misses in done["stats"].values()), done["stats"]
     assert f"the cache is {cache} (NUMBA_CACHE_DIR)" in done["stderr"], done["stderr"]
     assert any(cache.rglob("*.nbc")), "numba wrote no machine code to NUMBA_CACHE_DIR"
+
+
+def test_the_warm_up_compiles_one_version_of_each_function_a_job_calls(warmed_cache):
+    """numba compiles a version of a function for each combination of argument types it is called
+    with, read-only and writable arrays apart: each function Python calls, and those the loops call
+    with the bytes they were given, has one (``compiled.compile_once.readonly``), so a job on a
+    warmed cache meets no type the warm-up did not compile."""
+    _, done = warmed_cache
+    called = ["count[0]", "encode[0]"] + [f"bpe_dask.compiled.{name}" for name in (
+        "count._rehash", "sum_sorted._merge_two", "encode.pretoken_histogram", "merge_pretoken.fill_pairs",
+        "merge_pretoken.merge_short", "merge_pretoken.merge_long", "merge_state._layout",
+        "merge_loop._merge_batch",
+    )]  # fmt: skip
+    assert {name: done["versions"].get(name) for name in called} == dict.fromkeys(called, 1), done["versions"]
 
 
 def test_a_scheduler_file_names_a_tls_cluster_whose_warmed_workers_train_exactly(cluster, tmp_path):

@@ -4,8 +4,10 @@ Takes a scheduler address (or the scheduler file that ``dask scheduler --schedul
 dask-jobqueue and dask-mpi write), a worker count or an existing client; gives a client for the
 duration of a ``with`` block. With no scheduler it starts a LocalCluster sized to the
 machine: one single-threaded worker process per core, since pre-tokenizing is pure
-Python and holds the GIL. Also: the cluster failing under a job as one line
-(``failures_explained``), and Dask's logging kept to warnings (``quiet_dask_errors``).
+Python and holds the GIL; its workers warm up (``WarmUp``: the compiled loops the job's tasks will
+run, compiled or loaded from numba's cache as they start, not in the first task). Also: the
+cluster failing under a job as one line (``failures_explained``), and Dask's logging kept to
+warnings (``quiet_dask_errors``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 
+import click
 import dask
 from dask.utils import parse_timedelta
 from distributed import Client, KilledWorker, LocalCluster, Security
@@ -31,6 +35,26 @@ from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.storage import describe
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """What the workers of an embedded cluster run compiled, to warm up as they start: ``stages`` of
+    ``stages.warm_up`` (``count``, ``reduce``, ``encode``, ``evaluate``) with built-in ``patterns``."""
+
+    patterns: tuple[str, ...] = ("gpt2",)
+    stages: tuple[str, ...] = ()
+
+    def preload(self) -> dict:
+        """The LocalCluster's arguments for it: this module as the workers' preload (``dask_setup``),
+        with its options; none if there is nothing to warm."""
+        if not self.stages:
+            return {}
+        argv = [*[f"--pattern={p}" for p in self.patterns], *[f"--stage={s}" for s in self.stages]]
+        return {"preload": [__name__], "preload_argv": argv}
+
+
+NO_WARM_UP = WarmUp()
 
 
 def default_workers() -> int:
@@ -46,16 +70,17 @@ def dask_client(
     workers: int | None = None,
     client: Client | None = None,
     scheduler_file: str | None = None,
+    warm_up: WarmUp = NO_WARM_UP,
 ) -> Iterator[Client]:
     """The given client, a client of ``scheduler`` (or of the scheduler ``scheduler_file`` names), or
-    a client of a new LocalCluster."""
+    a client of a new LocalCluster, whose workers ``warm_up`` as they start."""
     if client is not None:
         yield client
     elif scheduler or scheduler_file:
         named_by = f" (named by {scheduler_file})" if not scheduler else ""
         yield from _remote_client(scheduler or scheduler_address(scheduler_file), named_by)
     else:
-        yield from _local_client(workers or default_workers())
+        yield from _local_client(workers or default_workers(), warm_up)
 
 
 SCHEDULER_FILE_LIMIT = 16 * 2**20  # characters; Dask's are a few hundred
@@ -167,7 +192,7 @@ def dashboard_works(client: Client) -> bool:
         return False
 
 
-def _local_client(workers: int) -> Iterator[Client]:
+def _local_client(workers: int, warm_up: WarmUp) -> Iterator[Client]:
     if workers < 1:
         raise BpeDaskError(f"--workers must be at least 1, got {workers}")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -192,7 +217,7 @@ def _local_client(workers: int) -> Iterator[Client]:
                     dashboard_address="127.0.0.1:0",
                     scheduler_kwargs={"dashboard": has_bokeh()},
                     silence_logs=logging.INFO if verbose else logging.WARNING,  # the workers' own level
-                    preload=["bpe_dask.jobs.cluster"],  # dask_setup below: the workers warm up as they start
+                    **warm_up.preload(),  # dask_setup below
                 )
             )
             client = stack.enter_context(Client(cluster))
@@ -202,21 +227,25 @@ def _local_client(workers: int) -> Iterator[Client]:
         yield client
 
 
-def dask_setup(worker: object) -> None:
-    """Dask's preload hook, run in each worker of the embedded cluster as it starts: load the
-    compiled scanner (numba's cached machine code, and the table of character classes) in the
-    background, while the cluster finishes starting and the job plans, not in the first task."""
-    threading.Thread(target=_warm_scanner, name="bpe-dask-warm-up", daemon=True).start()
+@click.command()
+@click.option("--pattern", "patterns", multiple=True)
+@click.option("--stage", "stages", multiple=True)
+def dask_setup(worker: object, patterns: tuple[str, ...], stages: tuple[str, ...]) -> None:
+    """Dask's preload hook (``WarmUp.preload``), run in each worker of the embedded cluster as it
+    starts: compile the loops ``stages`` run with ``patterns`` (or load them from numba's cache, with
+    the table of character classes) in the background, while the cluster finishes starting and the
+    job plans, not in the first task. One worker compiles while the others wait to load what it
+    saved (``compiled.compile_once``)."""
+    threading.Thread(target=_warm_up, args=(patterns, stages), name="bpe-dask-warm-up", daemon=True).start()
 
 
-def _warm_scanner() -> None:
+def _warm_up(patterns: tuple[str, ...], stages: tuple[str, ...]) -> None:
     try:
-        from bpe_dask.rules.pretokenize import Pretokenizer
-        from bpe_dask.stages.counters import CompiledCounter
+        from bpe_dask.stages.warm_up import warm_up
 
-        CompiledCounter(Pretokenizer()).add("warm up")
+        warm_up(patterns, stages)
     except Exception:  # only ever an optimisation: the first task will say what is wrong
-        log.debug("warming up the compiled scanner failed", exc_info=True)
+        log.debug("warming up %s for %s failed", ", ".join(stages), ", ".join(patterns), exc_info=True)
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from bpe_dask.io.storage import Store, absolute
 from bpe_dask.io.tokenizer_formats import check_special_token_names
 from bpe_dask.jobs import compression
 from bpe_dask.jobs.context import Job, cluster_threads, is_embedded, peak_rss_bytes, report_bad_records
-from bpe_dask.jobs.count import count_on_cluster, count_with
+from bpe_dask.jobs.count import count_on_cluster, count_with, counting_warm_up
 from bpe_dask.jobs.merging import Limits, Merges, Vocab, merge_here, merge_on_cluster, merge_table
 from bpe_dask.jobs.options import JobOptions, PathLike, input_list
 from bpe_dask.jobs.publishing import (
@@ -76,12 +76,13 @@ def train(
     if not job.input_bytes:  # nothing to count: no cluster to start, or to wait for
         return _train_on_nothing(job, vocab_size, out, limits, started)
     if opts.merge_on != "worker" and not (opts.on_scheduler or opts.client):
-        warm_up(opts.engine)  # the merge loop compiles (or loads) while the cluster starts and counts
+        warm_up(opts.engine, job.input_bytes)  # the merge loop compiles (or loads) while the cluster counts
     background = ThreadPoolExecutor(1)
     # Drawing compression.png imports matplotlib (a second or two): in the background while the
     # cluster starts, finished before the cluster closes (compression.load_plotting says why).
     plotting = background.submit(compression.load_plotting)
-    with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
+    cluster = job.cluster(counting_warm_up(job, [settings]))
+    with job.work_directory(beside=None if job.embedded else out) as work, cluster as client:
         job.preflight(client, work)  # the tokenizer is published from here, not by the tasks
         job.plan(settings.pretokenizer(), cluster_threads(client))
         log.info("counting with %s", counting_engine(settings, job.largest_range))

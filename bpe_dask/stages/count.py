@@ -103,17 +103,18 @@ def new_counter(settings: CountSettings, size: int = COMPILED_MIN_BYTES) -> Rege
     a built-in pattern (``engine="auto"``: for enough text), else the ``regex`` module, which stays
     the reference."""
     pretokenizer = settings.pretokenizer()
-    return CompiledCounter(pretokenizer) if _compiled(settings, size) else RegexCounter(pretokenizer)
+    return CompiledCounter(pretokenizer) if counts_compiled(settings, size) else RegexCounter(pretokenizer)
 
 
-def _compiled(settings: CountSettings, size: int) -> bool:
+def counts_compiled(settings: CountSettings, size: int) -> bool:
+    """Whether ``new_counter`` gives the compiled scanner for ``size`` bytes of text."""
     return use_compiled(settings.engine, size, COMPILED_MIN_BYTES,
                         builtin_pattern=split_pattern(settings.pattern).builtin)  # fmt: skip
 
 
 def counting_engine(settings: CountSettings, size: int) -> str:
     """Which engine ``new_counter`` picks for ``size`` bytes, in words, for the job's log."""
-    if _compiled(settings, size):
+    if counts_compiled(settings, size):
         return f"the compiled {settings.pattern} scanner (numba)"
     return f"the regex module ({split_pattern(settings.pattern).name} pattern)"
 
