@@ -86,12 +86,13 @@ def _merge_batch(words, pairs, pairs_used, pool, pool_used, heap_counts, heap_ke
         need = sizes[a] + sizes[b]
         if bytes_used + need > len(token_bytes):
             grown = np.zeros(2 * len(token_bytes) + need, np.uint8)
-            grown[:bytes_used] = token_bytes[:bytes_used]
+            for k in range(bytes_used):  # not a slice assignment: compile_once.py says why
+                grown[k] = token_bytes[k]
             token_bytes = grown
-        token_bytes[bytes_used : bytes_used + sizes[a]] = token_bytes[offsets[a] : offsets[a] + sizes[a]]
-        token_bytes[bytes_used + sizes[a] : bytes_used + need] = token_bytes[
-            offsets[b] : offsets[b] + sizes[b]
-        ]
+        for k in range(sizes[a]):
+            token_bytes[bytes_used + k] = token_bytes[offsets[a] + k]
+        for k in range(sizes[b]):
+            token_bytes[bytes_used + sizes[a] + k] = token_bytes[offsets[b] + k]
         offsets[x], sizes[x] = bytes_used, need
         bytes_used += need
         # Every occurrence is merged: the pair is gone, and its holders are read from the pool below
@@ -159,8 +160,8 @@ def _merge_batch(words, pairs, pairs_used, pool, pool_used, heap_counts, heap_ke
                 if heap_size == len(heap_counts):
                     grown_counts = np.empty(2 * heap_size, np.int64)
                     grown_keys = np.empty(2 * heap_size, np.int64)
-                    grown_counts[:heap_size] = heap_counts
-                    grown_keys[:heap_size] = heap_keys
+                    for k in range(heap_size):
+                        grown_counts[k], grown_keys[k] = heap_counts[k], heap_keys[k]
                     heap_counts, heap_keys = grown_counts, grown_keys
                 heap_counts[heap_size], heap_keys[heap_size] = pairs[slot, COUNT], pairs[slot, KEY]
                 heap_size += 1

@@ -99,7 +99,8 @@ def _initial_pairs(words, at, pairs, like):
             occurrences[pair] += 1
             weighted[pair] += f
     place = np.zeros((1 << 16) + 1, np.int64)
-    place[1:] = np.cumsum(occurrences)
+    for pair in range(1 << 16):  # not a slice assignment: compile_once.py says why
+        place[pair + 1] = place[pair] + occurrences[pair]
     pool = np.empty(max(16, place[-1]), like.dtype)
     fill = place[:-1].copy()
     for p in at:
