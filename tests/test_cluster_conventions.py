@@ -177,7 +177,7 @@ def test_the_warm_up_compiles_on_an_empty_cache_and_says_where_it_is(warmed_cach
     assert any(cache.rglob("*.nbc")), "numba wrote no machine code to NUMBA_CACHE_DIR"
 
 
-def test_the_warm_up_compiles_one_version_of_each_function_a_job_calls(warmed_cache):
+def test_the_warm_up_compiles_one_version_of_each_function(warmed_cache):
     """numba compiles a version of a function for each combination of argument types it is called
     with, read-only and writable arrays apart: each function Python calls, and those the loops call
     with the bytes they were given, has one (``compiled.compile_once.readonly``), so a job on a
@@ -189,6 +189,10 @@ def test_the_warm_up_compiles_one_version_of_each_function_a_job_calls(warmed_ca
         "merge_loop._merge_batch",
     )]  # fmt: skip
     assert {name: done["versions"].get(name) for name in called} == dict.fromkeys(called, 1), done["versions"]
+    # Nor does a function get a version for a constant argument (numba types 0 as a literal apart from
+    # an int64); merge_state.count_of is called at int32 and int64 positions of a word's record.
+    twice = {name: n for name, n in done["versions"].items() if n > 1}
+    assert twice == {"bpe_dask.compiled.merge_state.count_of": 2}, twice
 
 
 def test_no_compiled_function_assigns_an_array_to_a_slice(warmed_cache):

@@ -42,7 +42,7 @@ def fits(key, sizes, longest):
 @njit(cache=True, nogil=True)
 def heapify(pairs, heap_counts, heap_keys, token_bytes, offsets, sizes, longest):
     """Fill the heap with every pair of positive count that fits; returns its size."""
-    size = 0
+    size = np.int64(0)  # not 0, which numba would compile sift_down for apart (compile_once.py)
     for slot in range(len(pairs)):
         key = pairs[slot, KEY]
         if key != EMPTY and pairs[slot, COUNT] > 0 and fits(key, sizes, longest):
