@@ -32,6 +32,7 @@ from bpe_dask.compiled.pair_map import (
 )
 
 _BATCH = 256  # merges per compiled call, between progress reports
+_ZERO = np.int64(0)  # not 0: a constant argument makes numba compile the callee apart (compile_once.py)
 
 
 @njit(cache=True, nogil=True)
@@ -68,7 +69,7 @@ def _merge_batch(words, pairs, pairs_used, pool, pool_used, heap_counts, heap_ke
             else:  # gone, or below a newer entry
                 heap_size -= 1
                 heap_counts[0], heap_keys[0] = heap_counts[heap_size], heap_keys[heap_size]
-            sift_down(heap_counts, heap_keys, heap_size, 0, token_bytes, offsets, sizes)
+            sift_down(heap_counts, heap_keys, heap_size, _ZERO, token_bytes, offsets, sizes)
         if best_slot < 0:
             break
         if heap_counts[0] < min_frequency:
@@ -76,7 +77,7 @@ def _merge_batch(words, pairs, pairs_used, pool, pool_used, heap_counts, heap_ke
             break
         heap_size -= 1  # pop it
         heap_counts[0], heap_keys[0] = heap_counts[heap_size], heap_keys[heap_size]
-        sift_down(heap_counts, heap_keys, heap_size, 0, token_bytes, offsets, sizes)
+        sift_down(heap_counts, heap_keys, heap_size, _ZERO, token_bytes, offsets, sizes)
         merge = next_id + made
         best = pairs[best_slot, KEY]
         a, b, x = best >> 32, best & LOW, merge
@@ -86,19 +87,20 @@ def _merge_batch(words, pairs, pairs_used, pool, pool_used, heap_counts, heap_ke
         need = sizes[a] + sizes[b]
         if bytes_used + need > len(token_bytes):
             grown = np.zeros(2 * len(token_bytes) + need, np.uint8)
-            grown[:bytes_used] = token_bytes[:bytes_used]
+            for k in range(bytes_used):  # not a slice assignment: compile_once.py says why
+                grown[k] = token_bytes[k]
             token_bytes = grown
-        token_bytes[bytes_used : bytes_used + sizes[a]] = token_bytes[offsets[a] : offsets[a] + sizes[a]]
-        token_bytes[bytes_used + sizes[a] : bytes_used + need] = token_bytes[
-            offsets[b] : offsets[b] + sizes[b]
-        ]
+        for k in range(sizes[a]):
+            token_bytes[bytes_used + k] = token_bytes[offsets[a] + k]
+        for k in range(sizes[b]):
+            token_bytes[bytes_used + sizes[a] + k] = token_bytes[offsets[b] + k]
         offsets[x], sizes[x] = bytes_used, need
         bytes_used += need
         # Every occurrence is merged: the pair is gone, and its holders are read from the pool below
         # (lists only ever move to the end of the pool, so nothing is written over them).
         listed, n_listed = pairs[best_slot, START], pairs[best_slot, LENGTH]
         pairs[best_slot, COUNT] = pairs[best_slot, LENGTH] = 0
-        n_touched = 0
+        n_touched = _ZERO
         for j in range(n_listed):
             w = pool[listed + j]
             s, length, f = w + 3, np.int64(words[w]), count_of(words, w)
@@ -159,8 +161,8 @@ def _merge_batch(words, pairs, pairs_used, pool, pool_used, heap_counts, heap_ke
                 if heap_size == len(heap_counts):
                     grown_counts = np.empty(2 * heap_size, np.int64)
                     grown_keys = np.empty(2 * heap_size, np.int64)
-                    grown_counts[:heap_size] = heap_counts
-                    grown_keys[:heap_size] = heap_keys
+                    for k in range(heap_size):
+                        grown_counts[k], grown_keys[k] = heap_counts[k], heap_keys[k]
                     heap_counts, heap_keys = grown_counts, grown_keys
                 heap_counts[heap_size], heap_keys[heap_size] = pairs[slot, COUNT], pairs[slot, KEY]
                 heap_size += 1

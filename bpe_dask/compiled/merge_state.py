@@ -42,7 +42,7 @@ def fits(key, sizes, longest):
 @njit(cache=True, nogil=True)
 def heapify(pairs, heap_counts, heap_keys, token_bytes, offsets, sizes, longest):
     """Fill the heap with every pair of positive count that fits; returns its size."""
-    size = 0
+    size = np.int64(0)  # not 0, which numba would compile sift_down for apart (compile_once.py)
     for slot in range(len(pairs)):
         key = pairs[slot, KEY]
         if key != EMPTY and pairs[slot, COUNT] > 0 and fits(key, sizes, longest):
@@ -99,7 +99,8 @@ def _initial_pairs(words, at, pairs, like):
             occurrences[pair] += 1
             weighted[pair] += f
     place = np.zeros((1 << 16) + 1, np.int64)
-    place[1:] = np.cumsum(occurrences)
+    for pair in range(1 << 16):  # not a slice assignment: compile_once.py says why
+        place[pair + 1] = place[pair] + occurrences[pair]
     pool = np.empty(max(16, place[-1]), like.dtype)
     fill = place[:-1].copy()
     for p in at:

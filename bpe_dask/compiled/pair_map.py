@@ -56,7 +56,9 @@ def regrown(pairs, size):
     grown = new_pairs(size)
     for slot in range(len(pairs)):
         if pairs[slot, KEY] != EMPTY:
-            grown[find(grown, pairs[slot, KEY])] = pairs[slot]
+            at = find(grown, pairs[slot, KEY])
+            for field in range(pairs.shape[1]):  # not a slice assignment: compile_once.py says why
+                grown[at, field] = pairs[slot, field]
     return grown
 
 
@@ -67,7 +69,8 @@ def make_room(pairs, slot, pool, pool_used):
     n, room = pairs[slot, LENGTH], max(4, 2 * pairs[slot, ROOM])
     if pool_used + room > len(pool):
         grown = np.empty(max(2 * len(pool), pool_used + room), pool.dtype)
-        grown[:pool_used] = pool[:pool_used]
+        for k in range(pool_used):
+            grown[k] = pool[k]
         pool = grown
     start = pairs[slot, START]
     for k in range(n):
@@ -88,7 +91,8 @@ def compacted(pairs, pool):
     for slot in range(len(pairs)):
         if pairs[slot, KEY] != EMPTY:
             start, n = pairs[slot, START], pairs[slot, LENGTH]
-            packed[used : used + n] = pool[start : start + n]
+            for k in range(n):
+                packed[used + k] = pool[start + k]
             pairs[slot, START] = used
             used += pairs[slot, ROOM]
     return packed, used

@@ -33,7 +33,7 @@ from bpe_dask.io.plan import Partition, plan_ranges
 from bpe_dask.io.records import BadRecords
 from bpe_dask.io.sample import sample_documents
 from bpe_dask.io.storage import Store, describe, is_local, required_packages
-from bpe_dask.jobs.cluster import dask_client, failures_explained
+from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp, dask_client, default_workers, failures_explained
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.jobs.preflight import Place, check_workers, unregister_plugins
 from bpe_dask.jobs.progress import TaskProgress
@@ -130,6 +130,14 @@ class Job:
     def largest_range(self) -> int:
         return max((r.text_bytes for r in self.ranges), default=0)
 
+    def expected_largest_range(self) -> int:
+        """About the largest partition ``plan`` will make on the embedded cluster, from the files' sizes
+        before it plans: what decides which compiled loops its workers warm up as they start (a
+        compressed file is one partition, of more text than its size)."""
+        threads = self.options.workers or default_workers()  # the embedded cluster's: one per worker
+        chunk = self.options.chunk_size or partition_size(self.input_bytes, threads, self.store.settings)
+        return max((f.size if f.compression else min(f.size, chunk) for f in self.files), default=0)
+
     @property
     def input_urls(self) -> list[str]:
         return [f.url for f in self.files]
@@ -146,12 +154,13 @@ class Job:
         return not (self.options.client or self.options.on_scheduler)
 
     @contextmanager
-    def cluster(self, in_threads: bool = False) -> Iterator[Client]:
+    def cluster(self, in_threads: bool = False, warm_up: WarmUp = NO_WARM_UP) -> Iterator[Client]:
         """The job's client. A LocalCluster it starts runs the tasks in threads of this process with
-        ``in_threads``: for tasks that run compiled code, which releases the GIL."""
+        ``in_threads`` (for tasks that run compiled code, which releases the GIL), and ``warm_up``s as
+        it starts."""
         opts = self.options
-        started = dask_client(opts.scheduler, opts.workers, opts.client, opts.scheduler_file, in_threads)
-        with started as client:
+        where = (opts.scheduler, opts.workers, opts.client, opts.scheduler_file)
+        with dask_client(*where, in_threads, warm_up) as client:
             try:
                 yield client
             finally:

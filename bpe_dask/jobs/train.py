@@ -26,7 +26,7 @@ from bpe_dask.jobs.context import (
     other_processes_peak_rss_bytes,
     report_bad_records,
 )
-from bpe_dask.jobs.count import count_on_cluster, count_with, counting_cluster
+from bpe_dask.jobs.count import count_on_cluster, count_with, counting_cluster, counting_warm_up
 from bpe_dask.jobs.merging import Limits, Merges, Vocab, merge_here, merge_on_cluster, merge_table
 from bpe_dask.jobs.options import JobOptions, PathLike, input_list
 from bpe_dask.jobs.publishing import (
@@ -40,9 +40,8 @@ from bpe_dask.jobs.publishing import (
 )
 from bpe_dask.rules.pretokenize import split_pattern
 from bpe_dask.stages.count import counting_engine
-from bpe_dask.stages.count import warm_up as warm_up_counting
 from bpe_dask.stages.counters import SpecialsSeen
-from bpe_dask.stages.merge import warm_up as warm_up_merging
+from bpe_dask.stages.merge import warm_up
 
 log = logging.getLogger(__name__)
 
@@ -83,17 +82,14 @@ def train(
     if not job.input_bytes:  # nothing to count: no cluster to start, or to wait for
         return _train_on_nothing(job, vocab_size, out, limits, started)
     settings, in_threads = counting_cluster(job, settings)
-    # What the job needs later is loaded in the background meanwhile, one thing at a time in the order
-    # it is needed (together they would only take turns holding the GIL): the compiled scanner, when
-    # the map tasks run in this process; the merge loop, when it does; matplotlib, which drawing
-    # compression.png imports (waited for before the cluster closes: compression.load_plotting).
-    background = ThreadPoolExecutor(1)
-    if in_threads:
-        background.submit(warm_up_counting, settings)
     if opts.merge_on != "worker" and job.starts_cluster:
-        background.submit(warm_up_merging, opts.engine)
+        warm_up(opts.engine, job.input_bytes)  # the merge loop compiles (or loads) while the cluster counts
+    background = ThreadPoolExecutor(1)
+    # Drawing compression.png imports matplotlib (a second or two): in the background while the
+    # cluster starts, finished before the cluster closes (compression.load_plotting says why).
     plotting = background.submit(compression.load_plotting)
-    with job.work_directory(beside=None if job.embedded else out) as work, job.cluster(in_threads) as client:
+    cluster = job.cluster(in_threads, counting_warm_up(job, [settings]))
+    with job.work_directory(beside=None if job.embedded else out) as work, cluster as client:
         job.preflight(client, work)  # the tokenizer is published from here, not by the tasks
         job.plan(settings.pretokenizer(), cluster_threads(client))
         log.info("counting with %s", counting_engine(settings, job.largest_range))

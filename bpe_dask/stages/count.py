@@ -106,15 +106,8 @@ def new_counter(settings: CountSettings, size: int = COMPILED_MIN_BYTES) -> Rege
     return CompiledCounter(pretokenizer) if counts_compiled(settings, size) else RegexCounter(pretokenizer)
 
 
-def warm_up(settings: CountSettings) -> None:
-    """Load the counter ``settings`` take for a range of any size (the compiled scanner from numba's
-    cache, or compile it), so that the first map task need not: a job whose tasks run in this
-    process runs this in the background while its cluster starts."""
-    new_counter(settings).add("warm up")
-
-
 def counts_compiled(settings: CountSettings, size: int) -> bool:
-    """Whether ``size`` bytes are counted with the compiled scanner under ``settings``."""
+    """Whether ``new_counter`` gives the compiled scanner for ``size`` bytes of text."""
     return use_compiled(settings.engine, size, COMPILED_MIN_BYTES,
                         builtin_pattern=split_pattern(settings.pattern).builtin)  # fmt: skip
 
