@@ -27,7 +27,7 @@ from bpe_dask.io.records import Documents
 from bpe_dask.rules.patterns import split_pattern
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.stages.counters import CompiledCounter
-from bpe_dask.stages.merge import initial_vocab
+from bpe_dask.stages.merge import initial_vocab, laid_out
 from bpe_dask.stages.reduce import sum_sorted
 from bpe_dask.tokenizer import Tokenizer
 
@@ -75,7 +75,8 @@ def warm_up(patterns: Iterable[str] = ("gpt2",)) -> CacheUse:
         grown.add(data, pretokenizer.piece_bounds(data))
         table = counter.table().sort_by("token")  # a shard is sorted by token
         tables.append(table)
-        vocab, merges = train_merges(*as_arrays(table), initial_vocab([SPECIAL]), 256 + 1 + 40)  # as merge.py
+        size = 256 + 1 + 40  # as merge.py lays out and merges a table:
+        vocab, merges = train_merges(laid_out(table, size, "numba"), initial_vocab([SPECIAL]), size)
         tokenizer = Tokenizer(vocab, merges, [SPECIAL], name, engine="numba")
         tokenizer.encode_array(TEXT, np.uint16)  # what an encode task of text calls
         documents = Documents.of(TEXT.split(SPECIAL))
