@@ -28,8 +28,10 @@ from bpe_dask.compiled.merge_state import (
 )
 from bpe_dask.compiled.pair_heap import sift_down, sift_up
 from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, START, add, compact, find
+from bpe_dask.compiled.prefetch import prefetch
 
 _BATCH = 256  # merges per compiled call, between progress reports
+_AHEAD = 16  # holders read ahead
 
 
 @njit(cache=True, nogil=True)
@@ -42,15 +44,19 @@ def _lose(index, pairs, key, f):
 
 
 @njit(cache=True, nogil=True)
-def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, heap_counts, heap_ids, heap_size,
-                 gained_pairs, gained_words, token_bytes, offsets, sizes, bytes_used, next_id, last_id,
-                 out_pairs, min_frequency, longest):  # fmt: skip
+def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, heap_counts, heap_ids,
+                 heap_size, gained_pairs, gained_words, token_bytes, offsets, sizes, bytes_used, next_id,
+                 last_id, out_pairs, min_frequency, longest):  # fmt: skip
     """Up to ``last_id - next_id`` merges. Stops early, before a merge, when the pairs' records or
     their index might fill up during it (the caller makes room and calls again), or when the best
     pair occurs fewer than ``min_frequency`` times (its count is then returned as ``below``, else 0).
-    Returns how many merges were made, ``below``, the pairs' use, the pool and its use, the heap's
-    size, the buffers of new holders, and the token bytes and their use (arrays maybe regrown).
-    Pairs that would make a token over ``longest`` bytes are never chosen.
+    Returns how many merges were made, ``below``, the pairs' use, the pool, its use and the limit of
+    its use, the heap's size, the buffers of new holders, and the token bytes and their use (arrays
+    maybe regrown). Pairs that would make a token over ``longest`` bytes are never chosen.
+
+    The pool is used up to ``pool_limit``, then squeezed (``compact``); the limit rises when the live
+    lists need more, into the pool's room (pages the loop never wrote cost no memory), and only past
+    that is the pool copied into a larger one.
 
     A merge creates pairs only with its new token, at most two per distinct neighbour: at most
     twice the vocabulary's size. Every pair it creates is new, and gains holders now or never.
@@ -106,7 +112,11 @@ def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, heap_counts, 
         listed, n_listed = pairs[best, START], pairs[best, LENGTH]
         pairs[best, COUNT] = pairs[best, LENGTH] = 0
         n_new, n_gained = 0, 0
+        for j in range(min(n_listed, _AHEAD)):
+            prefetch(words, np.int64(pool[listed + j]))
         for j in range(n_listed):
+            if j + _AHEAD < n_listed:  # the words are read where they lie: ask for the next ones now
+                prefetch(words, np.int64(pool[listed + j + _AHEAD]))
             w = np.int64(pool[listed + j])
             s, f = w + width, count_of(words, w)
             found = False
@@ -163,10 +173,11 @@ def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, heap_counts, 
         # The new pairs' lists, laid tight at the end of the pool: squeezed first if full.
         for k in range(n_new):
             pairs[new_pairs[k], START] = -1  # not a list yet
-        if pool_used + n_gained > len(pool):
+        if pool_used + n_gained > pool_limit:
             pool_used = compact(pairs, pairs_used, pool)
-            if pool_used + n_gained > len(pool):
-                grown_pool = np.empty(max(len(pool) + len(pool) // 4, pool_used + n_gained), pool.dtype)
+            pool_limit = max(pool_limit, pool_used + n_gained + (pool_used + n_gained) // 8)
+            if pool_limit > len(pool):
+                grown_pool = np.empty(max(len(pool) + len(pool) // 4, pool_limit), pool.dtype)
                 grown_pool[:pool_used] = pool[:pool_used]
                 pool = grown_pool
         for k in range(n_new):
@@ -185,8 +196,8 @@ def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, heap_counts, 
                 heap_counts[heap_size], heap_ids[heap_size] = pairs[pair, COUNT], pair
                 heap_size += 1
                 sift_up(heap_counts, heap_ids, heap_size - 1, pairs, token_bytes, offsets, sizes)
-    return (made, below, pairs_used, pool, pool_used, heap_size, gained_pairs, gained_words, token_bytes,
-            bytes_used)  # fmt: skip
+    return (made, below, pairs_used, pool, pool_used, pool_limit, heap_size, gained_pairs, gained_words,
+            token_bytes, bytes_used)  # fmt: skip
 
 
 def train_merges(
@@ -215,13 +226,15 @@ def train_merges(
         interrupts.check()  # between batches: compiled code sees no signal, and garbles one raised in it
         first = len(vocab)
         want = min(vocab_size, first + _BATCH) - first
-        (made, below, state.pairs_used, state.pool, state.pool_used, state.heap_size, state.gained_pairs,
-         state.gained_words, state.token_bytes, state.bytes_used) = _merge_batch(
+        (made, below, state.pairs_used, state.pool, state.pool_used, state.pool_limit, state.heap_size,
+         state.gained_pairs, state.gained_words, state.token_bytes, state.bytes_used) = _merge_batch(
             state.words, state.pairs, state.pairs_used, state.index, state.pool, state.pool_used,
-            state.heap_counts, state.heap_ids, state.heap_size, state.gained_pairs, state.gained_words,
+            state.pool_limit, state.heap_counts, state.heap_ids, state.heap_size, state.gained_pairs,
+            state.gained_words,
             state.token_bytes, state.offsets, state.sizes, state.bytes_used, first, first + want, out_pairs,
             min_frequency, longest,
         )  # fmt: skip
+        state.give_back()
         for a, b, saved in out_pairs[:made].tolist():
             if savings is not None:
                 savings.append(saved)

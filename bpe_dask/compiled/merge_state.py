@@ -33,6 +33,9 @@ holds two copies at once.
 
 from __future__ import annotations
 
+import ctypes
+import mmap
+import sys
 from collections.abc import Iterable
 
 import numpy as np
@@ -41,11 +44,13 @@ from numba import njit
 from bpe_dask.compiled.hashing import LOW
 from bpe_dask.compiled.pair_heap import sift_down
 from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, NO_PAIR, START, add, indexed
+from bpe_dask.compiled.prefetch import prefetch
 
 UNLIMITED = 2**62  # the longest token when there is no max_token_length
 WIDE_VOCAB = 65_535  # above this many tokens, token ids are int32 (uint16's 0xFFFF is the end mark)
 POSITIONS = 2**32  # records of fewer elements than this are named by uint32 positions; more, int64
 INDEX_LOAD = 2  # the pairs' index has at least this many slots per pair
+_AHEAD = 32  # records read ahead while they are sorted
 
 Chunk = tuple[np.ndarray, np.ndarray, np.ndarray]  # bytes (uint8), where words start (int64), counts
 
@@ -151,9 +156,13 @@ def _gathered(words, starts, order):
     """The records that start at ``starts[order]``, in that order, into a new array."""
     width, end = count_width(words), end_mark(words)
     moved = np.empty(len(words), words.dtype)
-    q = 0
-    for i in order:
-        p = starts[i]
+    n, q = len(order), 0
+    for i in range(min(n, _AHEAD)):
+        prefetch(words, starts[order[i]])
+    for i in range(n):
+        if i + _AHEAD < n:  # the records lie anywhere: ask for the next ones now
+            prefetch(words, starts[order[i + _AHEAD]])
+        p = starts[order[i]]
         for k in range(width):
             moved[q + k] = words[p + k]
         p, q = p + width, q + width
@@ -229,8 +238,9 @@ def heapify(pairs, used, heap_counts, heap_ids, token_bytes, offsets, sizes, lon
 def _initial_pairs(words, used, pool_like, pairs, index):
     """Every byte pair of the records before ``used``, with its weighted count and the words holding
     it, into ``pairs`` (and ``index``); returns how many pairs, the pool of holder lists (in the type
-    of ``pool_like``) and its use. The pool has room for the first merges' new lists: an eighth
-    more, or the longest list, which the first merge frees.
+    of ``pool_like``), its use, and how far it may be used before it is squeezed: room for the first
+    merges' new lists, an eighth more or the longest list (which the first merge frees). The pool
+    has half as much room again, untouched.
 
     Before any merge a pair is two bytes, one of 65,536: a counting sort in two passes over the
     words groups the holders by pair, each word once per pair.
@@ -253,7 +263,8 @@ def _initial_pairs(words, used, pool_like, pairs, index):
         p = r + 2
     place = np.zeros((1 << 16) + 1, np.int64)
     place[1:] = np.cumsum(holders)
-    pool = np.empty(place[-1] + max(place[-1] // 8, holders.max()) + 16, pool_like.dtype)
+    limit = place[-1] + max(place[-1] // 8, holders.max()) + 16
+    pool = np.empty(limit + place[-1] // 2, pool_like.dtype)
     fill = place[:-1].copy()
     last[:] = -1
     p = 0
@@ -273,7 +284,23 @@ def _initial_pairs(words, used, pool_like, pairs, index):
             add(index, pairs, n, (np.int64(pair >> 8) << 32) | (pair & 0xFF))
             pairs[n, COUNT], pairs[n, START], pairs[n, LENGTH] = weighted[pair], place[pair], holders[pair]
             n += 1
-    return n, pool, place[-1]
+    return n, pool, place[-1], limit
+
+
+def free_pages(array: np.ndarray, start: int, end: int) -> None:
+    """Give the whole pages of ``array[start:end]`` back to the system (Linux's ``madvise``
+    ``MADV_DONTNEED``): they read as zeros if written again, and hold no memory until then. Elsewhere,
+    nothing."""
+    if _LIBC is None:
+        return
+    page = mmap.PAGESIZE
+    first = -(-(array.ctypes.data + start * array.itemsize) // page) * page
+    last = (array.ctypes.data + end * array.itemsize) // page * page
+    if last > first:
+        _LIBC.madvise(ctypes.c_void_p(first), ctypes.c_size_t(last - first), 4)  # 4: MADV_DONTNEED
+
+
+_LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None
 
 
 class State:
@@ -298,15 +325,26 @@ class State:
         self.pairs = np.empty((max(1 << 17, words.count), 4), np.int64)
         self.index = np.full(INDEX_LOAD << 16, NO_PAIR, np.int32)
         like = np.empty(0, positions)
-        self.pairs_used, self.pool, self.pool_used = _initial_pairs(
+        self.pairs_used, self.pool, self.pool_used, self.pool_limit = _initial_pairs(
             self.words, used, like, self.pairs, self.index
         )
+        self.pool_written = self.pool_used  # how far the pool's pages hold memory
         self.heap_counts = np.empty(len(self.pairs), np.int64)
         self.heap_ids = np.empty(len(self.pairs), np.int32)
         self.heap_size = heapify(self.pairs, self.pairs_used, self.heap_counts, self.heap_ids,
                                  self.token_bytes, self.offsets, self.sizes, longest)  # fmt: skip
         self.gained_pairs = np.empty(1024, np.int32)  # a merge's new holders, before their lists are laid
         self.gained_words = np.empty(1024, positions)
+
+    def give_back(self) -> None:
+        """Return to the system the pages of the pool past its use, once a squeeze has left a good
+        part of them unused: the pool's use is highest in the first merges, and this leaves the
+        memory to the pairs, which grow in the last ones."""
+        self.pool_written = max(self.pool_written, self.pool_used)
+        unused = (self.pool_written - self.pool_used) * self.pool.itemsize
+        if unused > max(1 << 26, self.pool_used * self.pool.itemsize // 8):
+            free_pages(self.pool, self.pool_used, self.pool_written)
+            self.pool_written = self.pool_used
 
     def room_for(self, pairs: int) -> None:
         """Grow the pairs' records and the heap (copied), and the index (rebuilt), so that ``pairs``

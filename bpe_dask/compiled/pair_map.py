@@ -64,20 +64,16 @@ def indexed(pairs, used, size):
 @njit(cache=True, nogil=True)
 def compact(pairs, used, pool):
     """Squeeze the pool in place: every live list (of positive length, and laid: a pair being created
-    has none yet, ``START`` -1) moved down, in the order of where it starts, so that none is written
-    over before it is read; returns the pool's use."""
-    live, starts = np.empty(used, np.int64), np.empty(used, np.int64)
-    n = 0
-    for pair in range(used):
-        if pairs[pair, LENGTH] > 0 and pairs[pair, START] >= 0:
-            live[n], starts[n] = pair, pairs[pair, START]
-            n += 1
-    live = live[:n][np.argsort(starts[:n])]
+    has none yet, ``START`` -1) moved down; returns the pool's use. Lists lie in the order of their
+    pairs' ids (the byte pairs' in key order, then each merge's at the end of the pool as it creates
+    them, and a squeeze keeps the order), so each moves only down, over room already read."""
     filled = 0
-    for pair in live:
+    for pair in range(used):
         start, length = pairs[pair, START], pairs[pair, LENGTH]
+        if length <= 0 or start < 0:
+            continue
         if start != filled:
-            for k in range(length):  # forwards: the list only ever moves down
+            for k in range(length):
                 pool[filled + k] = pool[start + k]
             pairs[pair, START] = filled
         filled += length
