@@ -12,11 +12,20 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba.core import cgutils, types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
+
+
+def prefetch(array, index) -> None:
+    """Nothing, in Python (``NUMBA_DISABLE_JIT``); compiled, LLVM's ``llvm.prefetch``."""
+
+
+@overload(prefetch)
+def _prefetch(array, index):
+    return lambda array, index: _llvm_prefetch(array, index)
 
 
 @intrinsic
-def prefetch(typingctx, array, index):
+def _llvm_prefetch(typingctx, array, index):
     """LLVM's ``llvm.prefetch`` of the element's address: a read, kept in every cache level."""
 
     def codegen(context, builder, signature, args):
