@@ -1,9 +1,9 @@
 """The merge loop compiled with numba: the algorithm of ``stages.merge``, at machine speed.
 
-Takes the words as flat arrays (their bytes back to back, where each starts, and its count) and the
-first vocabulary; gives the same vocabulary and merges as the pure-Python loop of ``stages.merge``,
-which uses it for large tables; the tests hold both to the reference trainer. The arrays it works
-on, and how they are laid out, are ``merge_state``'s.
+Takes the words laid out as its records (``merge_state.Words``) and the first vocabulary; gives the
+same vocabulary and merges as the pure-Python loop of ``stages.merge``, which uses it for large
+tables; the tests hold both to the reference trainer. The arrays it works on, and how they are
+laid out, are ``merge_state``'s.
 """
 
 from __future__ import annotations
@@ -44,15 +44,16 @@ def _lose(index, pairs, key, f):
 
 
 @njit(cache=True, nogil=True)
-def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, heap_counts, heap_ids,
-                 heap_size, gained_pairs, gained_words, token_bytes, offsets, sizes, bytes_used, next_id,
-                 last_id, out_pairs, min_frequency, longest):  # fmt: skip
+def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, pool_written, heap_counts,
+                 heap_ids, heap_size, gained_pairs, gained_words, token_bytes, offsets, sizes, bytes_used,
+                 next_id, last_id, out_pairs, min_frequency, longest):  # fmt: skip
     """Up to ``last_id - next_id`` merges. Stops early, before a merge, when the pairs' records or
     their index might fill up during it (the caller makes room and calls again), or when the best
     pair occurs fewer than ``min_frequency`` times (its count is then returned as ``below``, else 0).
-    Returns how many merges were made, ``below``, the pairs' use, the pool, its use and the limit of
-    its use, the heap's size, the buffers of new holders, and the token bytes and their use (arrays
-    maybe regrown). Pairs that would make a token over ``longest`` bytes are never chosen.
+    Returns how many merges were made, ``below``, the pairs' use, the pool, its use, the limit of its
+    use and how far it has been written (``pool_written``, the highest use), the heap's size, the
+    buffers of new holders, and the token bytes and their use (arrays maybe regrown). Pairs that
+    would make a token over ``longest`` bytes are never chosen.
 
     The pool is used up to ``pool_limit``, then squeezed (``compact``); the limit rises when the live
     lists need more, into the pool's room (pages the loop never wrote cost no memory), and only past
@@ -189,6 +190,7 @@ def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, h
             pair = gained_pairs[g]
             pool[pairs[pair, START] + pairs[pair, LENGTH]] = gained_words[g]
             pairs[pair, LENGTH] += 1
+        pool_written = max(pool_written, pool_used)
         # An entry for each new pair that may be chosen.
         for k in range(n_new):
             pair = new_pairs[k]
@@ -196,8 +198,8 @@ def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, h
                 heap_counts[heap_size], heap_ids[heap_size] = pairs[pair, COUNT], pair
                 heap_size += 1
                 sift_up(heap_counts, heap_ids, heap_size - 1, pairs, token_bytes, offsets, sizes)
-    return (made, below, pairs_used, pool, pool_used, pool_limit, heap_size, gained_pairs, gained_words,
-            token_bytes, bytes_used)  # fmt: skip
+    return (made, below, pairs_used, pool, pool_used, pool_limit, pool_written, heap_size, gained_pairs,
+            gained_words, token_bytes, bytes_used)  # fmt: skip
 
 
 def train_merges(
@@ -226,13 +228,13 @@ def train_merges(
         interrupts.check()  # between batches: compiled code sees no signal, and garbles one raised in it
         first = len(vocab)
         want = min(vocab_size, first + _BATCH) - first
-        (made, below, state.pairs_used, state.pool, state.pool_used, state.pool_limit, state.heap_size,
-         state.gained_pairs, state.gained_words, state.token_bytes, state.bytes_used) = _merge_batch(
+        (made, below, state.pairs_used, state.pool, state.pool_used, state.pool_limit, state.pool_written,
+         state.heap_size, state.gained_pairs, state.gained_words, state.token_bytes,
+         state.bytes_used) = _merge_batch(
             state.words, state.pairs, state.pairs_used, state.index, state.pool, state.pool_used,
-            state.pool_limit, state.heap_counts, state.heap_ids, state.heap_size, state.gained_pairs,
-            state.gained_words,
-            state.token_bytes, state.offsets, state.sizes, state.bytes_used, first, first + want, out_pairs,
-            min_frequency, longest,
+            state.pool_limit, state.pool_written, state.heap_counts, state.heap_ids, state.heap_size,
+            state.gained_pairs, state.gained_words, state.token_bytes, state.offsets, state.sizes,
+            state.bytes_used, first, first + want, out_pairs, min_frequency, longest,
         )  # fmt: skip
         state.give_back()
         for a, b, saved in out_pairs[:made].tolist():

@@ -7,10 +7,12 @@ bound by memory, both its size and its speed, so what a merge reads together sit
 few bytes as it takes:
 
 - Every word (of two bytes or more) is one record in one array (``Words.records``): its count (64
-  bits: four uint16 or two int32, low first), its token ids, and an end mark (``END``). Token ids
-  are uint16 while the vocabulary fits (at most 65,535 tokens, 0xFFFF being the end mark), int32
-  beyond. A merge shortens a word in place, moving its end mark. A word is known by where its
-  record starts: uint32 while the records fit (``POSITIONS``), int64 beyond.
+  bits: four uint16 or two int32, low first), its token ids, and an end mark (``end_mark``). Token
+  ids are uint16 while the vocabulary fits (at most 65,535 tokens, 0xFFFF being the end mark),
+  int32 beyond (-1 the end mark). A merge shortens a word in place, moving its end mark. A word is
+  known by where its record starts: uint32 while the records fit (``POSITIONS``), int64 beyond.
+  The records are in the order of their bytes (``Words.sort``), so that a pair's holders are near
+  each other.
 - A pair ``(a, b)`` is the int64 key ``a << 32 | b``, with a record of its own (``pair_map``): its
   count, and its list of holder words in ``pool``, which names them by position. Before any merge a
   pair is two bytes: a counting sort over the records makes every list in one go, each word named
@@ -26,9 +28,12 @@ few bytes as it takes:
   like any other but never has a heap entry (none is pushed for it), so it is never chosen; tokens
   keep their bytes, so it never fits later either.
 
-The records, the pairs' records and the heap are allocated at their most likely size once
-(``np.empty``: pages the loop never writes cost no memory) rather than grown by doubling, which
-holds two copies at once.
+Arrays are allocated once with room to spare (``np.empty``: pages never written cost no memory)
+rather than doubled as they fill, which holds two copies at once: the records for every byte of
+the words, the pool with half as much room again as its lists need at first (its limit of use
+rises into that room when the live lists need it; its pages past its use go back to the system
+after a squeeze, ``State.give_back``), the pairs' records and the heap for a pair per word (tables
+of more pairs than words, which are small ones, copy them to grow).
 """
 
 from __future__ import annotations
@@ -328,7 +333,7 @@ class State:
         self.pairs_used, self.pool, self.pool_used, self.pool_limit = _initial_pairs(
             self.words, used, like, self.pairs, self.index
         )
-        self.pool_written = self.pool_used  # how far the pool's pages hold memory
+        self.pool_written = self.pool_used  # how far the pool's pages hold memory (its highest use)
         self.heap_counts = np.empty(len(self.pairs), np.int64)
         self.heap_ids = np.empty(len(self.pairs), np.int32)
         self.heap_size = heapify(self.pairs, self.pairs_used, self.heap_counts, self.heap_ids,
@@ -340,7 +345,6 @@ class State:
         """Return to the system the pages of the pool past its use, once a squeeze has left a good
         part of them unused: the pool's use is highest in the first merges, and this leaves the
         memory to the pairs, which grow in the last ones."""
-        self.pool_written = max(self.pool_written, self.pool_used)
         unused = (self.pool_written - self.pool_used) * self.pool.itemsize
         if unused > max(1 << 26, self.pool_used * self.pool.itemsize // 8):
             free_pages(self.pool, self.pool_used, self.pool_written)
