@@ -112,3 +112,33 @@ def test_a_table_read_for_the_compiled_loop_is_let_go_before_it_merges():
     )
     assert alive and not any(alive)
     assert (merged.vocab, merged.merges) == train_on_counts(words, 256 + 12, [])
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba not installed")
+def test_long_words_over_few_letters_squeeze_and_grow_the_holder_pool_and_merge_like_the_oracle(monkeypatch):
+    """Words of up to 30 letters over two to six: many pairs held by many words, so the compiled
+    loop's pool of holder lists fills, is squeezed and outgrows its room, which small tables of
+    short words never make it do."""
+    from bpe_dask.compiled import merge_loop
+
+    seen = {"squeezed": 0, "grown": 0}
+    merge_batch = merge_loop._merge_batch
+
+    def watched(*args):
+        done = merge_batch(*args)
+        seen["grown"] += done[3] is not args[4]  # a new pool
+        seen["squeezed"] += done[4] < args[5]  # its use fell: a squeeze
+        return done
+
+    monkeypatch.setattr(merge_loop, "_merge_batch", watched)
+    for seed in range(40):
+        rng = random.Random(seed)
+        letters = [bytes([c]) for c in rng.sample(range(97, 123), rng.randint(2, 6))]
+        words: dict[bytes, int] = {}
+        for _ in range(rng.randint(5, 60)):
+            word = b"".join(rng.choice(letters) for _ in range(rng.randint(2, 30)))
+            words[word] = words.get(word, 0) + rng.choice([1, 2, 3, 50])
+        vocab_size = 256 + rng.randint(10, 200)
+        got = train_merges(list(words.items()), vocab_size, engine="numba")
+        assert got == train_on_counts(words, vocab_size, []), seed
+    assert seen["squeezed"] and seen["grown"], seen
