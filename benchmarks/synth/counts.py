@@ -3,7 +3,7 @@ over unique pre-tokens in OpenWebText's mix of kinds, for timing ``bpe-dask merg
 
 Memory grows by about 40 bytes a row (the tokens in Arrow arrays, their counts in numpy, and the
 tokens seen so far as 64-bit hashes in a table of their own rather than a Python set of bytes),
-so that a table of 100 million rows takes about 5 GB to make, not 17.
+so that a table of 100 million rows takes about 4 GB to make (4.1 GB measured, in 34 minutes), not 17.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ from numba import njit
 
 from bpe_dask.compiled.hashing import LOW
 from bpe_dask.compiled.pair_heap import sift_down
-from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, NO_PAIR, START, add, indexed
+from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, NO_PAIR, START, add, index_pairs
 from bpe_dask.compiled.prefetch import prefetch
 
 UNLIMITED = 2**62  # the longest token when there is no max_token_length
@@ -137,10 +137,12 @@ def _prefixes(words, used, n):
 
 
 @njit(cache=True, nogil=True)
-def _radix_order(keys):
-    """The order that sorts ``keys`` (a stable radix sort, 16 bits a pass)."""
+def _radix_order(keys, order, spare, spare_keys):
+    """The order that sorts ``keys`` (a stable radix sort, 16 bits a pass, through ``order`` and the
+    ``spare`` arrays, each as long as ``keys``; ``keys`` is overwritten): one of the two buffers."""
     n = len(keys)
-    order, spare, spare_keys = np.arange(n), np.empty(n, np.int64), np.empty(n, np.uint64)
+    for i in range(n):
+        order[i] = i
     for shift in range(0, 64, 16):
         counts = np.zeros((1 << 16) + 1, np.int64)
         for i in range(n):
@@ -157,15 +159,20 @@ def _radix_order(keys):
 
 
 @njit(cache=True, nogil=True)
-def _gathered(words, starts, order):
-    """The records that start at ``starts[order]``, in that order, into a new array."""
+def _gather(words, starts, order, moved):
+    """The records that start at ``starts[order]``, in that order, into ``moved``."""
     width, end = count_width(words), end_mark(words)
-    moved = np.empty(len(words), words.dtype)
     n, q = len(order), 0
+    for i in range(min(n, 2 * _AHEAD)):
+        prefetch(starts, order[i])
     for i in range(min(n, _AHEAD)):
         prefetch(words, starts[order[i]])
     for i in range(n):
-        if i + _AHEAD < n:  # the records lie anywhere: ask for the next ones now
+        # The records lie anywhere, and so do their starts: ask for the next ones now, the starts
+        # further ahead, as finding a record needs its start first.
+        if i + 2 * _AHEAD < n:
+            prefetch(starts, order[i + 2 * _AHEAD])
+        if i + _AHEAD < n:
             prefetch(words, starts[order[i + _AHEAD]])
         p = starts[order[i]]
         for k in range(width):
@@ -176,7 +183,6 @@ def _gathered(words, starts, order):
             p, q = p + 1, q + 1
         moved[q] = end
         q += 1
-    return moved
 
 
 class Words:
@@ -210,9 +216,14 @@ class Words:
         them go."""
         keys, starts, in_order = _prefixes(self.records, self.used, self.count)
         if not in_order:
-            order = _radix_order(keys)
+            # Arrays numpy allocates (not numba): numpy asks Linux for huge pages, which these reads
+            # and writes all over them need (a page table entry per 2 MiB, not per 4 KiB).
+            n = len(keys)
+            order = _radix_order(keys, np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.uint64))
             del keys
-            self.records = _gathered(self.records, starts, order)
+            moved = np.empty_like(self.records)
+            _gather(self.records, starts, order, moved)
+            self.records = moved
 
     @property
     def positions(self) -> np.dtype:
@@ -240,20 +251,12 @@ def heapify(pairs, used, heap_counts, heap_ids, token_bytes, offsets, sizes, lon
 
 
 @njit(cache=True, nogil=True)
-def _initial_pairs(words, used, pool_like, pairs, index):
-    """Every byte pair of the records before ``used``, with its weighted count and the words holding
-    it, into ``pairs`` (and ``index``); returns how many pairs, the pool of holder lists (in the type
-    of ``pool_like``), its use, and how far it may be used before it is squeezed: room for the first
-    merges' new lists, an eighth more or the longest list (which the first merge frees). The pool
-    has half as much room again, untouched.
-
-    Before any merge a pair is two bytes, one of 65,536: a counting sort in two passes over the
-    words groups the holders by pair, each word once per pair.
-    """
+def _byte_pairs(words, used):
+    """How many words of the records before ``used`` hold each byte pair, and its weighted count."""
     width, end = count_width(words), end_mark(words)
     holders = np.zeros(1 << 16, np.int64)
     weighted = np.zeros(1 << 16, np.int64)
-    last = np.full(1 << 16, -1, np.int64)  # the word a pair was last listed for
+    last = np.full(1 << 16, -1, np.int64)  # the word a pair was last counted for
     p = 0
     while p < used:
         f = count_of(words, p)
@@ -266,12 +269,23 @@ def _initial_pairs(words, used, pool_like, pairs, index):
                 holders[pair] += 1
             r += 1
         p = r + 2
-    place = np.zeros((1 << 16) + 1, np.int64)
-    place[1:] = np.cumsum(holders)
-    limit = place[-1] + max(place[-1] // 8, holders.max()) + 16
-    pool = np.empty(limit + place[-1] // 2, pool_like.dtype)
-    fill = place[:-1].copy()
-    last[:] = -1
+    return holders, weighted
+
+
+@njit(cache=True, nogil=True)
+def _list_byte_pairs(words, used, holders, weighted, pool, pairs, index):
+    """Every byte pair of the records before ``used`` into ``pairs`` (and ``index``), with its count
+    (``weighted``) and its list of holders in ``pool``, ``holders`` long, in the order of the pairs'
+    keys; returns how many pairs.
+
+    Before any merge a pair is two bytes, one of 65,536: a counting sort, this second pass over the
+    words after ``_byte_pairs``, groups the holders by pair, each word once per pair.
+    """
+    width, end = count_width(words), end_mark(words)
+    fill = np.zeros(1 << 16, np.int64)
+    fill[1:] = np.cumsum(holders)[:-1]
+    start = fill.copy()
+    last = np.full(1 << 16, -1, np.int64)
     p = 0
     while p < used:
         r = p + width
@@ -287,9 +301,9 @@ def _initial_pairs(words, used, pool_like, pairs, index):
     for pair in range(1 << 16):
         if holders[pair]:
             add(index, pairs, n, (np.int64(pair >> 8) << 32) | (pair & 0xFF))
-            pairs[n, COUNT], pairs[n, START], pairs[n, LENGTH] = weighted[pair], place[pair], holders[pair]
+            pairs[n, COUNT], pairs[n, START], pairs[n, LENGTH] = weighted[pair], start[pair], holders[pair]
             n += 1
-    return n, pool, place[-1], limit
+    return n
 
 
 def free_pages(array: np.ndarray, start: int, end: int) -> None:
@@ -329,10 +343,15 @@ class State:
         # Room for a pair per word (many more than most tables make), or for the 65,536 byte pairs.
         self.pairs = np.empty((max(1 << 17, words.count), 4), np.int64)
         self.index = np.full(INDEX_LOAD << 16, NO_PAIR, np.int32)
-        like = np.empty(0, positions)
-        self.pairs_used, self.pool, self.pool_used, self.pool_limit = _initial_pairs(
-            self.words, used, like, self.pairs, self.index
-        )
+        holders, weighted = _byte_pairs(self.words, used)
+        # The pool (numpy's: huge pages, as in ``Words.sort``): its lists, then room for the first
+        # merges' new lists (an eighth more, or the longest list, which the first merge frees) up to
+        # its limit of use, and half as much again.
+        self.pool_used = int(holders.sum())
+        self.pool_limit = self.pool_used + max(self.pool_used // 8, int(holders.max())) + 16
+        self.pool = np.empty(self.pool_limit + self.pool_used // 2, positions)
+        self.pairs_used = _list_byte_pairs(self.words, used, holders, weighted, self.pool, self.pairs,
+                                           self.index)  # fmt: skip
         self.pool_written = self.pool_used  # how far the pool's pages hold memory (its highest use)
         self.heap_counts = np.empty(len(self.pairs), np.int64)
         self.heap_ids = np.empty(len(self.pairs), np.int32)
@@ -366,5 +385,6 @@ class State:
                 setattr(self, name, new)
         if INDEX_LOAD * need > len(self.index):
             self.index = np.empty(0, np.int32)  # let the old one go first
-            self.index = indexed(self.pairs, self.pairs_used, 1 << (INDEX_LOAD * need - 1).bit_length())
+            self.index = np.full(1 << (INDEX_LOAD * need - 1).bit_length(), NO_PAIR, np.int32)
+            index_pairs(self.pairs, self.pairs_used, self.index)
 

@@ -4,7 +4,7 @@ Takes pair keys (``a << 32 | b``); gives pair ids. A pair's record (``pairs[id]`
 its key, its count, and where its list of holder words starts in the shared pool and how long it
 is. Records are added at the end (``add``), never removed or moved: a pair whose count falls to 0
 keeps its record. The index finds a key's id: an open-addressing table (linear probing, Fibonacci
-hashing) of int32 ids, at most half full, rebuilt from the records when it grows (``indexed``),
+hashing) of int32 ids, at most half full, rebuilt from the records when it grows (``index_pairs``),
 so the records themselves are never copied to grow it. Lists are written whole when their pair
 appears (``merge_loop``: a pair only ever gains holders in the merge that creates it); dead lists
 (pairs merged, or counted down to 0) are squeezed out of the pool in place (``compact``).
@@ -53,12 +53,10 @@ def add(index, pairs, used, key):
 
 
 @njit(cache=True, nogil=True)
-def indexed(pairs, used, size):
-    """A new index of ``size`` slots (a power of two) for the first ``used`` records."""
-    index = np.full(size, NO_PAIR, np.int32)
+def index_pairs(pairs, used, index):
+    """Fill ``index`` (empty, of a power of two slots) with the first ``used`` records."""
     for pair in range(used):
         index[slot_of(index, pairs, pairs[pair, KEY])] = pair
-    return index
 
 
 @njit(cache=True, nogil=True)

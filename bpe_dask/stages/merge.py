@@ -124,8 +124,8 @@ def laid_out(
     word_counts: pa.Table | Iterable[tuple[bytes, int]], vocab_size: int, engine: str = "auto"
 ) -> pa.Table | list[tuple[bytes, int]] | Words:
     """The words as ``train_merges`` takes them, for the engine that will merge them: from numba's
-    threshold up, laid out as the compiled loop's records (``compiled.Words``, in the order of their
-    bytes); below it, the table or the pairs themselves. Nothing here keeps the table: given one
+    threshold up, laid out as the compiled loop's records (``compiled.Words``); below it, the table
+    or the pairs themselves. Nothing here keeps the table: given one
     no one else holds (``laid_out(read_counts(url), ...)``), it is freed once its words are laid out,
     before the loop builds its index of pairs."""
     if not isinstance(word_counts, pa.Table):
