@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import counts_table, read_counts, recorded_settings
@@ -182,7 +183,7 @@ def merge(
     opts = _training_options(vocab_size, special_tokens, options)
     job = Job.start(opts, [counts, out])
     check_output_dir(out, opts.overwrite, is_output_file, job.store)
-    merged = merge_here(read_counts(counts, job.store), vocab_size, opts, limits)
+    merged = merge_here(partial(read_counts, counts, job.store), vocab_size, opts, limits)
     warn_if_empty(merged.unique_words, None)
     base = {"counts": counts, "counted_with": recorded, "pattern": opts.pattern}
     report = training_report(base, merged, opts.special_tokens, vocab_size, limits, {})
