@@ -83,7 +83,7 @@ def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, p
             else:  # merged, or no word holds it any more
                 heap_size -= 1
                 heap_counts[0], heap_ids[0] = heap_counts[heap_size], heap_ids[heap_size]
-            sift_down(heap_counts, heap_ids, heap_size, 0, pairs, token_bytes, offsets, sizes)
+            sift_down(heap_counts, heap_ids, heap_size, np.int64(0), pairs, token_bytes, offsets, sizes)
         if best < 0:
             break
         if heap_counts[0] < min_frequency:
@@ -91,7 +91,7 @@ def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, p
             break
         heap_size -= 1  # pop it
         heap_counts[0], heap_ids[0] = heap_counts[heap_size], heap_ids[heap_size]
-        sift_down(heap_counts, heap_ids, heap_size, 0, pairs, token_bytes, offsets, sizes)
+        sift_down(heap_counts, heap_ids, heap_size, np.int64(0), pairs, token_bytes, offsets, sizes)
         merge = next_id + made
         key = pairs[best, KEY]
         a, b, x = key >> 32, key & LOW, merge
@@ -101,12 +101,13 @@ def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, p
         need = sizes[a] + sizes[b]
         if bytes_used + need > len(token_bytes):
             grown = np.zeros(2 * len(token_bytes) + need, np.uint8)
-            grown[:bytes_used] = token_bytes[:bytes_used]
+            for k in range(bytes_used):  # copies in loops: see compiled/compile_once.py
+                grown[k] = token_bytes[k]
             token_bytes = grown
-        token_bytes[bytes_used : bytes_used + sizes[a]] = token_bytes[offsets[a] : offsets[a] + sizes[a]]
-        token_bytes[bytes_used + sizes[a] : bytes_used + need] = token_bytes[
-            offsets[b] : offsets[b] + sizes[b]
-        ]
+        for k in range(sizes[a]):
+            token_bytes[bytes_used + k] = token_bytes[offsets[a] + k]
+        for k in range(sizes[b]):
+            token_bytes[bytes_used + sizes[a] + k] = token_bytes[offsets[b] + k]
         offsets[x], sizes[x] = bytes_used, need
         bytes_used += need
         # Every occurrence is merged: the pair is gone, and its list is dead room once read here.
@@ -167,7 +168,8 @@ def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, p
                         if n_gained == len(gained_pairs):
                             more_pairs = np.empty(2 * n_gained, gained_pairs.dtype)
                             more_words = np.empty(2 * n_gained, gained_words.dtype)
-                            more_pairs[:n_gained], more_words[:n_gained] = gained_pairs, gained_words
+                            for k in range(n_gained):
+                                more_pairs[k], more_words[k] = gained_pairs[k], gained_words[k]
                             gained_pairs, gained_words = more_pairs, more_words
                         gained_pairs[n_gained], gained_words[n_gained] = pair, w
                         n_gained += 1
@@ -179,7 +181,8 @@ def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, p
             pool_limit = max(pool_limit, pool_used + n_gained + (pool_used + n_gained) // 8)
             if pool_limit > len(pool):
                 grown_pool = np.empty(max(len(pool) + len(pool) // 4, pool_limit), pool.dtype)
-                grown_pool[:pool_used] = pool[:pool_used]
+                for k in range(pool_used):
+                    grown_pool[k] = pool[k]
                 pool = grown_pool
         for k in range(n_new):
             pair = new_pairs[k]

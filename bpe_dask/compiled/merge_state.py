@@ -240,7 +240,7 @@ def fits(key, sizes, longest):
 @njit(cache=True, nogil=True)
 def heapify(pairs, used, heap_counts, heap_ids, token_bytes, offsets, sizes, longest):
     """Fill the heap with every pair of positive count that fits; returns its size."""
-    size = 0
+    size = np.int64(0)
     for pair in range(used):
         if pairs[pair, COUNT] > 0 and fits(pairs[pair, KEY], sizes, longest):
             heap_counts[size], heap_ids[size] = pairs[pair, COUNT], pair
@@ -283,7 +283,8 @@ def _list_byte_pairs(words, used, holders, weighted, pool, pairs, index):
     """
     width, end = count_width(words), end_mark(words)
     fill = np.zeros(1 << 16, np.int64)
-    fill[1:] = np.cumsum(holders)[:-1]
+    for pair in range(1, 1 << 16):  # where each pair's list starts (a loop: compiled/compile_once.py)
+        fill[pair] = fill[pair - 1] + holders[pair - 1]
     start = fill.copy()
     last = np.full(1 << 16, -1, np.int64)
     p = 0
@@ -297,7 +298,7 @@ def _list_byte_pairs(words, used, holders, weighted, pool, pairs, index):
                 fill[pair] += 1
             r += 1
         p = r + 2
-    n = 0
+    n = np.int64(0)  # not a literal 0: numba would compile ``add`` for it apart
     for pair in range(1 << 16):
         if holders[pair]:
             add(index, pairs, n, (np.int64(pair >> 8) << 32) | (pair & 0xFF))
