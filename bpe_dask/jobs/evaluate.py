@@ -129,7 +129,7 @@ def evaluate(
     else:
         resolved = [(*counting_cluster(job, settings), rest) for settings, *rest in groups]
         groups, in_threads = [(s, *rest) for s, _, rest in resolved], all(t for _, t, _ in resolved)
-        with job.cluster(in_threads, counting_warm_up(job, [s for s, _, _ in groups], ("evaluate",))) as client:
+        with job.cluster(in_threads, counting_warm_up(job, [g[0] for g in groups], ("evaluate",))) as client:
             job.preflight(client, None)  # the tasks read the inputs and write nothing
             measured = _measure_on_cluster(client, job, groups)
     report = _report(job, rows, groups, measured, started)
