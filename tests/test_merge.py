@@ -93,6 +93,21 @@ def test_vocabularies_past_65535_tokens_hold_ids_as_int32_and_merge_like_the_pyt
 
 
 @pytest.mark.skipif(not NUMBA, reason="numba not installed")
+def test_words_laid_out_serve_one_merge_at_the_size_they_were_laid_out_for():
+    """A merge takes the records it is given and merges them in place; records of uint16 ids cannot
+    hold a larger vocabulary's. Either misuse is refused, rather than reading what is not there."""
+    from bpe_dask.stages.merge import laid_out
+
+    pairs = [(b"low", 5), (b"lower", 2), (b"newest", 6)]
+    laid = laid_out(pairs, 300, "numba")
+    with pytest.raises(ValueError, match="another vocabulary size"):
+        train_merges(laid, 70_000, engine="numba")
+    assert train_merges(laid, 300, engine="numba") == train_on_counts(dict(pairs), 300, [])
+    with pytest.raises(ValueError, match="merged already"):
+        train_merges(laid, 300, engine="numba")
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba not installed")
 def test_a_table_read_for_the_compiled_loop_is_let_go_before_it_merges():
     """``merge_table`` given what reads the counts holds the table only until its words are laid
     out: the loop's memory is the table's, the 100-million-word merge node's whole point."""

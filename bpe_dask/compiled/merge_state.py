@@ -328,6 +328,10 @@ class State:
     ``words``, which is left empty."""
 
     def __init__(self, words: Words, vocab: dict, vocab_size: int, longest: int = UNLIMITED):
+        if len(words.records) < words.used:
+            raise ValueError("these words were merged already: a merge takes their records")
+        if words.records.dtype != token_dtype(vocab_size):
+            raise ValueError(f"words laid out for another vocabulary size than {vocab_size}")
         words.sort()
         self.words, used, positions = words.records, words.used, words.positions
         words.records = np.empty(0, self.words.dtype)
