@@ -157,3 +157,22 @@ def test_long_words_over_few_letters_squeeze_and_grow_the_holder_pool_and_merge_
         got = train_merges(list(words.items()), vocab_size, engine="numba")
         assert got == train_on_counts(words, vocab_size, []), seed
     assert seen["squeezed"] and seen["grown"], seen
+
+
+def test_a_training_job_warms_the_merge_loop_for_its_own_records_only():
+    """Each record width (uint16 ids, int32 past 65,535 tokens) is a version of the loop that takes
+    seconds to compile: ``train`` warms the one its vocabulary size merges with."""
+    import subprocess
+    import sys
+
+    script = (
+        "from bpe_dask.stages.merge import warm_up\n"
+        "from bpe_dask.compiled.merge_loop import _merge_batch\n"
+        "warm_up('numba', None, {size}).join()\n"
+        "print([str(sig[0].dtype) for sig in _merge_batch.signatures])\n"
+    )
+    for size, width in ((1000, "uint16"), (70_000, "int32")):
+        command = [sys.executable, "-c", script.format(size=size)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == [f"['{width}']"], (size, done.stdout, done.stderr)

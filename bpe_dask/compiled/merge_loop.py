@@ -261,15 +261,17 @@ def train_merges(
     return vocab, merges
 
 
-def warm_up() -> None:
+def warm_up(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> None:
     """Run every compiled function once on tiny tables, so numba compiles them all (or loads them
-    from its cache) before the real work needs them: for records of uint16 and of int32 (a
-    vocabulary over 65,535 tokens), the rarely taken regrowths and the pool's squeeze included."""
+    from its cache) before the real work needs them: for the records ``vocab_sizes`` take (uint16;
+    int32 for a vocabulary over 65,535 tokens), the rarely taken regrowths and the pool's squeeze
+    included. A job that knows its vocabulary size warms the one width it merges with: each costs
+    seconds to compile."""
     words = [(bytes([97 + i % 7, 98 + i % 5, 97 + i % 3]) * (1 + i % 4), 1 + i % 3) for i in range(64)]
     data = np.frombuffer(b"".join(w for w, _ in words), np.uint8)
     offsets = np.concatenate(([0], np.cumsum([len(w) for w, _ in words]))).astype(np.int64)
     freqs = np.array([c for _, c in words], np.int64)
-    for vocab_size in (300, WIDE_VOCAB + 1):
+    for vocab_size in vocab_sizes:
         state = State(Words([(data, offsets, freqs)], len(words), len(data), vocab_size),
                       {i: bytes([i]) for i in range(256)}, vocab_size)  # fmt: skip
         state.room_for(len(state.pairs))  # the records copied, the index rebuilt

@@ -84,7 +84,7 @@ def train(
         return _train_on_nothing(job, vocab_size, out, limits, started)
     settings, in_threads = counting_cluster(job, settings)
     if opts.merge_on != "worker" and job.starts_cluster:
-        warm_up(opts.engine, job.input_bytes)  # the merge loop compiles (or loads) while the cluster counts
+        warm_up(opts.engine, job.input_bytes, vocab_size)  # the merge loop compiles (or loads) meanwhile
     background = ThreadPoolExecutor(1)
     # Drawing compression.png imports matplotlib (a second or two): in the background while the
     # cluster starts, finished before the cluster closes (compression.load_plotting says why).

@@ -168,18 +168,21 @@ def _use_numba(engine: str, words: int) -> bool:
     return numba
 
 
-def warm_up(engine: str = "auto", input_bytes: int | None = None) -> threading.Thread | None:
+def warm_up(
+    engine: str = "auto", input_bytes: int | None = None, vocab_size: int | None = None
+) -> threading.Thread | None:
     """Compile the numba engine in a background thread (or load it from numba's cache), so that the
     first merges of a fresh install do not wait for it: the job starts this before counting. With
     ``engine="auto"``, only for ``input_bytes`` of at least ``WARM_UP_BYTES`` (``None``: any): a
     smaller input's words are merged by the Python loop, and compiling here would only take a core
-    from the workers."""
+    from the workers. With ``vocab_size``, only the loop for that size's records (``compiled.merge_loop``)."""
     likely = input_bytes is None or input_bytes >= WARM_UP_BYTES
     if merge_engine(engine, NUMBA_MIN_WORDS if likely else 0) != "numba":
         return None
     from bpe_dask.compiled import warm_up as compile_merges
 
-    thread = threading.Thread(target=compile_merges, name="bpe-dask-compile", daemon=True)
+    sizes = () if vocab_size is None else ((max(vocab_size, 257),),)  # default: every width
+    thread = threading.Thread(target=compile_merges, args=sizes, name="bpe-dask-compile", daemon=True)
     thread.start()
     return thread
 
