@@ -2,6 +2,7 @@
 
     python benchmarks/bench.py all --size 65MB --vocab-size 32000          # everything, one table
     python benchmarks/bench.py merge --unique 4000000 --vocab-size 32000   # OpenWebText-scale merge loop
+    python benchmarks/bench.py merge-memory --unique 4000000               # its memory, by structure
     python benchmarks/bench.py encode --size 16MB                           # encoding vs tiktoken
     python benchmarks/bench.py encode-batch --size 16MB                     # encode_batch vs tiktoken's
     python benchmarks/bench.py cs336                                        # CS336's speed test
@@ -103,6 +104,8 @@ def bpe_dask_train(path: str, workers: int, chunk_size: int, vocab_size: int) ->
 
 def bpe_dask_merge(counts: str, vocab_size: int) -> dict:
     """`bpe-dask merge` on a counts table: the single-node merge loop, as a user runs it."""
+    import resource
+
     with tempfile.TemporaryDirectory() as tmp:
         seconds, report = timed_cli("merge", counts, "--vocab-size", str(vocab_size), "--special-token", EOT,
                                     out=f"{tmp}/tok")  # fmt: skip
@@ -110,9 +113,82 @@ def bpe_dask_merge(counts: str, vocab_size: int) -> dict:
         "seconds": seconds,
         "merge_seconds": report["timings"]["merge"],
         "peak_rss_bytes": report["peak_rss_bytes"],
+        # The whole process's peak, publishing included (its only child: this process is its own).
+        "process_peak_rss_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
         "unique_words": report["unique_words"],
         "num_merges": report["num_merges"],
     }
+
+
+def merge_breakdown(counts: str, vocab_size: int) -> dict:
+    """The compiled merge loop's memory structure by structure, and its time phase by phase, as
+    `bpe-dask merge` runs it (``compiled.merge_loop.train_merges``'s steps, watched between batches).
+    Resident memory from /proc (Linux): its peak is reset before each phase, so each phase's peak is
+    its own."""
+    import gc
+
+    import numpy as np
+    import pyarrow as pa
+
+    from bpe_dask.compiled import merge_loop
+    from bpe_dask.compiled.merge_state import State
+    from bpe_dask.io.counts_table import read_counts
+    from bpe_dask.stages.merge import initial_vocab, laid_out
+
+    def resident() -> tuple[int, int]:
+        status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+        return tuple(int(status[k].split()[0]) * 1024 for k in ("VmRSS", "VmHWM"))
+
+    def phase(name: str, started: float, **sizes: int) -> float:
+        now, peak = resident()
+        phases[name] = {"seconds": time.perf_counter() - started, "rss": now, "peak": peak, **sizes}
+        Path("/proc/self/clear_refs").write_text("5")  # the next phase's peak is its own
+        return time.perf_counter()
+
+    merge_loop.warm_up()  # machine code loaded from numba's cache, as the job does while it reads
+    gc.collect()
+    phases: dict[str, dict] = {}
+    started = phase("imports and compiled code", time.perf_counter())
+    table = read_counts(counts)
+    rows = table.num_rows
+    started = phase("Arrow table as read", started, table=table.nbytes)
+    words = laid_out(table, vocab_size, "numba")
+    records = words.used * words.records.itemsize
+    started = phase("records laid out (table still held)", started, records=records)
+    del table
+    pa.default_memory_pool().release_unused()
+    started = phase("table let go", started)
+    vocab = initial_vocab([EOT])
+    state = State(words, vocab, vocab_size)
+    item = state.pool.itemsize
+    listed = {"pool": state.pool_used * item, "pairs": state.pairs_used * 32, "index": state.index.nbytes,
+              "heap": state.heap_size * 12}  # fmt: skip
+    started = phase("sorted, byte pairs listed", started, **listed)
+    most: dict[str, int] = {}
+    out_pairs = np.empty((256, 3), np.int64)
+    while len(vocab) < vocab_size:
+        first = len(vocab)
+        (made, _, state.pairs_used, state.pool, state.pool_used, state.pool_limit, state.pool_written,
+         state.heap_size, state.gained_pairs, state.gained_words, state.token_bytes,
+         state.bytes_used) = merge_loop._merge_batch(
+            state.words, state.pairs, state.pairs_used, state.index, state.pool, state.pool_used,
+            state.pool_limit, state.pool_written, state.heap_counts, state.heap_ids, state.heap_size,
+            state.gained_pairs, state.gained_words, state.token_bytes, state.offsets, state.sizes,
+            state.bytes_used, first, min(vocab_size, first + 256), out_pairs, 0, 2**62,
+        )  # fmt: skip
+        sizes = {"pool written": state.pool_written * item, "pool live": state.pool_used * item,
+                 "pairs": state.pairs_used * 32, "index": state.index.nbytes, "heap": state.heap_size * 12,
+                 "new holders": state.gained_pairs.nbytes + state.gained_words.nbytes}  # fmt: skip
+        most = {k: max(most.get(k, 0), v) for k, v in sizes.items()}
+        state.give_back()
+        for a, b, _ in out_pairs[:made].tolist():
+            vocab[len(vocab)] = vocab[a] + vocab[b]
+        if made < min(vocab_size, first + 256) - first:
+            if state.heap_size == 0:
+                break
+            state.room_for(2 * len(vocab) + 2)
+    phase("merge loop (largest of each)", started, records=state.words.nbytes, **most)
+    return {"seconds": sum(p["seconds"] for p in phases.values()), "unique_words": rows, "phases": phases}
 
 
 def merge_engine(counts: str, vocab_size: int, engine: str) -> dict:
@@ -512,6 +588,7 @@ CONTENDERS = {
     "bpe_dask_train": bpe_dask_train,
     "bpe_dask_merge": bpe_dask_merge,
     "merge_engine": merge_engine,
+    "merge_breakdown": merge_breakdown,
     "huggingface_train": huggingface_train,
     "baseline_merge": baseline_merge,
     "cs336_speed": cs336_speed,
@@ -649,12 +726,27 @@ def suite_all(args: argparse.Namespace) -> list[tuple[str, str, str]]:
 def suite_merge(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     counts = generated_counts(args.unique)
     merge = run("bpe_dask_merge", counts, args.vocab_size)
+    words, peak = merge["unique_words"], merge["process_peak_rss_bytes"]
     return [
-        (f"bpe-dask merge, {merge['unique_words']:,} words, {args.vocab_size}", f"{merge['seconds']:.1f} s",
-         f"merge loop {merge['merge_seconds']:.1f} s"),
-        ("peak RSS", f"{merge['peak_rss_bytes'] / 2**30:.2f} GiB",
-         f"{merge['peak_rss_bytes'] / merge['unique_words'] * 1e6 / 2**30:.2f} GiB per million words"),
+        (f"bpe-dask merge, {words:,} words, {args.vocab_size}", f"{merge['seconds']:.1f} s",
+         f"merge {merge['merge_seconds']:.1f} s; {merge['seconds'] / words * 1e6:.2f} s per million words"),
+        ("peak RSS of the process", f"{peak / 2**30:.2f} GiB", f"{peak / words:.0f} bytes per word"),
     ]  # fmt: skip
+
+
+def suite_merge_memory(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    """The compiled merge loop's memory, structure by structure, phase by phase."""
+    counts = generated_counts(args.unique)
+    result = run("merge_breakdown", counts, args.vocab_size)
+    words = result["unique_words"]
+    rows = []
+    for name, phase in result["phases"].items():
+        sizes = ", ".join(f"{k} {v / 2**20:,.0f} MiB ({v / words:.1f} B/word)"
+                          for k, v in phase.items() if k not in ("seconds", "rss", "peak"))  # fmt: skip
+        rows.append((name, f"{phase['seconds']:.1f} s", f"RSS {phase['rss'] / 2**20:,.0f} MiB, peak "
+                     f"{phase['peak'] / 2**20:,.0f} MiB ({phase['peak'] / words:.0f} B/word)"
+                     + (f"; {sizes}" if sizes else "")))  # fmt: skip
+    return rows
 
 
 def suite_cs336(args: argparse.Namespace) -> list[tuple[str, str, str]]:
@@ -767,6 +859,9 @@ def suite_peers(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         ("HF tokenizers", "huggingface_train_tokens"),
         ("bpeasy", "bpeasy_train"),
     ]
+    chosen = {"rustbpe": "rustbpe", "hf": "HF tokenizers", "bpeasy": "bpeasy"}
+    wanted = {chosen[name] for name in args.peers.split(",")} | {"rustbpe"}  # the ratios' base
+    peers = [(label, name) for label, name in peers if label in wanted]
     results = {label: run(name, path, args.vocab_size, args.pattern) for label, name in peers}
     base = results["rustbpe"]["seconds"]
     mib = lambda n: f"{n / 2**20:,.0f} MiB"  # noqa: E731
@@ -786,7 +881,8 @@ def suite_peers(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         f"({ours['partitions']} partitions)",
         f"{ours['seconds']:.1f} s",
         f"{ours['seconds'] / base:.2f} of rustbpe (count {t['count']:.1f} s, merge {t['merge']:.1f} s); peak "
-        f"{mib(ours['peak_rss_bytes'])} client + {mib(ours['workers_peak_rss_bytes'])} workers; exact: yes",
+        f"{mib(ours['peak_rss_bytes'])} client + {mib(ours['workers_peak_rss_bytes'])} worker processes; "
+        "exact: yes",
     ))  # fmt: skip
     return rows
 
@@ -898,6 +994,9 @@ def main() -> None:
     merge = commands.add_parser("merge", help="the merge loop on a generated OpenWebText-scale table")
     merge.add_argument("--unique", type=int, default=4_000_000)
     merge.add_argument("--vocab-size", type=int, default=32000)
+    memory = commands.add_parser("merge-memory", help="the merge loop's memory, structure by structure")
+    memory.add_argument("--unique", type=int, default=4_000_000)
+    memory.add_argument("--vocab-size", type=int, default=32000)
     mapping = commands.add_parser("map", help="the map phase: plain loop, in-process, 1 and 2 workers")
     mapping.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     mapping.add_argument("--size", default="65MB")
@@ -924,6 +1023,7 @@ def main() -> None:
     peers.add_argument("--vocab-size", type=int, default=32000)
     peers.add_argument("--workers", type=int, default=2)
     peers.add_argument("--pattern", default="gpt2", choices=("gpt2", "gpt4", "o200k"))
+    peers.add_argument("--peers", default="rustbpe,hf,bpeasy", help="which peers (rustbpe always)")
     records = commands.add_parser("records", help="counting the same documents as text, Parquet, JSON Lines")
     records.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     records.add_argument("--size", default="65MB")
@@ -935,7 +1035,8 @@ def main() -> None:
     args = parser.parse_args()
     global REPEAT
     REPEAT = args.repeat
-    suites = {"all": suite_all, "map": suite_map, "merge": suite_merge, "encode": suite_encode,
+    suites = {"all": suite_all, "map": suite_map, "merge": suite_merge, "merge-memory": suite_merge_memory,
+              "encode": suite_encode,
               "encode-batch": suite_encode_batch, "evaluate": suite_evaluate,
               "cs336": suite_cs336, "json": suite_json, "long-record": suite_long_record,
               "peers": suite_peers,

@@ -1,5 +1,4 @@
-import sys
+from bpe_dask.cli.main import run
 
-from bpe_dask.cli.main import main
-
-sys.exit(main())
+if __name__ == "__main__":
+    run()

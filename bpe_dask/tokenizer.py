@@ -136,7 +136,7 @@ class Tokenizer(TokenizerFiles, Vocabulary):
         """
         pretokenizer, disallowed = self._special_rules.of(allowed_special, disallowed_special)
         refuse_disallowed(text, disallowed)
-        if self._use_compiled(len(text)):
+        if self.uses_compiled(len(text)):
             return self._encode_compiled(text, pretokenizer).tolist()
         try:
             return self._encode_python(text, pretokenizer)
@@ -153,7 +153,7 @@ class Tokenizer(TokenizerFiles, Vocabulary):
         """
         pretokenizer, disallowed = self._special_rules.of(allowed_special, disallowed_special)
         refuse_disallowed(text, disallowed)
-        if self._use_compiled(len(text)):
+        if self.uses_compiled(len(text)):
             return self._encode_compiled(text, pretokenizer).astype(dtype)
         try:
             return np.array(self._encode_python(text, pretokenizer), dtype)
@@ -174,7 +174,7 @@ class Tokenizer(TokenizerFiles, Vocabulary):
         for text in texts:
             refuse_disallowed(text, disallowed)
         size = sum(map(len, texts))
-        if not self._use_compiled(size):
+        if not self.uses_compiled(size):
             one = partial(self.encode, allowed_special=allowed_special, disallowed_special=disallowed_special)
             if num_threads <= 1 or size < COMPILED_MIN_CHARS:
                 return [one(text) for text in texts]
@@ -222,7 +222,7 @@ class Tokenizer(TokenizerFiles, Vocabulary):
         [104, 105, 256, 33, 256]
         """
         end = [] if separator is None else [self.token_id(separator)]
-        if not self._use_compiled(len(data)):
+        if not self.uses_compiled(len(data)):
             ids: list[int] = []
             for a, b in pairwise([0, *np.asarray(ends).tolist()]):
                 ids += self._encode_python(data[a:b].decode("utf-8"), self.pretokenizer)
@@ -249,9 +249,15 @@ class Tokenizer(TokenizerFiles, Vocabulary):
         marks = np.flatnonzero(ids == _BETWEEN)
         return [ids[a + 1 : b].tolist() for a, b in pairwise([-1, *marks.tolist(), len(ids)])]
 
-    def _use_compiled(self, length: int) -> bool:
-        """The compiled encoder for ``engine="numba"``, and for ``"auto"`` on text long enough to repay
-        loading it (the pure-Python path below stays the reference the tests hold it to)."""
+    def uses_compiled(self, length: int) -> bool:
+        """Whether text of ``length`` characters is encoded with the compiled encoder: always with
+        ``engine="numba"``, and with ``"auto"`` when it is long enough to repay loading it (the
+        pure-Python path stays the reference the tests hold it to).
+
+        >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [])
+        >>> tokenizer.uses_compiled(100), tokenizer.uses_compiled(1 << 20)
+        (False, True)
+        """
         builtin = self.pretokenizer.pattern.builtin
         return use_compiled(self.engine, length, COMPILED_MIN_CHARS, builtin_pattern=builtin)
 
@@ -300,7 +306,7 @@ class Tokenizer(TokenizerFiles, Vocabulary):
         """
         offsets, counts = np.asarray(offsets, np.int64), np.asarray(counts, np.int64)
         ids = max(self.vocab) + 1
-        if self._use_compiled(len(data)):
+        if self.uses_compiled(len(data)):
             return self._compiled_encoder().histogram(data, offsets, counts, ids)
         histogram, words = np.zeros(ids, np.int64), memoryview(data)
         for (a, b), count in zip(pairwise(offsets.tolist()), counts.tolist(), strict=True):
@@ -339,7 +345,7 @@ class Tokenizer(TokenizerFiles, Vocabulary):
         is ``"python"``."""
         if len(self._cache) >= CACHE_LIMIT:
             self._cache.clear()
-        if len(pretoken) > LONG_PRETOKEN and self._use_compiled(COMPILED_MIN_CHARS):
+        if len(pretoken) > LONG_PRETOKEN and self.uses_compiled(COMPILED_MIN_CHARS):
             data = pretoken.encode("utf-8")  # one piece: no special token inside, whatever its text
             bounds, no_specials = np.array([0, len(data)], np.int64), np.empty(0, np.int64)
             return tuple(self._compiled_encoder().encode(data, bounds, no_specials).tolist())

@@ -198,3 +198,15 @@ def test_the_smallest_vocabulary_is_named_in_words_that_agree():
         train_bpe("anything.txt", 256, [EOT])
     with pytest.raises(BpeDaskError, match=r"\(256 bytes \+ 2 special tokens\)$"):
         train_bpe("anything.txt", 256, [EOT, "<|pad|>"])
+
+
+@pytest.mark.parametrize(("options", "processes"), [({"engine": "numba"}, 0), ({"pattern": r"\S+|\s+"}, 1)])
+def test_the_report_gives_the_peak_memory_of_worker_processes_alone(text_file, tmp_path, options, processes):
+    """The cluster a job starts runs compiled tasks in threads of the job's own process, whose peak
+    the report already gives (``peak_rss_bytes``): only workers of their own are listed beside it."""
+    from bpe_dask import train
+
+    report = train(text_file, 300, str(tmp_path / "tok"), [EOT], workers=1, **options)
+    peaks = report["workers_peak_rss_bytes"]
+    assert len(peaks) == processes, peaks
+    assert all(peak > 10 * 2**20 for peak in peaks.values()) and report["peak_rss_bytes"] > 10 * 2**20

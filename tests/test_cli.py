@@ -149,7 +149,10 @@ def test_more_workers_than_cores_is_warned_of(tmp_path):
     assert "take turns" not in run(*args, "--workers", str(cores), cwd=tmp_path).stderr
 
 
-def test_the_bundled_sample_job_runs(tmp_path):
+def test_the_bundled_sample_job_runs_and_compiles_nothing(tmp_path):
+    """The sample is too small for compiled code anywhere (its tasks count with the regex module, its
+    reduce sums with Arrow, its merge loop is Python's), so on a fresh install's empty numba cache it
+    compiles nothing: no worker warms up what no task runs, and the client no merge loop."""
     command = [
         sys.executable,
         str(REPO / "jobs" / "train_sample.py"),
@@ -157,12 +160,13 @@ def test_the_bundled_sample_job_runs(tmp_path):
         str(tmp_path / "sample"),
         "-q",
     ]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     merges = (tmp_path / "sample" / "merges.txt").read_text(encoding="utf-8").splitlines()
     assert len(merges) == 1000 - 257
     assert merges[0] in {"Ġ t", "h e", "Ġ a"}
+    assert not list((tmp_path / "numba").rglob("*.nb[ic]")), "the sample job compiled numba code"
 
 
 # --- user errors: one line, non-zero exit, no traceback, nothing written -----------------------

@@ -40,12 +40,19 @@ from bpe_dask.compiled.cache import functions
 found = functions()
 stats = {name: [sum(f.stats.cache_hits.values()), sum(f.stats.cache_misses.values())]
          for name, f in found.items() if f.stats.cache_hits or f.stats.cache_misses}
+versions = {name: len(f.overloads) for name, f in found.items() if f.overloads}
 """
-# `bpe-dask warm-up` as the console script runs it, then numba's account of what it did.
+# `bpe-dask warm-up` as the console script runs it, then numba's account of what it did, and the
+# qualified name of every function numba compiled meanwhile (its own helpers too).
 WARM_UP = (
-    "import json, sys\nfrom bpe_dask.cli.main import main\ncode = main(['warm-up'])\n"
+    "import json, sys\nfrom numba.core import event\ncompiled = []\n"
+    "class Compiles(event.Listener):\n"
+    "    def on_start(self, e): compiled.append(e.data['dispatcher'].py_func.__qualname__)\n"
+    "    def on_end(self, e): pass\n"
+    "event.register('numba:compile', Compiles())\n"
+    "from bpe_dask.cli.main import main\ncode = main(['warm-up'])\n"
     + STATS
-    + "print(json.dumps({'code': code, 'stats': stats}))\n"
+    + "print(json.dumps({'code': code, 'stats': stats, 'versions': versions, 'compiled': compiled}))\n"
 )
 # What a train job runs (the counting loop, the reduce's sum of sorted runs, the merge loop) and what
 # an encode job runs, on the workers.
@@ -168,6 +175,37 @@ def test_the_warm_up_compiles_on_an_empty_cache_and_says_where_it_is(warmed_cach
     assert all(misses > 0 and hits == 0 for hits, misses in done["stats"].values()), done["stats"]
     assert f"the cache is {cache} (NUMBA_CACHE_DIR)" in done["stderr"], done["stderr"]
     assert any(cache.rglob("*.nbc")), "numba wrote no machine code to NUMBA_CACHE_DIR"
+
+
+def test_the_warm_up_compiles_one_version_of_each_function(warmed_cache):
+    """numba compiles a version of a function for each combination of argument types it is called
+    with, read-only and writable arrays apart: each function Python calls, and those the loops call
+    with the bytes they were given, has one (``compiled.compile_once.readonly``), so a job on a
+    warmed cache meets no type the warm-up did not compile."""
+    _, done = warmed_cache
+    called = ["count[0]", "encode[0]"] + [f"bpe_dask.compiled.{name}" for name in (
+        "count._rehash", "sum_sorted._merge_two", "encode.pretoken_histogram", "merge_pretoken.fill_pairs",
+        "merge_pretoken.merge_short", "merge_pretoken.merge_long", "utf8.check_utf8",
+    )]  # fmt: skip
+    assert {name: done["versions"].get(name) for name in called} == dict.fromkeys(called, 1), done["versions"]
+    # Nor does a function get a version for a constant argument (numba types 0 as a literal apart from
+    # an int64). The merge loop's words are records of uint16 ids up to 65,536 tokens and of int32
+    # beyond (compiled.merge_state): the functions that read them have a version for each, by design.
+    twice = {name: n for name, n in done["versions"].items() if n > 1}
+    records = [f"bpe_dask.compiled.{name}" for name in (
+        "merge_loop._merge_batch", "merge_state._lay_out", "merge_state._prefixes", "merge_state._gather",
+        "merge_state._byte_pairs", "merge_state._list_byte_pairs",
+    )]  # fmt: skip
+    assert twice == dict.fromkeys(records, 2), twice
+
+
+def test_no_compiled_function_assigns_an_array_to_a_slice(warmed_cache):
+    """For an array assigned to a slice, numba 0.68 compiles an error message naming both shapes:
+    string code that takes 1.5-2 s to compile in each process that compiles any such function (half
+    of the counting loop's compile, a third of the merge loop's). The compiled code copies in loops."""
+    _, done = warmed_cache
+    assert any("merge_batch" in name for name in done["compiled"]), done["compiled"]  # it recorded
+    assert not [name for name in done["compiled"] if "shape_context" in name], done["compiled"]
 
 
 def test_a_scheduler_file_names_a_tls_cluster_whose_warmed_workers_train_exactly(cluster, tmp_path):

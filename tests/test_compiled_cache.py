@@ -5,17 +5,25 @@ The counting and encoding loops are compiled once per pattern (closures over the
 ``compiled.count.count_loop``) so that a job compiles the scanner it uses and no other: here a fresh
 process with an empty ``NUMBA_CACHE_DIR`` compiles the gpt2 and gpt4 loops and records which scanners
 numba inlines for each (a scanner it inlines it compiles, even where it drops the branch after); a
-second process must load every loop, compiling none.
+second process must load every loop, compiling none. Processes that share a cache take turns at
+each function (``compiled.compile_once``): one compiles it, the others load it.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
+
+from conftest import CS336_DIR
+
+REPO = Path(__file__).resolve().parent.parent
 
 pytest.importorskip("numba")
 
@@ -77,3 +85,76 @@ def test_each_loop_compiles_its_own_scanner_and_a_new_process_loads_them_all_fro
     assert set(second["stats"]) == called, second
     assert all(hits > 0 and misses == 0 for hits, misses in second["stats"].values()), second  # loaded
     assert second["inlined"] == {}, second  # nothing compiled, so nothing inlined
+
+
+# --- compiling once per machine ----------------------------------------------------------------------
+
+# A process that compiles a small function of its own under ``share_compiles`` once the file ``go``
+# exists, and says where its lock file is first; then numba's account: did it compile or load?
+TAKING_TURNS = r"""
+import json, os, sys, time
+sys.path.insert(0, sys.argv[1])
+import tiny
+from bpe_dask.compiled.compile_once import lock_path, share_compiles
+share_compiles([tiny.spread])
+print(lock_path(tiny.spread), flush=True)
+while not os.path.exists(os.path.join(sys.argv[1], "go")):
+    time.sleep(0.01)
+assert tiny.spread(10) == 45
+stats = tiny.spread.stats
+print(json.dumps([sum(stats.cache_hits.values()), sum(stats.cache_misses.values())]), flush=True)
+"""
+TINY = """
+from numba import njit
+
+@njit(cache=True)
+def spread(n):
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+"""
+
+
+def test_processes_sharing_a_cache_take_turns_so_one_compiles_and_the_other_loads(tmp_path):
+    """Two processes about to compile one function at once: while another holds its lock file neither
+    compiles (numba writes nothing to the cache); once it lets go, one compiles and the other loads
+    what that one saved. Without the lock both would compile, and both write the function's index."""
+    fcntl = pytest.importorskip("fcntl")
+    (tmp_path / "tiny.py").write_text(TINY)
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    command = [sys.executable, "-c", TAKING_TURNS, str(tmp_path)]
+    processes = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        paths = {process.stdout.readline().strip() for process in processes}
+        assert len(paths) == 1 and paths != {"None"}, paths  # one lock file, in numba's cache folder
+        with open(paths.pop(), "a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            (tmp_path / "go").touch()
+            time.sleep(3)  # compiling the function takes a fraction of that
+            assert not list((tmp_path / "cache").rglob("*.nbc")), "a process compiled under another's lock"
+        outcomes = sorted(tuple(json.loads(process.stdout.readline())) for process in processes)
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+            process.stdout.close()
+    assert outcomes == [(0, 1), (1, 0)], outcomes  # (hits, misses): one compiled, the other loaded
+
+
+def test_a_local_cluster_job_on_an_empty_cache_compiles_each_function_once(tmp_path):
+    """`bpe-dask count` on two worker processes and an empty numba cache (a fresh install's): the
+    workers warm up the counting loop and the reduce's sum as they start, both at once, and each
+    function is compiled, which numba says as it saves it, once between them; the other worker, and
+    the tasks after, load it. (Before, each worker compiled everything itself.)"""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "NUMBA_DEBUG_CACHE": "1",
+           "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}  # fmt: skip
+    command = [sys.executable, "-m", "bpe_dask", "count", str(CS336_DIR / "corpus.en"), "--out", "counts.pq",
+               "--workers", "2", "--engine", "numba", "--chunk-size", "16KiB", "-q"]  # fmt: skip
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    saved = [line.split("'")[1] for line in done.stdout.splitlines() if line.startswith("[cache] data saved")]
+    compiled = collections.Counter(Path(path).name.split("-")[0] for path in saved)
+    assert {"count.count_loop.locals.count_pieces_0", "sum_sorted._merge_two"} <= set(compiled), compiled
+    assert set(compiled.values()) == {1}, compiled  # each once

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import lzma
 import random
@@ -13,7 +14,7 @@ from test_plan import ALPHABET, ENGINES, SPECIAL_SETS, counts_of, whole_counts
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.inputs import expand_inputs
 from bpe_dask.io.plan import plan_ranges
-from bpe_dask.io.text import iter_texts
+from bpe_dask.io.text import iter_texts, iter_utf8
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.stages.count import CountSettings, count_range
 
@@ -102,10 +103,47 @@ def test_counting_distinct_chunks_equals_pre_tokenizing_everything(seed):
         assert got == dict(whole_counts(text, specials))
 
 
-def blocks_of(path, specials=(), block_size=1 << 16, max_uncut=1 << 20, **options):
-    (byte_range,) = plan_ranges(expand_inputs([str(path)]), 1 << 40, Pretokenizer(specials))
-    pretokenizer = Pretokenizer(specials)
-    return list(iter_texts(byte_range, pretokenizer, block_size=block_size, max_uncut=max_uncut, **options))
+def outcome(read) -> tuple[str, object]:
+    """What ``read()`` gives, or the one-line error it raises."""
+    try:
+        return "blocks", read()
+    except BpeDaskError as error:
+        return "error", str(error)
+
+
+def blocks_of(path, specials=(), block_size=1 << 16, max_uncut=1 << 20, pattern="gpt2", **options):
+    """The blocks ``iter_texts`` reads the file in; with strict UTF-8, ``iter_utf8`` (the compiled
+    engines' reader) must read the same blocks as bytes, or fail with the same line."""
+    pretokenizer = Pretokenizer(specials, pattern)
+    (byte_range,) = plan_ranges(expand_inputs([str(path)]), 1 << 40, pretokenizer)
+    sizes = {"block_size": block_size, "max_uncut": max_uncut}
+    texts = outcome(lambda: list(iter_texts(byte_range, pretokenizer, **sizes, **options)))
+    if options.get("utf8_errors", "strict") == "strict":
+        as_bytes = outcome(lambda: [b.decode() for b in iter_utf8(byte_range, pretokenizer, **sizes)])
+        assert as_bytes == texts
+    kind, found = texts
+    if kind == "error":
+        raise BpeDaskError(found)
+    return found
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_compiled_engines_reader_gives_the_blocks_of_the_text_reader(tmp_path, seed):
+    """``iter_utf8`` checks and cuts the bytes where they are; ``iter_texts`` decodes them first. Same
+    blocks, or the same error at the same offset: multi-byte characters split by reads, special
+    tokens across reads, runs with no cut, invalid UTF-8 (and a character cut off at the end)."""
+    rng = random.Random(seed)
+    pieces = [*ALPHABET, EOT, " ", "\n\n", "é", "東京", "🙂", "aaaaaaaaaaaa", "  \t", "!!!"]
+    data = "".join(rng.choices(pieces, k=rng.randint(0, 400))).encode()
+    if seed % 4 == 3:  # invalid somewhere, or cut off at the end
+        at = rng.randint(0, len(data))
+        data = data[:at] + rng.choice([b"\xff", b"\xed\xa0\x80", b"\xc3", b"\xf0\x9f\x98"]) + data[at:]
+    path = tmp_path / "text.txt"
+    path.write_bytes(data)
+    for block_size in (1, 3, 7, 64, 1 << 16):
+        with contextlib.suppress(BpeDaskError):
+            specials, limit = [EOT] if seed % 2 else [], rng.choice([40, 1 << 20])
+            blocks_of(path, specials, block_size, limit, pattern=rng.choice(["gpt2", "gpt4", "o200k"]))
 
 
 def test_one_huge_document_streams_in_bounded_blocks(tmp_path):
@@ -187,7 +225,8 @@ def test_the_offset_of_text_without_a_cut_is_exact_after_replaced_bytes(tmp_path
 
 @pytest.mark.parametrize("seed", range(4))
 def test_summing_sorted_runs_equals_a_group_by(seed):
-    """The reduce merges shards sorted by token; the result must be pyarrow's group-by, sorted."""
+    """The reduce merges shards sorted by token; the result must be pyarrow's group-by, sorted, by
+    either engine (the compiled merge of sorted runs, or Arrow's own group-by in the reduce)."""
     import pyarrow as pa
 
     from bpe_dask.stages.reduce import sum_sorted
@@ -206,7 +245,8 @@ def test_summing_sorted_runs_equals_a_group_by(seed):
             )
             tables.append(table.sort_by("token"))
         want = sum_counts(tables).sort_by("token")
-        assert sum_sorted(tables).equals(want)
+        for engine in ("numba", "python"):
+            assert sum_sorted(tables, engine).equals(want), engine
 
 
 def test_a_pattern_of_ones_own_cuts_blocks_at_special_tokens_only_and_says_so(tmp_path):

@@ -31,7 +31,8 @@ def token_type(table: pa.Table) -> pa.DataType:
 @pytest.mark.parametrize("engine", ["python", "numba"])
 def test_tables_past_the_binary_limit_go_large_and_train_the_reference_merges(tmp_path, monkeypatch, engine):
     """Shards, partial sums and the counts file past the limit are large_binary; the reduce (binary
-    and large runs mixed), ``read_counts`` and both merge loops read them to the reference merges."""
+    and large runs mixed; the engine's), ``read_counts`` and both merge loops read them to the
+    reference merges."""
     monkeypatch.setattr(counts_table, "BINARY_LIMIT", 500)
     text = corpus.mixed_corpus(5, 40)
     (tmp_path / "big.txt").write_bytes(text.encode())
@@ -42,8 +43,8 @@ def test_tables_past_the_binary_limit_go_large_and_train_the_reference_merges(tm
     shards = [count_range_to_shard(r, settings, str(tmp_path / "shards")) for r in ranges]
     kinds = [token_type(read_counts(shard.path)) for shard in shards]
     assert pa.large_binary() in kinds and pa.binary() in kinds, kinds
-    partial = combine(shards[:2], str(tmp_path / "partial.parquet"))
-    counts = combine([partial, *shards[2:]], str(tmp_path / "counts.parquet"))
+    partial = combine(shards[:2], str(tmp_path / "partial.parquet"), engine=engine)
+    counts = combine([partial, *shards[2:]], str(tmp_path / "counts.parquet"), engine=engine)
     table = read_counts(counts)
     assert token_type(read_counts(partial)) == token_type(table) == pa.large_binary()
     assert table.num_rows and table.column("token").to_pylist() == sorted(table.column("token").to_pylist())

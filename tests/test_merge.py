@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import random
+import weakref
 
 import corpus
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from bpe_dask.rules.reference import train_on_counts
@@ -65,3 +68,111 @@ def test_progress_reports_every_merge():
     seen: list[int] = []
     _, merges = train_merges([(b"abcabc", 3), (b"abd", 1)], 256 + 4, progress=seen.append)
     assert seen == list(range(1, len(merges) + 1))
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba not installed")
+def test_vocabularies_past_65535_tokens_hold_ids_as_int32_and_merge_like_the_python_loop():
+    """The compiled loop's records hold token ids as uint16 up to 65,535 tokens (0xFFFF ends a
+    word) and as int32 beyond: across the boundary, both learn what the Python loop learns."""
+    from bpe_dask.stages.merge import laid_out
+
+    rng = random.Random(7)
+    words: dict[bytes, int] = {}
+    for _ in range(3000):  # random bytes: few repeated pairs, so ties all the way, and 88K merges to make
+        word = bytes(rng.randrange(256) for _ in range(rng.randint(2, 60)))
+        words[word] = rng.choice([1, 1, 2, 3, 7])
+    python = train_merges(list(words.items()), 65_800, engine="python")
+    assert len(python[0]) == 65_800
+    assert laid_out(list(words.items()), 65_536, "numba").records.dtype == np.int32
+    for vocab_size, kind in ((65_535, np.uint16), (65_800, np.int32)):
+        laid = laid_out(list(words.items()), vocab_size, "numba")
+        assert laid.records.dtype == kind
+        vocab, merges = train_merges(laid, vocab_size, engine="numba")
+        assert merges == python[1][: vocab_size - 256], vocab_size
+        assert vocab == {i: token for i, token in python[0].items() if i < vocab_size}
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba not installed")
+def test_words_laid_out_serve_one_merge_at_the_size_they_were_laid_out_for():
+    """A merge takes the records it is given and merges them in place; records of uint16 ids cannot
+    hold a larger vocabulary's. Either misuse is refused, rather than reading what is not there."""
+    from bpe_dask.stages.merge import laid_out
+
+    pairs = [(b"low", 5), (b"lower", 2), (b"newest", 6)]
+    laid = laid_out(pairs, 300, "numba")
+    with pytest.raises(ValueError, match="another vocabulary size"):
+        train_merges(laid, 70_000, engine="numba")
+    assert train_merges(laid, 300, engine="numba") == train_on_counts(dict(pairs), 300, [])
+    with pytest.raises(ValueError, match="merged already"):
+        train_merges(laid, 300, engine="numba")
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba not installed")
+def test_a_table_read_for_the_compiled_loop_is_let_go_before_it_merges():
+    """``merge_table`` given what reads the counts holds the table only until its words are laid
+    out: the loop's memory is the table's, the 100-million-word merge node's whole point."""
+    from bpe_dask.jobs.merging import merge_table
+
+    words = random_words(random.Random(3)) | {b"low lower lowest": 5}
+    read: list[weakref.ref] = []
+
+    def reading() -> pa.Table:
+        table = pa.table({"token": pa.array(list(words), pa.binary()), "count": list(words.values())})
+        read.append(weakref.ref(table))
+        return table
+
+    alive: list[bool] = []
+    merged = merge_table(
+        reading, 256 + 12, engine="numba", report_progress=lambda _: alive.append(read[0]() is not None)
+    )
+    assert alive and not any(alive)
+    assert (merged.vocab, merged.merges) == train_on_counts(words, 256 + 12, [])
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba not installed")
+def test_long_words_over_few_letters_squeeze_and_grow_the_holder_pool_and_merge_like_the_oracle(monkeypatch):
+    """Words of up to 30 letters over two to six: many pairs held by many words, so the compiled
+    loop's pool of holder lists fills, is squeezed and outgrows its room, which small tables of
+    short words never make it do."""
+    from bpe_dask.compiled import merge_loop
+
+    seen = {"squeezed": 0, "grown": 0}
+    merge_batch = merge_loop._merge_batch
+
+    def watched(*args):
+        done = merge_batch(*args)
+        seen["grown"] += done[3] is not args[4]  # a new pool
+        seen["squeezed"] += done[4] < args[5]  # its use fell: a squeeze
+        return done
+
+    monkeypatch.setattr(merge_loop, "_merge_batch", watched)
+    for seed in range(40):
+        rng = random.Random(seed)
+        letters = [bytes([c]) for c in rng.sample(range(97, 123), rng.randint(2, 6))]
+        words: dict[bytes, int] = {}
+        for _ in range(rng.randint(5, 60)):
+            word = b"".join(rng.choice(letters) for _ in range(rng.randint(2, 30)))
+            words[word] = words.get(word, 0) + rng.choice([1, 2, 3, 50])
+        vocab_size = 256 + rng.randint(10, 200)
+        got = train_merges(list(words.items()), vocab_size, engine="numba")
+        assert got == train_on_counts(words, vocab_size, []), seed
+    assert seen["squeezed"] and seen["grown"], seen
+
+
+def test_a_training_job_warms_the_merge_loop_for_its_own_records_only():
+    """Each record width (uint16 ids, int32 past 65,535 tokens) is a version of the loop that takes
+    seconds to compile: ``train`` warms the one its vocabulary size merges with."""
+    import subprocess
+    import sys
+
+    script = (
+        "from bpe_dask.stages.merge import warm_up\n"
+        "from bpe_dask.compiled.merge_loop import _merge_batch\n"
+        "warm_up('numba', None, {size}).join()\n"
+        "print([str(sig[0].dtype) for sig in _merge_batch.signatures])\n"
+    )
+    for size, width in ((1000, "uint16"), (70_000, "int32")):
+        command = [sys.executable, "-c", script.format(size=size)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == [f"['{width}']"], (size, done.stdout, done.stderr)

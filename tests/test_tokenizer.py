@@ -264,7 +264,7 @@ def test_the_numba_engine_is_refused_for_a_pattern_of_ones_own_and_auto_falls_ba
         Tokenizer(ours.vocab, ours.merges, [EOT], r"\S+|\s+", engine="numba")
     text = multilingual_text(800) * (COMPILED_MIN_CHARS // 4000 + 1)
     assert len(text) > COMPILED_MIN_CHARS
-    assert not Tokenizer(ours.vocab, ours.merges, [EOT], r"\S+|\s+")._use_compiled(len(text))
+    assert not Tokenizer(ours.vocab, ours.merges, [EOT], r"\S+|\s+").uses_compiled(len(text))
     assert Tokenizer.load(trained_dirs["gpt4"]).encode(text) == ours.encode(text)  # auto: compiled
     assert Tokenizer.load(trained_dirs["o200k"], engine="numba").encode(text) == (
         Tokenizer.load(trained_dirs["o200k"], engine="python").encode(text)

@@ -11,7 +11,10 @@ import io
 import itertools
 import json
 import logging
+import os
 import re
+import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -132,9 +135,18 @@ def table_counts(result) -> Counter:
     return Counter(dict(zip(table["token"].to_pylist(), table["count"].to_pylist(), strict=True)))
 
 
-def get(link: str) -> tuple[int, str]:
-    with urllib.request.urlopen(link, timeout=30) as response:
-        return response.status, response.read().decode("utf-8", "replace")
+def get(link: str, seconds: float = 30) -> tuple[int, str]:
+    """The page at ``link``, once it answers: the embedded cluster's dashboard comes up a moment after
+    the cluster (``jobs.cluster._attach_dashboard``), 404 until then."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with urllib.request.urlopen(link, timeout=30) as response:
+                return response.status, response.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as error:
+            if error.code != 404 or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
 
 
 # --- the dashboard ------------------------------------------------------------------------------
@@ -147,6 +159,23 @@ def test_the_cluster_a_job_starts_logs_its_dashboard_and_it_answers(local):
     assert link, started
     status, page = get(link[1])
     assert status == 200 and "<title>Dask" in page and "bokeh" in page.lower(), page[:500]
+
+
+def test_a_cluster_of_threads_logs_its_dashboard_on_loopback_and_it_answers():
+    """The cluster a job of compiled tasks starts runs them in threads of this process; its link names
+    127.0.0.1, where the dashboard listens (not the machine's address, as an in-process cluster's would)."""
+    context = dask_client(workers=2, in_threads=True)
+    client, messages = logged_while("bpe_dask.jobs.cluster", context.__enter__)
+    try:
+        (started,) = [m for m in messages if m.startswith("started a LocalCluster")]
+        assert started.startswith("started a LocalCluster of 2 threads in this process"), started
+        assert client.submit(lambda: __import__("os").getpid(), pure=False).result() == os.getpid()
+        link = re.search(r"\(dashboard: (http://127\.0\.0\.1:\d+/status)\)", started)
+        assert link, started
+        status, page = get(link[1])
+        assert status == 200 and "<title>Dask" in page and "bokeh" in page.lower(), page[:500]
+    finally:
+        context.__exit__(None, None, None)
 
 
 def test_a_remote_schedulers_dashboard_link_is_logged_and_answers(remote):

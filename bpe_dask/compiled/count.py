@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from bpe_dask.compiled.compile_once import readonly
 from bpe_dask.compiled.hashing import LOW, fnv_hash, same_bytes
 from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, own_cache_file, pattern_number, table_of
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
@@ -70,7 +71,9 @@ def count_loop(pattern: int):
                 elif n == len(starts) or used + end - i > len(arena) or 2 * (n + 1) > len(slots):
                     return piece, i, used, n  # full: grow and come back
                 else:
-                    arena[used : used + end - i] = data[i:end]
+                    into, word = arena[used : used + end - i], data[i:end]
+                    for k in range(end - i):  # not a slice assignment: compile_once.py says why
+                        into[k] = word[k]
                     starts[n], lengths[n], counts[n] = used, end - i, 1
                     slots[slot] = tag | (n + 1)
                     used += end - i
@@ -125,7 +128,7 @@ class Counter:
 
     def add(self, data: bytes, bounds: np.ndarray) -> None:
         """Count the pre-tokens of the pieces ``data[bounds[2k]:bounds[2k+1]]`` (UTF-8)."""
-        view = np.frombuffer(data, np.uint8)
+        view = readonly(np.frombuffer(data, np.uint8))
         piece, position = 0, 0
         while piece < len(bounds) // 2:
             piece, position, self.used, self.n = self._loop(

@@ -19,6 +19,7 @@ import threading
 import numpy as np
 from numba import njit
 
+from bpe_dask.compiled.compile_once import readonly
 from bpe_dask.compiled.hashing import fnv_hash, same_bytes
 from bpe_dask.compiled.merge_pretoken import EMPTY, SHORT, fill_pairs, merge_long, merge_short
 from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, own_cache_file, pattern_number, table_of
@@ -59,11 +60,13 @@ def _merged(data, i, end, h, out, n, parts, ranks, byte_ids, keys, pair_ranks, p
     length = end - i
     if length <= SHORT:
         count = merge_short(data, i, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks)
-        out[n : n + count] = parts[:count]
+        merged = parts[:count]
     else:
         merged = merge_long(data, i, end, byte_ids, keys, pair_ranks, pair_merged)
         count = len(merged)
-        out[n : n + count] = merged
+    into = out[n : n + count]
+    for k in range(count):  # not a slice assignment: compile_once.py says why
+        into[k] = merged[k]
     if length > CACHED_MAX:
         return n + count
     if used[0] + length > len(arena) or used[1] + count > len(ids_arena) or 2 * (used[2] + 1) > len(slots):
@@ -72,8 +75,11 @@ def _merged(data, i, end, h, out, n, parts, ranks, byte_ids, keys, pair_ranks, p
     slot = h & (len(slots) - 1)
     while slots[slot, _LENGTH] != 0:
         slot = (slot + 1) & (len(slots) - 1)
-    arena[used[0] : used[0] + length] = data[i:end]
-    ids_arena[used[1] : used[1] + count] = out[n : n + count]
+    word, cached, ids = data[i:end], arena[used[0] : used[0] + length], ids_arena[used[1] : used[1] + count]
+    for k in range(length):
+        cached[k] = word[k]
+    for k in range(count):
+        ids[k] = merged[k]
     slots[slot, _HASH], slots[slot, _START], slots[slot, _LENGTH] = h, used[0], length
     slots[slot, _IDS], slots[slot, _COUNT] = used[1], count
     used[0] += length
@@ -112,7 +118,9 @@ def encode_loop(pattern: int):
                     slot = _cached(data, i, end, h, slots, arena)
                     if slot >= 0:
                         first, count = slots[slot, _IDS], slots[slot, _COUNT]
-                        out[n : n + count] = ids_arena[first : first + count]
+                        into, ids = out[n : n + count], ids_arena[first : first + count]
+                        for k in range(count):  # not a slice assignment: compile_once.py says why
+                            into[k] = ids[k]
                         n += count
                     else:
                         n = _merged(data, i, end, h, out, n, parts, ranks, byte_ids, keys, pair_ranks,
@@ -194,10 +202,10 @@ class Encoder:
             cache = self._idle.pop() if self._idle else None
         if cache is None:
             cache = self._new_cache()
+        view = readonly(np.frombuffer(data, np.uint8))
         try:
-            return ENCODE_LOOPS[self.pattern](np.frombuffer(data, np.uint8), bounds, specials, self.classes,
-                                              self.byte_ids, self.keys, self.pair_ranks, self.pair_merged,
-                                              *cache)  # fmt: skip
+            return ENCODE_LOOPS[self.pattern](view, bounds, specials, self.classes, self.byte_ids, self.keys,
+                                              self.pair_ranks, self.pair_merged, *cache)  # fmt: skip
         finally:
             with self._lock:
                 self._idle.append(cache)
@@ -212,7 +220,7 @@ class Encoder:
         >>> encoder.histogram(b"hi hi", np.array([0, 2, 5]), np.array([2, 1]), 257)[[32, 256]].tolist()
         [1, 3]
         """
-        buffer = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data
+        buffer = readonly(np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data)
         return pretoken_histogram(buffer, np.asarray(offsets, np.int64), np.asarray(counts, np.int64),
                                   np.zeros(ids, np.int64), self.byte_ids, self.keys, self.pair_ranks,
                                   self.pair_merged)  # fmt: skip

@@ -1,9 +1,9 @@
 """The merge loop compiled with numba: the algorithm of ``stages.merge``, at machine speed.
 
-Takes the words as flat arrays (their bytes back to back, where each starts, and its count) and the
-first vocabulary; gives the same vocabulary and merges as the pure-Python loop of ``stages.merge``,
-which uses it for large tables; the tests hold both to the reference trainer. The arrays it works
-on, and how they are laid out, are ``merge_state``'s.
+Takes the words laid out as its records (``merge_state.Words``) and the first vocabulary; gives the
+same vocabulary and merges as the pure-Python loop of ``stages.merge``, which uses it for large
+tables; the tests hold both to the reference trainer. The arrays it works on, and how they are
+laid out, are ``merge_state``'s.
 """
 
 from __future__ import annotations
@@ -15,166 +15,198 @@ from numba import njit
 
 from bpe_dask import interrupts
 from bpe_dask.compiled.hashing import LOW
-from bpe_dask.compiled.merge_state import UNLIMITED, State, count_of, fits, heapify
-from bpe_dask.compiled.pair_heap import sift_down, sift_up
-from bpe_dask.compiled.pair_map import (
-    COUNT,
-    EMPTY,
-    KEY,
-    LENGTH,
-    ROOM,
-    START,
-    compacted,
-    find,
-    make_room,
-    note_change,
-    regrown,
+from bpe_dask.compiled.merge_state import (
+    INDEX_LOAD,
+    UNLIMITED,
+    WIDE_VOCAB,
+    State,
+    Words,
+    count_of,
+    count_width,
+    end_mark,
+    fits,
 )
+from bpe_dask.compiled.pair_heap import sift_down, sift_up
+from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, START, add, compact, find
+from bpe_dask.compiled.prefetch import prefetch
 
 _BATCH = 256  # merges per compiled call, between progress reports
+_AHEAD = 16  # holders read ahead
 
 
 @njit(cache=True, nogil=True)
-def _merge_batch(words, pairs, pairs_used, pool, pool_used, heap_counts, heap_keys, heap_size,
-                 token_bytes, offsets, sizes, bytes_used, next_id, last_id, out_pairs,
-                 min_frequency, longest):  # fmt: skip
-    """Up to ``last_id - next_id`` merges. Stops early, before a merge, when the map might fill up
-    during it (the caller grows it and calls again), or when the best pair occurs fewer than
-    ``min_frequency`` times (its count is then returned as ``below``, else 0). Returns how many merges
-    were made, ``below``, and the map's use, the pool, the heap and the token bytes (all maybe
-    regrown) and their use. Pairs that would make a token over ``longest`` bytes are never chosen.
+def _lose(index, pairs, key, f):
+    """Take ``f`` from the count of ``key``; a pair no word holds any more has a dead list."""
+    pair = find(index, pairs, key)
+    pairs[pair, COUNT] -= f
+    if pairs[pair, COUNT] == 0:
+        pairs[pair, LENGTH] = 0
+
+
+@njit(cache=True, nogil=True)
+def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, pool_written, heap_counts,
+                 heap_ids, heap_size, gained_pairs, gained_words, token_bytes, offsets, sizes, bytes_used,
+                 next_id, last_id, out_pairs, min_frequency, longest):  # fmt: skip
+    """Up to ``last_id - next_id`` merges. Stops early, before a merge, when the pairs' records or
+    their index might fill up during it (the caller makes room and calls again), or when the best
+    pair occurs fewer than ``min_frequency`` times (its count is then returned as ``below``, else 0).
+    Returns how many merges were made, ``below``, the pairs' use, the pool, its use, the limit of its
+    use and how far it has been written (``pool_written``, the highest use), the heap's size, the
+    buffers of new holders, and the token bytes and their use (arrays maybe regrown). Pairs that
+    would make a token over ``longest`` bytes are never chosen.
+
+    The pool is used up to ``pool_limit``, then squeezed (``compact``); the limit rises when the live
+    lists need more, into the pool's room (pages the loop never wrote cost no memory), and only past
+    that is the pool copied into a larger one.
 
     A merge creates pairs only with its new token, at most two per distinct neighbour: at most
-    twice the vocabulary's size. It touches at most that many, and as many that it takes from.
+    twice the vocabulary's size. Every pair it creates is new, and gains holders now or never.
     """
     made, below = 0, np.int64(0)
-    touched = np.empty(4 * last_id + 8, np.int64)
-    before = np.empty_like(touched)
+    width, end = count_width(words), end_mark(words)
+    new_pairs = np.empty(2 * last_id + 8, np.int64)
     while next_id + made < last_id:
-        if 2 * (pairs_used + 2 * (next_id + made) + 2) > len(pairs):
-            break  # the map could fill up: the caller grows it
-        # The best pair whose heap entry is current. Every pair with a count has an entry at least
+        room = 2 * (next_id + made) + 2
+        if pairs_used + room > len(pairs) or INDEX_LOAD * (pairs_used + room) > len(index):
+            break  # the caller makes room
+        # The best pair whose heap entry is current. Every pair with a count has one entry, at least
         # that high: an entry above its pair's count is lowered to it and put back in its place.
-        best_slot = np.int64(-1)
+        best = np.int64(-1)
         while heap_size > 0:
-            count, key = heap_counts[0], heap_keys[0]
-            slot = find(pairs, key)
-            now = pairs[slot, COUNT] if pairs[slot, KEY] == key else 0
-            if now == count and now > 0:
-                best_slot = slot
+            count, pair = heap_counts[0], heap_ids[0]
+            now = pairs[pair, COUNT]
+            if now == count:
+                best = pair
                 break
-            if 0 < now < count:
+            if now > 0:
                 heap_counts[0] = now
-            else:  # gone, or below a newer entry
+            else:  # merged, or no word holds it any more
                 heap_size -= 1
-                heap_counts[0], heap_keys[0] = heap_counts[heap_size], heap_keys[heap_size]
-            sift_down(heap_counts, heap_keys, heap_size, 0, token_bytes, offsets, sizes)
-        if best_slot < 0:
+                heap_counts[0], heap_ids[0] = heap_counts[heap_size], heap_ids[heap_size]
+            sift_down(heap_counts, heap_ids, heap_size, np.int64(0), pairs, token_bytes, offsets, sizes)
+        if best < 0:
             break
         if heap_counts[0] < min_frequency:
             below = heap_counts[0]
             break
         heap_size -= 1  # pop it
-        heap_counts[0], heap_keys[0] = heap_counts[heap_size], heap_keys[heap_size]
-        sift_down(heap_counts, heap_keys, heap_size, 0, token_bytes, offsets, sizes)
+        heap_counts[0], heap_ids[0] = heap_counts[heap_size], heap_ids[heap_size]
+        sift_down(heap_counts, heap_ids, heap_size, np.int64(0), pairs, token_bytes, offsets, sizes)
         merge = next_id + made
-        best = pairs[best_slot, KEY]
-        a, b, x = best >> 32, best & LOW, merge
+        key = pairs[best, KEY]
+        a, b, x = key >> 32, key & LOW, merge
         out_pairs[made, 0], out_pairs[made, 1], out_pairs[made, 2] = a, b, 0
         made += 1
         # The new token's bytes.
         need = sizes[a] + sizes[b]
         if bytes_used + need > len(token_bytes):
             grown = np.zeros(2 * len(token_bytes) + need, np.uint8)
-            grown[:bytes_used] = token_bytes[:bytes_used]
+            for k in range(bytes_used):  # copies in loops: see compiled/compile_once.py
+                grown[k] = token_bytes[k]
             token_bytes = grown
-        token_bytes[bytes_used : bytes_used + sizes[a]] = token_bytes[offsets[a] : offsets[a] + sizes[a]]
-        token_bytes[bytes_used + sizes[a] : bytes_used + need] = token_bytes[
-            offsets[b] : offsets[b] + sizes[b]
-        ]
+        for k in range(sizes[a]):
+            token_bytes[bytes_used + k] = token_bytes[offsets[a] + k]
+        for k in range(sizes[b]):
+            token_bytes[bytes_used + sizes[a] + k] = token_bytes[offsets[b] + k]
         offsets[x], sizes[x] = bytes_used, need
         bytes_used += need
-        # Every occurrence is merged: the pair is gone, and its holders are read from the pool below
-        # (lists only ever move to the end of the pool, so nothing is written over them).
-        listed, n_listed = pairs[best_slot, START], pairs[best_slot, LENGTH]
-        pairs[best_slot, COUNT] = pairs[best_slot, LENGTH] = 0
-        n_touched = 0
+        # Every occurrence is merged: the pair is gone, and its list is dead room once read here.
+        listed, n_listed = pairs[best, START], pairs[best, LENGTH]
+        pairs[best, COUNT] = pairs[best, LENGTH] = 0
+        n_new, n_gained = 0, 0
+        for j in range(min(n_listed, _AHEAD)):
+            prefetch(words, np.int64(pool[listed + j]))
         for j in range(n_listed):
-            w = pool[listed + j]
-            s, length, f = w + 3, np.int64(words[w]), count_of(words, w)
-            last = s + length - 2
+            if j + _AHEAD < n_listed:  # the words are read where they lie: ask for the next ones now
+                prefetch(words, np.int64(pool[listed + j + _AHEAD]))
+            w = np.int64(pool[listed + j])
+            s, f = w + width, count_of(words, w)
             found = False
-            r, end = s, np.int64(-1)
-            while r <= last:  # the pairs the old word loses
+            r, after = s, np.int64(-1)
+            while words[r] != end and words[r + 1] != end:  # the pairs the old word loses
                 if words[r] == a and words[r + 1] == b:
                     found = True
-                    if r > s and r != end:  # (where two merged spots touch, "a b a b", that pair is one)
-                        k = (np.int64(words[r - 1]) << 32) | a
-                        slot, n_touched, inserted = note_change(
-                            pairs, touched, before, n_touched, merge, k, -f
-                        )
-                    if r < last:
-                        k = (b << 32) | words[r + 2]
-                        slot, n_touched, inserted = note_change(
-                            pairs, touched, before, n_touched, merge, k, -f
-                        )
-                    end = r + 2
+                    if r > s and r != after:  # (where two merged spots touch, "a b a b", that pair is one)
+                        _lose(index, pairs, (np.int64(words[r - 1]) << 32) | a, f)
+                    if words[r + 2] != end:
+                        _lose(index, pairs, (b << 32) | np.int64(words[r + 2]), f)
+                    after = r + 2
                     r += 2
                 else:
                     r += 1
             if not found:
-                continue  # a stale or repeated entry
+                continue  # a stale entry
             r, out = s, s
-            while r < s + length:  # join the pairs, in place
-                if r + 1 < s + length and words[r] == a and words[r + 1] == b:
+            while words[r] != end:  # join the pairs, in place
+                if words[r] == a and words[r + 1] == b:
                     words[out] = x
                     r += 2
                 else:
                     words[out] = words[r]
                     r += 1
                 out += 1
-            words[w] = out - s
-            out_pairs[made - 1, 2] += (length - (out - s)) * f  # tokens the merge saves in this word
-            for q in range(s, out):  # the pairs the new word gains, which it is now listed under
+            words[out] = end
+            out_pairs[made - 1, 2] += (r - out) * f  # tokens the merge saves in this word
+            for q in range(s, out):  # the pairs the new word gains, all new
                 if words[q] != x:
                     continue
                 for k in (
-                    (np.int64(words[q - 1]) << 32) | x if q > s else EMPTY,
-                    (np.int64(x) << 32) | words[q + 1] if q + 1 < out and words[q + 1] != x else EMPTY,
+                    (np.int64(words[q - 1]) << 32) | x if q > s else -1,
+                    (x << 32) | np.int64(words[q + 1]) if q + 1 < out and words[q + 1] != x else -1,
                 ):
-                    if k == EMPTY:
+                    if k < 0:
                         continue
-                    slot, n_touched, inserted = note_change(pairs, touched, before, n_touched, merge, k, f)
-                    pairs_used += inserted
-                    if pairs[slot, LENGTH] == pairs[slot, ROOM]:
-                        pool, pool_used = make_room(pairs, slot, pool, pool_used)
-                    pool[pairs[slot, START] + pairs[slot, LENGTH]] = w
-                    pairs[slot, LENGTH] += 1
-        # A new entry for each pair that gained; one that lost keeps its (now too high) entry.
-        for t in range(n_touched):
-            slot = touched[t]
-            if pairs[slot, COUNT] > before[t]:
-                if not fits(pairs[slot, KEY], sizes, longest):
-                    continue  # never a candidate: no entry
-                if heap_size == len(heap_counts):
-                    grown_counts = np.empty(2 * heap_size, np.int64)
-                    grown_keys = np.empty(2 * heap_size, np.int64)
-                    grown_counts[:heap_size] = heap_counts
-                    grown_keys[:heap_size] = heap_keys
-                    heap_counts, heap_keys = grown_counts, grown_keys
-                heap_counts[heap_size], heap_keys[heap_size] = pairs[slot, COUNT], pairs[slot, KEY]
+                    pair, created = add(index, pairs, pairs_used, k)
+                    if created:
+                        pairs_used += 1
+                        new_pairs[n_new] = pair
+                        n_new += 1
+                    pairs[pair, COUNT] += f
+                    if pairs[pair, START] != w:  # (a new pair's START is the last word it was noted for)
+                        pairs[pair, START] = w
+                        pairs[pair, LENGTH] += 1
+                        if n_gained == len(gained_pairs):
+                            more_pairs = np.empty(2 * n_gained, gained_pairs.dtype)
+                            more_words = np.empty(2 * n_gained, gained_words.dtype)
+                            for k in range(n_gained):
+                                more_pairs[k], more_words[k] = gained_pairs[k], gained_words[k]
+                            gained_pairs, gained_words = more_pairs, more_words
+                        gained_pairs[n_gained], gained_words[n_gained] = pair, w
+                        n_gained += 1
+        # The new pairs' lists, laid tight at the end of the pool: squeezed first if full.
+        for k in range(n_new):
+            pairs[new_pairs[k], START] = -1  # not a list yet
+        if pool_used + n_gained > pool_limit:
+            pool_used = compact(pairs, pairs_used, pool)
+            pool_limit = max(pool_limit, pool_used + n_gained + (pool_used + n_gained) // 8)
+            if pool_limit > len(pool):
+                grown_pool = np.empty(max(len(pool) + len(pool) // 4, pool_limit), pool.dtype)
+                for k in range(pool_used):
+                    grown_pool[k] = pool[k]
+                pool = grown_pool
+        for k in range(n_new):
+            pair = new_pairs[k]
+            pairs[pair, START] = pool_used
+            pool_used += pairs[pair, LENGTH]
+            pairs[pair, LENGTH] = 0
+        for g in range(n_gained):
+            pair = gained_pairs[g]
+            pool[pairs[pair, START] + pairs[pair, LENGTH]] = gained_words[g]
+            pairs[pair, LENGTH] += 1
+        pool_written = max(pool_written, pool_used)
+        # An entry for each new pair that may be chosen.
+        for k in range(n_new):
+            pair = new_pairs[k]
+            if fits(pairs[pair, KEY], sizes, longest):
+                heap_counts[heap_size], heap_ids[heap_size] = pairs[pair, COUNT], pair
                 heap_size += 1
-                sift_up(heap_counts, heap_keys, heap_size - 1, token_bytes, offsets, sizes)
-            elif pairs[slot, COUNT] == 0:
-                pairs[slot, LENGTH] = 0  # no word holds it any more
-    return (made, below, pairs_used, pool, pool_used, heap_counts, heap_keys, heap_size, token_bytes,
-            bytes_used)  # fmt: skip
+                sift_up(heap_counts, heap_ids, heap_size - 1, pairs, token_bytes, offsets, sizes)
+    return (made, below, pairs_used, pool, pool_used, pool_limit, pool_written, heap_size, gained_pairs,
+            gained_words, token_bytes, bytes_used)  # fmt: skip
 
 
 def train_merges(
-    data: np.ndarray,
-    offsets: np.ndarray,
-    freqs: np.ndarray,
+    words: Words,
     vocab: dict[int, bytes],
     vocab_size: int,
     progress: Callable[[int], None] | None = None,
@@ -186,25 +218,28 @@ def train_merges(
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Add merges to ``vocab`` (the bytes and special tokens) until it holds ``vocab_size`` tokens.
 
-    The words are ``data[offsets[i]:offsets[i + 1]]`` (uint8, int64 offsets), counted ``freqs[i]``.
-    ``min_frequency``, ``max_token_length``, ``stopped`` and ``savings`` are those of
+    The words are ``words``' records (laid out for ``vocab_size``; they are taken from it and merged
+    in place). ``min_frequency``, ``max_token_length``, ``stopped`` and ``savings`` are those of
     ``stages.merge.train_merges``.
     """
     longest = UNLIMITED if max_token_length is None else min(max_token_length, UNLIMITED)
     min_frequency = min(min_frequency, UNLIMITED)  # both int64 in compiled code
-    state = State(data, offsets, freqs, vocab, vocab_size, longest)
+    state = State(words, vocab, vocab_size, longest)
     merges: list[tuple[bytes, bytes]] = []
     out_pairs = np.empty((_BATCH, 3), np.int64)  # each merge's pair, and the tokens it saves
     while len(vocab) < vocab_size:
         interrupts.check()  # between batches: compiled code sees no signal, and garbles one raised in it
         first = len(vocab)
         want = min(vocab_size, first + _BATCH) - first
-        (made, below, state.pairs_used, state.pool, state.pool_used, state.heap_counts, state.heap_keys,
-         state.heap_size, state.token_bytes, state.bytes_used) = _merge_batch(
-            state.words, state.pairs, state.pairs_used, state.pool, state.pool_used, state.heap_counts,
-            state.heap_keys, state.heap_size, state.token_bytes, state.offsets, state.sizes, state.bytes_used,
-            first, first + want, out_pairs, min_frequency, longest,
+        (made, below, state.pairs_used, state.pool, state.pool_used, state.pool_limit, state.pool_written,
+         state.heap_size, state.gained_pairs, state.gained_words, state.token_bytes,
+         state.bytes_used) = _merge_batch(
+            state.words, state.pairs, state.pairs_used, state.index, state.pool, state.pool_used,
+            state.pool_limit, state.pool_written, state.heap_counts, state.heap_ids, state.heap_size,
+            state.gained_pairs, state.gained_words, state.token_bytes, state.offsets, state.sizes,
+            state.bytes_used, first, first + want, out_pairs, min_frequency, longest,
         )  # fmt: skip
+        state.give_back()
         for a, b, saved in out_pairs[:made].tolist():
             if savings is not None:
                 savings.append(saved)
@@ -218,29 +253,28 @@ def train_merges(
             break
         if made < want:
             if state.heap_size == 0:  # no pair left that fits
-                if max_token_length is not None and stopped is not None and (state.pairs[:, COUNT] > 0).any():
+                counted = state.pairs[: state.pairs_used, COUNT]
+                if max_token_length is not None and stopped is not None and (counted > 0).any():
                     stopped("max_token_length", 0)
                 break
-            need = 2 * (state.pairs_used + 2 * len(vocab) + 2)
-            state.pairs = regrown(state.pairs, 1 << (need - 1).bit_length())
-        if state.heap_size > 4 * state.pairs_used + (1 << 20):  # mostly stale entries: rebuild
-            state.heap_size = heapify(state.pairs, state.heap_counts, state.heap_keys, state.token_bytes,
-                                       state.offsets, state.sizes, longest)  # fmt: skip
-        if state.pool_used > state.check_pool_at:  # the pool doubled: compact it if mostly abandoned room
-            if state.pool_used > 2 * int(state.pairs[:, ROOM].sum()):
-                state.pool, state.pool_used = compacted(state.pairs, state.pool)
-            state.check_pool_at = 2 * state.pool_used
+            state.room_for(2 * len(vocab) + 2)
     return vocab, merges
 
 
-def warm_up() -> None:
-    """Run every compiled function once on a tiny table, so numba compiles them all (or loads them
-    from its cache) before the real work needs them, the rarely called regrowths included."""
+def warm_up(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> None:
+    """Run every compiled function once on tiny tables, so numba compiles them all (or loads them
+    from its cache) before the real work needs them: for the records ``vocab_sizes`` take (uint16;
+    int32 for a vocabulary over 65,535 tokens), the rarely taken regrowths and the pool's squeeze
+    included. A job that knows its vocabulary size warms the one width it merges with: each costs
+    seconds to compile."""
     words = [(bytes([97 + i % 7, 98 + i % 5, 97 + i % 3]) * (1 + i % 4), 1 + i % 3) for i in range(64)]
     data = np.frombuffer(b"".join(w for w, _ in words), np.uint8)
     offsets = np.concatenate(([0], np.cumsum([len(w) for w, _ in words]))).astype(np.int64)
     freqs = np.array([c for _, c in words], np.int64)
-    state = State(data, offsets, freqs, {i: bytes([i]) for i in range(256)}, 300)
-    state.pairs = regrown(state.pairs, 2 * len(state.pairs))
-    state.pool, state.pool_used = compacted(state.pairs, state.pool)
-    train_merges(data, offsets, freqs, {i: bytes([i]) for i in range(256)}, 300)
+    for vocab_size in vocab_sizes:
+        state = State(Words([(data, offsets, freqs)], len(words), len(data), vocab_size),
+                      {i: bytes([i]) for i in range(256)}, vocab_size)  # fmt: skip
+        state.room_for(len(state.pairs))  # the records copied, the index rebuilt
+        state.pool_used = compact(state.pairs, state.pairs_used, state.pool)
+        train_merges(Words([(data, offsets, freqs)], len(words), len(data), vocab_size),
+                     {i: bytes([i]) for i in range(256)}, vocab_size)  # fmt: skip

@@ -16,6 +16,7 @@ from numba import njit
 EMPTY = np.int64(-1)  # a key no pair has: an empty slot of the table
 _NONE = np.int64(1) << 62  # the rank of a pair no merge joins
 SHORT = 24  # pre-tokens up to this many bytes take the plain loop
+_ZERO = np.int64(0)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -83,7 +84,7 @@ def merge_long(data, start, end, byte_ids, keys, pair_ranks, pair_merged):
     for i in range(n):
         parts[i] = byte_ids[data[start + i]]
     heap = np.empty(2 * n + 4, np.int64)
-    size = 0
+    size = _ZERO  # not 0: a constant argument makes numba compile a version of the callee (compile_once.py)
     for i in range(n - 1):
         r = _rank(keys, pair_ranks, parts[i], parts[i + 1])
         if r != _NONE:
@@ -96,7 +97,7 @@ def merge_long(data, start, end, byte_ids, keys, pair_ranks, pair_merged):
         top = heap[0]
         size -= 1
         heap[0] = heap[size]
-        _sift_down(heap, size, 0)
+        _sift_down(heap, size, _ZERO)
         r, i = top >> 32, top & np.int64(0xFFFFFFFF)
         j = following[i]
         if parts[i] < 0 or j < 0 or _rank(keys, pair_ranks, parts[i], parts[j]) != r:
@@ -113,7 +114,8 @@ def merge_long(data, start, end, byte_ids, keys, pair_ranks, pair_merged):
                 if r != _NONE:
                     if size == len(heap):
                         grown = np.empty(2 * size, np.int64)
-                        grown[:size] = heap[:size]
+                        for k in range(size):  # not a slice assignment: compile_once.py says why
+                            grown[k] = heap[k]
                         heap = grown
                     heap[size] = (r << 32) | left
                     size += 1

@@ -1,6 +1,7 @@
 """The merge engine's heap of pairs (compiled): highest count first, then the greater pair.
 
-Takes two parallel arrays, counts and pair keys (``a << 32 | b``), and the bytes of every token
+Takes two parallel arrays, counts (int64) and pair ids (int32, their keys ``a << 32 | b`` in
+``pairs[id, 0]``: ``pair_map``'s records), and the bytes of every token
 (``token_bytes[offsets[t]:offsets[t] + sizes[t]]``); ``sift_up`` and ``sift_down`` keep them a
 binary heap ordered as CS336 breaks ties: by count, then by the pair of byte strings ``(bytes of a,
 bytes of b)``, the lexicographically greater first.
@@ -32,11 +33,11 @@ def _compare_tokens(token_bytes, offsets, sizes, t, u):
 
 
 @njit(cache=True, nogil=True)
-def _before(heap_counts, heap_keys, i, j, token_bytes, offsets, sizes):
+def _before(heap_counts, heap_ids, i, j, pairs, token_bytes, offsets, sizes):
     """Whether heap entry ``i`` comes out before ``j``: higher count, then greater pair bytes."""
     if heap_counts[i] != heap_counts[j]:
         return heap_counts[i] > heap_counts[j]
-    ki, kj = heap_keys[i], heap_keys[j]
+    ki, kj = pairs[heap_ids[i], 0], pairs[heap_ids[j], 0]
     order = _compare_tokens(token_bytes, offsets, sizes, ki >> 32, kj >> 32)
     if order == 0:
         order = _compare_tokens(token_bytes, offsets, sizes, ki & _LOW, kj & _LOW)
@@ -44,26 +45,27 @@ def _before(heap_counts, heap_keys, i, j, token_bytes, offsets, sizes):
 
 
 @njit(cache=True, nogil=True)
-def sift_up(heap_counts, heap_keys, i, token_bytes, offsets, sizes):
+def sift_up(heap_counts, heap_ids, i, pairs, token_bytes, offsets, sizes):
     while i > 0:
         parent = (i - 1) // 2
-        if not _before(heap_counts, heap_keys, i, parent, token_bytes, offsets, sizes):
+        if not _before(heap_counts, heap_ids, i, parent, pairs, token_bytes, offsets, sizes):
             break
         heap_counts[i], heap_counts[parent] = heap_counts[parent], heap_counts[i]
-        heap_keys[i], heap_keys[parent] = heap_keys[parent], heap_keys[i]
+        heap_ids[i], heap_ids[parent] = heap_ids[parent], heap_ids[i]
         i = parent
 
 
 @njit(cache=True, nogil=True)
-def sift_down(heap_counts, heap_keys, size, i, token_bytes, offsets, sizes):
+def sift_down(heap_counts, heap_ids, size, i, pairs, token_bytes, offsets, sizes):
     while True:
         best, left = i, 2 * i + 1
-        if left < size and _before(heap_counts, heap_keys, left, best, token_bytes, offsets, sizes):
+        if left < size and _before(heap_counts, heap_ids, left, best, pairs, token_bytes, offsets, sizes):
             best = left
-        if left + 1 < size and _before(heap_counts, heap_keys, left + 1, best, token_bytes, offsets, sizes):
-            best = left + 1
+        right = left + 1
+        if right < size and _before(heap_counts, heap_ids, right, best, pairs, token_bytes, offsets, sizes):
+            best = right
         if best == i:
             return
         heap_counts[i], heap_counts[best] = heap_counts[best], heap_counts[i]
-        heap_keys[i], heap_keys[best] = heap_keys[best], heap_keys[i]
+        heap_ids[i], heap_ids[best] = heap_ids[best], heap_ids[i]
         i = best

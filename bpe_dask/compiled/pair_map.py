@@ -1,10 +1,13 @@
-"""The merge engine's pair map and holder lists (compiled), in flat int64 arrays.
+"""The merge engine's pairs (compiled): one dense record per pair, found by key through an index.
 
-Takes pair keys (``a << 32 | b``); gives an open-addressing map (linear probing, Fibonacci
-hashing) of six-int64 records: the key, the pair's count, the last merge that touched it, and
-where its list of holder words starts in one shared ``pool``, the list's length and its room.
-Pairs are never removed (a count drops to 0). A list that outgrows its room moves to the end of
-the pool (``make_room``); ``compacted`` packs the pool again.
+Takes pair keys (``a << 32 | b``); gives pair ids. A pair's record (``pairs[id]``, four int64) holds
+its key, its count, and where its list of holder words starts in the shared pool and how long it
+is. Records are added at the end (``add``), never removed or moved: a pair whose count falls to 0
+keeps its record. The index finds a key's id: an open-addressing table (linear probing, Fibonacci
+hashing) of int32 ids, at most half full, rebuilt from the records when it grows (``index_pairs``),
+so the records themselves are never copied to grow it. Lists are written whole when their pair
+appears (``merge_loop``: a pair only ever gains holders in the merge that creates it); dead lists
+(pairs merged, or counted down to 0) are squeezed out of the pool in place (``compact``).
 """
 
 from __future__ import annotations
@@ -12,83 +15,64 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-EMPTY = np.int64(-1)
-KEY, COUNT, STAMP, START, LENGTH, ROOM = range(6)  # the fields of a record
+KEY, COUNT, START, LENGTH = range(4)  # the fields of a pair's record
+NO_PAIR = np.int32(-1)  # an empty slot of the index
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
 @njit(cache=True, nogil=True)
-def find(pairs, key):
-    """The slot of ``key``, or the empty slot where it would go (linear probing, Fibonacci hashing)."""
-    mask = len(pairs) - 1
-    slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
-    while pairs[slot, KEY] != key and pairs[slot, KEY] != EMPTY:
+def slot_of(index, pairs, key):
+    """The index slot that holds ``key``'s id, or the empty slot where it would go."""
+    mask = len(index) - 1
+    slot = np.int64((np.uint64(key) * _GOLDEN) >> np.uint64(32)) & mask  # the product's high bits mix best
+    while True:
+        found = index[slot]
+        if found == NO_PAIR or pairs[found, KEY] == key:
+            return slot
         slot = (slot + 1) & mask
-    return slot
 
 
 @njit(cache=True, nogil=True)
-def note_change(pairs, touched, before, n_touched, merge, key, change):
-    """Add ``change`` to the count of ``key`` (inserting it), noting it as touched by this merge with
-    its count before. Returns its slot, the pairs touched so far, and whether it was inserted."""
-    slot = find(pairs, key)
-    inserted = pairs[slot, KEY] == EMPTY
-    if inserted:
-        pairs[slot, KEY] = key
-    if pairs[slot, STAMP] != merge:
-        pairs[slot, STAMP] = merge
-        touched[n_touched], before[n_touched] = slot, pairs[slot, COUNT]
-        n_touched += 1
-    pairs[slot, COUNT] += change
-    return slot, n_touched, inserted
+def find(index, pairs, key):
+    """The id of ``key``, or -1."""
+    return index[slot_of(index, pairs, key)]
 
 
 @njit(cache=True, nogil=True)
-def new_pairs(size):
-    pairs = np.zeros((size, 6), np.int64)
-    pairs[:, KEY] = EMPTY
-    pairs[:, STAMP] = -1
-    return pairs
+def add(index, pairs, used, key):
+    """The id of ``key``, a new record (count 0, no list) if it had none; returns it and whether new.
+    The caller makes sure there is room: ``used`` records below ``len(pairs)``, the index under half
+    full."""
+    slot = slot_of(index, pairs, key)
+    found = index[slot]
+    if found != NO_PAIR:
+        return np.int64(found), False
+    pairs[used, KEY], pairs[used, COUNT], pairs[used, START], pairs[used, LENGTH] = key, 0, -1, 0
+    index[slot] = used
+    return np.int64(used), True
 
 
 @njit(cache=True, nogil=True)
-def regrown(pairs, size):
-    """The map moved into ``size`` slots."""
-    grown = new_pairs(size)
-    for slot in range(len(pairs)):
-        if pairs[slot, KEY] != EMPTY:
-            grown[find(grown, pairs[slot, KEY])] = pairs[slot]
-    return grown
+def index_pairs(pairs, used, index):
+    """Fill ``index`` (empty, of a power of two slots) with the first ``used`` records."""
+    for pair in range(used):
+        index[slot_of(index, pairs, pairs[pair, KEY])] = pair
 
 
 @njit(cache=True, nogil=True)
-def make_room(pairs, slot, pool, pool_used):
-    """Move the holder list of ``slot`` to the end of the pool with twice the room; returns the pool
-    (regrown if need be) and its use."""
-    n, room = pairs[slot, LENGTH], max(4, 2 * pairs[slot, ROOM])
-    if pool_used + room > len(pool):
-        grown = np.empty(max(2 * len(pool), pool_used + room), pool.dtype)
-        grown[:pool_used] = pool[:pool_used]
-        pool = grown
-    start = pairs[slot, START]
-    for k in range(n):
-        pool[pool_used + k] = pool[start + k]
-    pairs[slot, START], pairs[slot, ROOM] = pool_used, room
-    return pool, pool_used + room
-
-
-@njit(cache=True, nogil=True)
-def compacted(pairs, pool):
-    """The pool with every list packed tight, each keeping its room; returns it and its use."""
-    total = 0
-    for slot in range(len(pairs)):
-        if pairs[slot, KEY] != EMPTY:
-            total += pairs[slot, ROOM]
-    packed = np.empty(max(16, total + total // 2), pool.dtype)
-    used = 0
-    for slot in range(len(pairs)):
-        if pairs[slot, KEY] != EMPTY:
-            start, n = pairs[slot, START], pairs[slot, LENGTH]
-            packed[used : used + n] = pool[start : start + n]
-            pairs[slot, START] = used
-            used += pairs[slot, ROOM]
-    return packed, used
+def compact(pairs, used, pool):
+    """Squeeze the pool in place: every live list (of positive length, and laid: a pair being created
+    has none yet, ``START`` -1) moved down; returns the pool's use. Lists lie in the order of their
+    pairs' ids (the byte pairs' in key order, then each merge's at the end of the pool as it creates
+    them, and a squeeze keeps the order), so each moves only down, over room already read."""
+    filled = 0
+    for pair in range(used):
+        start, length = pairs[pair, START], pairs[pair, LENGTH]
+        if length <= 0 or start < 0:
+            continue
+        if start != filled:
+            for k in range(length):
+                pool[filled + k] = pool[start + k]
+            pairs[pair, START] = filled
+        filled += length
+    return filled

@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from bpe_dask.compiled.compile_once import readonly
+
 
 @njit(cache=True, nogil=True)
 def _compare(data_a, start_a, end_a, data_b, start_b, end_b):
@@ -45,7 +47,7 @@ def _merge_two(data_a, offsets_a, counts_a, data_b, offsets_b, counts_b):
             order = _compare(data_a, offsets_a[i], offsets_a[i + 1], data_b, offsets_b[j], offsets_b[j + 1])
         if order <= 0:
             start, end = offsets_a[i], offsets_a[i + 1]
-            data[used : used + end - start] = data_a[start:end]
+            into, token = data[used : used + end - start], data_a[start:end]
             count = counts_a[i]
             i += 1
             if order == 0:
@@ -53,9 +55,11 @@ def _merge_two(data_a, offsets_a, counts_a, data_b, offsets_b, counts_b):
                 j += 1
         else:
             start, end = offsets_b[j], offsets_b[j + 1]
-            data[used : used + end - start] = data_b[start:end]
+            into, token = data[used : used + end - start], data_b[start:end]
             count = counts_b[j]
             j += 1
+        for k in range(end - start):  # not a slice assignment: compile_once.py says why
+            into[k] = token[k]
         used += end - start
         counts[n] = count
         n += 1
@@ -79,6 +83,7 @@ def sum_sorted(runs: list[Run]) -> Run:
     """
     runs = [run for run in runs if len(run[2])]
     while len(runs) > 1:
+        runs = [(readonly(data), offsets, counts) for data, offsets, counts in runs]  # one version compiled
         runs = [
             _merge_two(*runs[k], *runs[k + 1]) if k + 1 < len(runs) else runs[k]
             for k in range(0, len(runs), 2)
@@ -86,3 +91,4 @@ def sum_sorted(runs: list[Run]) -> Run:
     if not runs:
         return np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(0, np.int64)
     return runs[0]
+

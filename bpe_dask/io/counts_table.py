@@ -9,7 +9,7 @@ count`` writes; ``read_counts`` is the one reader for all of them.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -70,6 +70,41 @@ def as_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
     counts = table.column("count").to_numpy().astype(np.int64)
     return data[offsets[0] : offsets[-1]], offsets - offsets[0], counts
+
+
+def _flat(tokens: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A binary or large_binary array's bytes (uint8, Arrow's buffer) and where each token starts and
+    the last ends (Arrow's offsets, as int64 from 0: a copy of the array's size)."""
+    _, offsets, data = tokens.buffers()
+    kind = np.int64 if pa.types.is_large_binary(tokens.type) else np.int32
+    offsets = np.frombuffer(offsets, kind)[tokens.offset : tokens.offset + len(tokens) + 1]
+    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return data[offsets[0] : offsets[-1]], offsets.astype(np.int64) - offsets[0]
+
+
+def word_chunks(table: pa.Table) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The table's words batch by batch, as ``as_arrays`` gives a whole table's, over Arrow's own
+    buffers: no more than one batch's offsets is copied at a time."""
+    for batch in table.to_batches():
+        if batch.num_rows:
+            data, offsets = _flat(batch.column("token"))
+            yield data, offsets, batch.column("count").to_numpy()
+
+
+def token_bytes(table: pa.Table) -> int:
+    """The bytes of the table's tokens (each word once), from Arrow's offsets.
+
+    >>> token_bytes(counts_table({"the": 2, " cat": 1}))
+    7
+    """
+    total = 0
+    for chunk in table.column("token").chunks:
+        if len(chunk):
+            _, offsets, _ = chunk.buffers()
+            kind = np.int64 if pa.types.is_large_binary(chunk.type) else np.int32
+            ends = np.frombuffer(offsets, kind)[[chunk.offset, chunk.offset + len(chunk)]]
+            total += int(ends[1] - ends[0])
+    return total
 
 
 def write_counts(

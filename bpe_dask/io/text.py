@@ -4,8 +4,9 @@ Takes a byte range, the job's ``Pretokenizer`` and how to treat invalid UTF-8; s
 through fsspec (decompressing on the fly), decodes it, and gives text blocks of about
 ``block_size`` bytes that end at safe cuts, so pre-tokenizing or encoding the blocks one by one
 gives exactly what the whole range gives, in bounded memory. Both map stages read this way:
-counting (``counting``) and encoding (``encoding``). A ``progress`` callable, when given, hears how
-many of the range's bytes have been read before each read (``ReadProgress``).
+counting (``counting``) and encoding (``encoding``); the compiled counter reads the same blocks as
+UTF-8 bytes (``iter_utf8``), checked but never decoded whole. A ``progress`` callable, when given,
+hears how many of the range's bytes have been read before each read (``ReadProgress``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import BinaryIO, Protocol
 
+import numpy as np
 from fsspec.compression import compr
 
 from bpe_dask.errors import BpeDaskError, InputError, TransientError
@@ -78,6 +80,95 @@ def iter_texts(
             offset += len(data)
     except NoCutError:
         raise _uncut_error(byte_range, offset, max_uncut, pretokenizer.pattern) from None
+
+
+CUT_WINDOW = 1 << 16  # bytes before a block's end decoded to find its last cut (usually within a few)
+
+
+def iter_utf8(
+    byte_range: ByteRange,
+    pretokenizer: Pretokenizer,
+    store: Store = LOCAL,
+    *,
+    block_size: int | None = None,
+    max_uncut: int | None = None,
+    progress: ReadProgress | None = None,
+) -> Iterator[bytes]:
+    """``iter_texts``'s blocks as UTF-8 bytes, invalid UTF-8 an error (``utf8_errors="strict"``): for
+    the compiled engines, whose scanners take bytes. The bytes are checked where they are
+    (``compiled.utf8``, which releases the GIL) and cut where they are; only a window before each
+    block's end is decoded, to find the last safe cut in it. Decoding each block whole and encoding
+    it back held the GIL for about a quarter of a compiled map task's time, which threads sharing a
+    process then took turns at. The same blocks ``iter_texts`` gives, as the tests check."""
+    from bpe_dask.compiled.utf8 import check_utf8
+
+    block_size = block_size or store.size("block-size")
+    max_uncut = max_uncut or store.size("uncut-limit")
+    held = b""  # checked, whole characters, not yet given out
+    partial = b""  # the start of a character the last read cut off
+    judged = 0  # every position of ``held`` before this byte has been judged no cut
+    offset = byte_range.start  # where ``held`` starts, in the file's bytes
+    with open_range(byte_range, store) as (stream, remaining, consumed):
+        while True:
+            if progress is not None:
+                progress(consumed())
+            block = read_range(
+                stream, block_size if remaining is None else min(block_size, remaining), byte_range
+            )
+            if remaining is not None:
+                remaining -= len(block)
+            data = partial + block
+            invalid, complete = check_utf8(np.frombuffer(data, np.uint8))
+            if invalid >= 0 or (not block and complete < len(data)):  # or a character the end cut off
+                raise _decode_error(byte_range, offset + len(held) + (invalid if invalid >= 0 else complete))
+            held, partial = held + data[:complete], data[complete:]
+            if not block:
+                break
+            cut, judged = _last_cut(held, judged, pretokenizer)
+            if cut is None:
+                if len(held) > max_uncut and _characters_in(held) > max_uncut:
+                    raise _uncut_error(byte_range, offset, max_uncut, pretokenizer.pattern)
+                continue
+            yield held[:cut]
+            held, offset, judged = held[cut:], offset + cut, judged - cut
+    if held:
+        yield held
+
+
+def _last_cut(held: bytes, judged: int, cuts: Pretokenizer) -> tuple[int | None, int]:
+    """The last safe cut in the UTF-8 ``held`` from byte ``judged`` on (before it, every position has
+    been judged), as ``SafeCuts.recut`` finds it in text, and the byte it has judged up to now. Its
+    last ``CUT_WINDOW`` bytes are decoded first: the last cut is nearly always in them."""
+    context = cuts.context
+    window = _character_start(held, max(0, len(held) - CUT_WINDOW))
+    if window > judged:
+        text = held[window:].decode("utf-8")
+        # A cut at p sees ``context`` characters on each side: room before the window's first
+        # candidate, and after its last (``hi``).
+        hi = len(text) - context + 1
+        cut = cuts.last_cut(text, context, hi) if hi > context else None
+        if cut is not None:
+            return window + len(text[:cut].encode("utf-8")), window + len(text[:hi].encode("utf-8"))
+    start = _character_start(held, max(0, judged - 4 * context - 4))  # ``context`` characters before it
+    text = held[start:].decode("utf-8")
+    lo, hi = max(1, len(held[start:judged].decode("utf-8"))), len(text) - context + 1
+    if hi <= lo:
+        return None, judged
+    cut = cuts.last_cut(text, lo, hi)
+    reach = start + len(text[:hi].encode("utf-8"))
+    return (None if cut is None else start + len(text[:cut].encode("utf-8"))), reach
+
+
+def _characters_in(data: bytes) -> int:
+    """How many characters the UTF-8 ``data`` holds: its bytes that are not continuation bytes."""
+    return int(np.count_nonzero((np.frombuffer(data, np.uint8) & 0xC0) != 0x80))
+
+
+def _character_start(data: bytes, p: int) -> int:
+    """``p``, moved past UTF-8 continuation bytes to where a character starts."""
+    while p < len(data) and 0x80 <= data[p] < 0xC0:
+        p += 1
+    return p
 
 
 def _decoded(

@@ -1,11 +1,14 @@
 """Cluster set-up: options in, a connected ``distributed.Client`` out.
 
-Takes a scheduler address (or the scheduler file that ``dask scheduler --scheduler-file``,
-dask-jobqueue and dask-mpi write), a worker count or an existing client; gives a client for the
-duration of a ``with`` block. With no scheduler it starts a LocalCluster sized to the
-machine: one single-threaded worker process per core, since pre-tokenizing is pure
-Python and holds the GIL. Also: the cluster failing under a job as one line
-(``failures_explained``), and Dask's logging kept to warnings (``quiet_dask_errors``).
+Takes a scheduler address (or the scheduler file that ``dask scheduler --scheduler-file``, dask-jobqueue
+and dask-mpi write), a worker count or an existing client; gives a client for the duration of a ``with``
+block. With no scheduler it starts a LocalCluster sized to the machine, one thread per core: in this
+process when the job's tasks run compiled code, which releases the GIL (no worker processes to start,
+and the compiled code loaded once); else one single-threaded worker process per core, since the
+``regex`` module's pre-tokenizing holds the GIL. Either way it warms up (``WarmUp``: the compiled loops
+the job's tasks will run, compiled or loaded from numba's cache as it starts, not in the first task).
+Also: the cluster failing under a job as one line (``failures_explained``), and Dask's logging kept to
+warnings (``quiet_dask_errors``).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 
+import click
 import dask
 from dask.utils import parse_timedelta
 from distributed import Client, KilledWorker, LocalCluster, Security
@@ -31,6 +36,26 @@ from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.storage import describe
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WarmUp:
+    """What the workers of an embedded cluster run compiled, to warm up as they start: ``stages`` of
+    ``stages.warm_up`` (``count``, ``reduce``, ``encode``, ``evaluate``) with built-in ``patterns``."""
+
+    patterns: tuple[str, ...] = ("gpt2",)
+    stages: tuple[str, ...] = ()
+
+    def preload(self) -> dict:
+        """The LocalCluster's arguments for it: this module as the workers' preload (``dask_setup``),
+        with its options; none if there is nothing to warm."""
+        if not self.stages:
+            return {}
+        argv = [*[f"--pattern={p}" for p in self.patterns], *[f"--stage={s}" for s in self.stages]]
+        return {"preload": [__name__], "preload_argv": argv}
+
+
+NO_WARM_UP = WarmUp()
 
 
 def default_workers() -> int:
@@ -46,16 +71,19 @@ def dask_client(
     workers: int | None = None,
     client: Client | None = None,
     scheduler_file: str | None = None,
+    in_threads: bool = False,
+    warm_up: WarmUp = NO_WARM_UP,
 ) -> Iterator[Client]:
     """The given client, a client of ``scheduler`` (or of the scheduler ``scheduler_file`` names), or
-    a client of a new LocalCluster."""
+    a client of a new LocalCluster: of ``workers`` threads in this process with ``in_threads``, else
+    of as many worker processes; it ``warm_up``s as it starts."""
     if client is not None:
         yield client
     elif scheduler or scheduler_file:
         named_by = f" (named by {scheduler_file})" if not scheduler else ""
         yield from _remote_client(scheduler or scheduler_address(scheduler_file), named_by)
     else:
-        yield from _local_client(workers or default_workers())
+        yield from _local_client(workers or default_workers(), in_threads, warm_up)
 
 
 SCHEDULER_FILE_LIMIT = 16 * 2**20  # characters; Dask's are a few hundred
@@ -167,14 +195,23 @@ def dashboard_works(client: Client) -> bool:
         return False
 
 
-def _local_client(workers: int) -> Iterator[Client]:
+def _local_client(workers: int, in_threads: bool = False, warm_up: WarmUp = NO_WARM_UP) -> Iterator[Client]:
     if workers < 1:
         raise BpeDaskError(f"--workers must be at least 1, got {workers}")
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if workers > cores:  # each a process with one thread: more than the cores only take turns
-        log.warning("--workers %d on %d cores: the worker processes will take turns on them, and each "
-                    "costs start-up time and memory; --workers %d is the most that runs at once",
-                    workers, cores, cores)  # fmt: skip
+    if workers > cores:  # each runs one task at a time: more than the cores only take turns
+        kind = "threads" if in_threads else "worker processes"
+        cost = "" if in_threads else ", and each costs start-up time and memory"
+        log.warning("--workers %d on %d cores: the %s will take turns on them%s; --workers %d is the most "
+                    "that runs at once", workers, cores, kind, cost, cores)  # fmt: skip
+    if in_threads:  # the job's tasks run here: warming up here too, from now on
+        threading.Thread(target=_warm_up, args=(warm_up.patterns, warm_up.stages), daemon=True).start()
+        # One worker in this process, on loopback TCP: its dashboard link then names 127.0.0.1, where
+        # the dashboard listens (an in-process ``inproc://`` cluster would name the machine's address).
+        shape = {"n_workers": 1, "threads_per_worker": workers, "processes": False, "protocol": "tcp://",
+                 "host": "127.0.0.1"}  # fmt: skip
+    else:
+        shape = {"n_workers": workers, "threads_per_worker": 1, "processes": True}
     # Distributed's statistical profiler samples the worker's stack every 10 ms; on pure-Python
     # tasks that costs several percent, for a dashboard view the embedded cluster rarely needs.
     verbose = log.getEffectiveLevel() <= logging.DEBUG  # -v: the workers say what Dask says at INFO
@@ -184,39 +221,85 @@ def _local_client(workers: int) -> Iterator[Client]:
         with interrupts.deferred(shield_children=True):
             cluster = stack.enter_context(
                 LocalCluster(
-                    n_workers=workers,
-                    threads_per_worker=1,
-                    processes=True,
-                    # Its HTTP server on a free port (8787 may be another cluster's); the dashboard on it
-                    # only with bokeh, without which it would be a page asking for bokeh.
+                    **shape,
+                    # Its HTTP server on a free port (8787 may be another cluster's); the dashboard is
+                    # attached to it once the cluster is up (``_attach_dashboard``).
                     dashboard_address="127.0.0.1:0",
-                    scheduler_kwargs={"dashboard": has_bokeh()},
+                    scheduler_kwargs={"dashboard": False},
                     silence_logs=logging.INFO if verbose else logging.WARNING,  # the workers' own level
-                    preload=["bpe_dask.jobs.cluster"],  # dask_setup below: the workers warm up as they start
+                    **({} if in_threads else warm_up.preload()),  # dask_setup below
                 )
             )
             client = stack.enter_context(Client(cluster))
-        link = f" (dashboard: {client.dashboard_link})" if has_bokeh() else ""
-        plural = "" if workers == 1 else "es"
-        log.info("started a LocalCluster of %d worker process%s%s", workers, plural, link)
-        yield client
+        link = f" (dashboard: {client.dashboard_link})" if _attach_dashboard(cluster) else ""
+        if in_threads:
+            what = f"{workers} thread{'' if workers == 1 else 's'} in this process (compiled tasks)"
+        else:
+            what = f"{workers} worker process{'' if workers == 1 else 'es'}"
+        log.info("started a LocalCluster of %s%s", what, link)
+        try:
+            yield client
+        except BaseException:
+            if in_threads:
+                _abandon_running_tasks(cluster)
+            raise
 
 
-def dask_setup(worker: object) -> None:
-    """Dask's preload hook, run in each worker of the embedded cluster as it starts: load the
-    compiled scanner (numba's cached machine code, and the table of character classes) in the
-    background, while the cluster finishes starting and the job plans, not in the first task."""
-    threading.Thread(target=_warm_scanner, name="bpe-dask-warm-up", daemon=True).start()
+def _attach_dashboard(cluster: LocalCluster) -> bool:
+    """Dask's dashboard (bokeh's pages) added to the scheduler's HTTP server in the background, if
+    bokeh is installed (without it, the link would lead to a page asking for bokeh): importing it
+    takes most of a second, which the job's first tasks need not wait for. Its pages answer a
+    moment after the cluster starts. Says whether it will."""
+    if not has_bokeh():
+        return False
+
+    def attach() -> None:
+        try:
+            from distributed.dashboard.scheduler import connect
+
+            scheduler = cluster.scheduler
+            cluster.loop.add_callback(connect, scheduler.http_application, scheduler.http_server, scheduler)
+        except Exception:  # only ever a view of the job
+            log.warning("could not start Dask's dashboard", exc_info=True)
+
+    threading.Thread(target=attach, name="bpe-dask-dashboard", daemon=True).start()
+    return True
 
 
-def _warm_scanner() -> None:
+def _abandon_running_tasks(cluster: LocalCluster) -> None:
+    """Close the workers of a cluster of threads without waiting for the tasks they run: the job
+    stopped (Ctrl-C, an error), and nothing stops a thread from outside, so closing as usual would
+    wait for a long task to end. The task threads are daemons, gone with the process; a map task
+    stops at its next block (``stages.read_events``), and what any of them writes goes to the
+    job's temporary files."""
+    for worker in list(cluster.workers.values()):
+        try:
+            cluster.sync(worker.close, executor_wait=False, reason="bpe-dask: the job stopped")
+        except Exception:  # closing as usual follows
+            log.debug("closing a worker at once failed", exc_info=True)
+
+
+@click.command()
+@click.option("--pattern", "patterns", multiple=True)
+@click.option("--stage", "stages", multiple=True)
+def dask_setup(worker: object, patterns: tuple[str, ...], stages: tuple[str, ...]) -> None:
+    """Dask's preload hook (``WarmUp.preload``), run in each worker of the embedded cluster as it
+    starts: compile the loops ``stages`` run with ``patterns`` (or load them from numba's cache, with
+    the table of character classes) in the background, while the cluster finishes starting and the
+    job plans, not in the first task. One worker compiles while the others wait to load what it
+    saved (``compiled.compile_once``)."""
+    threading.Thread(target=_warm_up, args=(patterns, stages), name="bpe-dask-warm-up", daemon=True).start()
+
+
+def _warm_up(patterns: tuple[str, ...], stages: tuple[str, ...]) -> None:
+    if not stages:
+        return
     try:
-        from bpe_dask.rules.pretokenize import Pretokenizer
-        from bpe_dask.stages.counters import CompiledCounter
+        from bpe_dask.stages.warm_up import warm_up
 
-        CompiledCounter(Pretokenizer()).add("warm up")
+        warm_up(patterns, stages)
     except Exception:  # only ever an optimisation: the first task will say what is wrong
-        log.debug("warming up the compiled scanner failed", exc_info=True)
+        log.debug("warming up %s for %s failed", ", ".join(stages), ", ".join(patterns), exc_info=True)
 
 
 @contextmanager

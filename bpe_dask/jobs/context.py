@@ -11,6 +11,7 @@ checked the workers, through ``run_tasks``, which turns a failure into one line.
 from __future__ import annotations
 
 import logging
+import os
 import resource
 import shutil
 import sys
@@ -32,7 +33,7 @@ from bpe_dask.io.plan import Partition, plan_ranges
 from bpe_dask.io.records import BadRecords
 from bpe_dask.io.sample import sample_documents
 from bpe_dask.io.storage import Store, describe, is_local, required_packages
-from bpe_dask.jobs.cluster import dask_client, failures_explained
+from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp, dask_client, default_workers, failures_explained
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.jobs.preflight import Place, check_workers, unregister_plugins
 from bpe_dask.jobs.progress import TaskProgress
@@ -129,6 +130,14 @@ class Job:
     def largest_range(self) -> int:
         return max((r.text_bytes for r in self.ranges), default=0)
 
+    def expected_largest_range(self) -> int:
+        """About the largest partition ``plan`` will make on the embedded cluster, from the files' sizes
+        before it plans: what decides which compiled loops its workers warm up as they start (a
+        compressed file is one partition, of more text than its size)."""
+        threads = self.options.workers or default_workers()  # the embedded cluster's: one per worker
+        chunk = self.options.chunk_size or partition_size(self.input_bytes, threads, self.store.settings)
+        return max((f.size if f.compression else min(f.size, chunk) for f in self.files), default=0)
+
     @property
     def input_urls(self) -> list[str]:
         return [f.url for f in self.files]
@@ -139,10 +148,19 @@ class Job:
         client = self.options.client
         return is_embedded(client) if client is not None else not self.options.on_scheduler
 
+    @property
+    def starts_cluster(self) -> bool:
+        """Whether the job starts a LocalCluster of its own (no client given, no scheduler named)."""
+        return not (self.options.client or self.options.on_scheduler)
+
     @contextmanager
-    def cluster(self) -> Iterator[Client]:
+    def cluster(self, in_threads: bool = False, warm_up: WarmUp = NO_WARM_UP) -> Iterator[Client]:
+        """The job's client. A LocalCluster it starts runs the tasks in threads of this process with
+        ``in_threads`` (for tasks that run compiled code, which releases the GIL), and ``warm_up``s as
+        it starts."""
         opts = self.options
-        with dask_client(opts.scheduler, opts.workers, opts.client, opts.scheduler_file) as client:
+        where = (opts.scheduler, opts.workers, opts.client, opts.scheduler_file)
+        with dask_client(*where, in_threads, warm_up) as client:
             try:
                 yield client
             finally:
@@ -257,6 +275,18 @@ def run_tasks(client: Client, tasks: list[Delayed], progress: TaskProgress | Non
 def is_embedded(client: Client) -> bool:
     """Whether the cluster is a LocalCluster on this machine (its workers share our disk)."""
     return isinstance(getattr(client, "cluster", None), LocalCluster)
+
+
+def other_processes_peak_rss_bytes(client: Client) -> dict[str, int]:
+    """The peak resident memory of each worker that is a process of its own, by address: a worker
+    in this process (a LocalCluster of threads) is this process, whose peak the report gives."""
+    here = os.getpid()
+    peaks = client.run(_process_and_peak)
+    return {address: peak for address, (pid, peak) in peaks.items() if pid != here}
+
+
+def _process_and_peak() -> tuple[int, int]:
+    return os.getpid(), peak_rss_bytes()
 
 
 def peak_rss_bytes() -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import dask
 import pyarrow as pa
@@ -25,6 +25,7 @@ from bpe_dask.io.outputs import check_output_file, remove_files
 from bpe_dask.io.plan import Partition
 from bpe_dask.io.records import BadRecords
 from bpe_dask.io.storage import Store, absolute
+from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp
 from bpe_dask.jobs.context import Job, cluster_threads, report_bad_records, run_tasks
 from bpe_dask.jobs.options import JobOptions, PathLike, input_list
 from bpe_dask.jobs.progress import TaskProgress
@@ -34,6 +35,7 @@ from bpe_dask.stages.count import (
     count_range,
     count_range_to_shard,
     counting_engine,
+    counts_compiled,
     new_counter,
 )
 from bpe_dask.stages.counters import SpecialsSeen
@@ -136,7 +138,9 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
             write_counts(result._table, out, job.store, recorded, opts.overwrite)
             result.path = out
     else:
-        with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
+        settings, in_threads = counting_cluster(job, settings)
+        scratch = job.work_directory(beside=None if job.embedded else out)
+        with scratch as work, job.cluster(in_threads, counting_warm_up(job, [settings])) as client:
             job.preflight(client, work, [out])
             job.plan(pretokenizer, cluster_threads(client))
             log.info("counting with %s", counting_engine(settings, job.largest_range))
@@ -152,6 +156,16 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
     report_bad_records(bad)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def counting_cluster(job: Job, settings: CountSettings) -> tuple[CountSettings, bool]:
+    """The settings the map tasks count with, and whether a LocalCluster the job starts runs them in
+    threads of this process: when the compiled scanner counts the job's text, which releases the GIL.
+    It then counts every range, however small: loaded once in this process, not once per worker,
+    it pays for itself on the job's bytes, not on each range's."""
+    if job.starts_cluster and counts_compiled(settings, job.input_bytes):
+        return replace(settings, engine="numba"), True
+    return settings, False
 
 
 def _result(job: Job) -> CountResult:
@@ -172,6 +186,19 @@ def count_in_process(
     return counter.table()
 
 
+def counting_warm_up(
+    job: Job, settings: Sequence[CountSettings], stages: Sequence[str] = ("count", "reduce")
+) -> WarmUp:
+    """What an embedded cluster's workers warm up for tasks that count with ``settings``: the
+    compiled loops of ``stages`` (by default the map's counting loop and the reduce's sum of sorted
+    runs) for each pattern whose partitions will be large enough for the compiled scanner (their
+    counts then large enough for the compiled sum), and nothing otherwise (the bundled sample's tasks
+    run no compiled code, and its workers compile none)."""
+    largest = job.expected_largest_range()
+    patterns = tuple(dict.fromkeys(s.pattern for s in settings if counts_compiled(s, largest)))
+    return WarmUp(patterns, tuple(stages)) if patterns else NO_WARM_UP
+
+
 def count_on_cluster(
     client: Client, job: Job, settings: CountSettings, work_dir: str, out: str | None = None
 ) -> tuple[str | pa.Table, int, BadRecords, SpecialsSeen, int]:
@@ -187,9 +214,8 @@ def count_on_cluster(
         )
         for r in job.ranges
     ]  # fmt: skip
-    final, partial_sums = reduce_tree(
-        shards, out, work_dir, settings.recorded(), store, overwrite=job.options.overwrite
-    )
+    final, partial_sums = reduce_tree(shards, out, work_dir, settings.recorded(), store,
+                                      overwrite=job.options.overwrite, engine=settings.engine)  # fmt: skip
     progress = TaskProgress("count", len(shards), job.input_bytes) if job.options.show_progress else None
     *finished, counts = run_tasks(client, [*shards, final], progress, [r.size for r in job.ranges])
     remove_files(partial_sums, store)

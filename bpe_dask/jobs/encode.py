@@ -25,6 +25,7 @@ from bpe_dask.io.outputs import check_output_dir, check_output_file
 from bpe_dask.io.publish import atomic_file, staged_directory
 from bpe_dask.io.records import BadRecords
 from bpe_dask.io.storage import Store, absolute, is_local
+from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp
 from bpe_dask.jobs.context import Job, cluster_threads, is_embedded, report_bad_records, run_tasks
 from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character, input_list
 from bpe_dask.jobs.progress import TaskProgress
@@ -97,7 +98,12 @@ def encode(
     _check_separator(document_separator, tokenizer, job)
     job.check_pattern(tokenizer.pretokenizer)
     _say_format(out, fmt, tokenizer)
-    with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
+    # The compiled encoder releases the GIL: a LocalCluster the job starts runs it in threads here.
+    in_threads = job.starts_cluster and tokenizer.uses_compiled(job.input_bytes)
+    warm_up = WarmUp((tokenizer.pretokenizer.pattern.name,), ("encode",))  # an encode task's loop
+    compiled = in_threads or tokenizer.uses_compiled(job.expected_largest_range())
+    scratch = job.work_directory(beside=None if job.embedded else out)
+    with scratch as work, job.cluster(in_threads, warm_up if compiled else NO_WARM_UP) as client:
         job.preflight(client, work, [out])
         job.plan(tokenizer.pretokenizer, cluster_threads(client))
         shards = _encode_ranges(client, job, tokenizer, work, document_separator)

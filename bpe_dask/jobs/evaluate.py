@@ -34,6 +34,7 @@ from bpe_dask.io.publish import publish_directory
 from bpe_dask.io.records import BadRecords
 from bpe_dask.io.storage import Store, absolute, describe
 from bpe_dask.jobs.context import Job, cluster_threads, report_bad_records, run_tasks
+from bpe_dask.jobs.count import counting_cluster, counting_warm_up
 from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character, input_list
 from bpe_dask.jobs.progress import TaskProgress
 from bpe_dask.jobs.wording import format_bytes, plural
@@ -126,7 +127,9 @@ def evaluate(
     if in_process:
         measured = [_measure_here(job, settings, measures) for settings, measures, _ in groups]
     else:
-        with job.cluster() as client:
+        resolved = [(*counting_cluster(job, settings), rest) for settings, *rest in groups]
+        groups, in_threads = [(s, *rest) for s, _, rest in resolved], all(t for _, t, _ in resolved)
+        with job.cluster(in_threads, counting_warm_up(job, [g[0] for g in groups], ("evaluate",))) as client:
             job.preflight(client, None)  # the tasks read the inputs and write nothing
             measured = _measure_on_cluster(client, job, groups)
     report = _report(job, rows, groups, measured, started)

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 
 import pyarrow as pa
 from dask.base import tokenize
@@ -24,7 +25,7 @@ from bpe_dask.jobs import progress
 from bpe_dask.jobs.cluster import failures_explained
 from bpe_dask.jobs.context import Job, peak_rss_bytes
 from bpe_dask.jobs.options import JobOptions
-from bpe_dask.stages.merge import train_merges
+from bpe_dask.stages.merge import laid_out, train_merges
 
 log = logging.getLogger(__name__)
 
@@ -78,23 +79,32 @@ def _whole(value: object) -> bool:
 
 
 def merge_table(
-    table: pa.Table,
+    counts: pa.Table | Callable[[], pa.Table],
     vocab_size: int,
     special_tokens: Sequence[str] = (),
     report_progress: Callable[[int], None] | None = None,
     engine: str = "auto",
     limits: Limits = Limits(),
 ) -> Merged:
-    """The merge loop over a word-count table, in this process."""
+    """The merge loop over a word-count table, in this process. ``counts`` is the table, or what
+    reads it: then the table is read here and let go once its words are laid out for the loop, so
+    that its memory serves the loop."""
     started = time.perf_counter()
     stops: list[Stop] = []
     savings: list[int] = []
-    vocab, merges = train_merges(table, vocab_size, special_tokens, report_progress, engine=engine,
+    words = laid_out(counts() if callable(counts) else counts, vocab_size, engine)
+    # Arrow's allocator keeps what a table it freed held, for its next tables: the loop needs it more.
+    pa.default_memory_pool().release_unused()
+    if isinstance(words, pa.Table):
+        unique_words, byte_tokens = words.num_rows, words_bytes(words)
+    else:
+        unique_words, byte_tokens = words.rows, words.byte_tokens
+    vocab, merges = train_merges(words, vocab_size, special_tokens, report_progress, engine=engine,
                                  **asdict(limits), stopped=lambda *why: stops.append(Stop(*why)),
                                  savings=savings)  # fmt: skip
     seconds = time.perf_counter() - started
-    return Merged(vocab, merges, table.num_rows, peak_rss_bytes(), seconds, stops[0] if stops else None,
-                  words_bytes(table), savings)  # fmt: skip
+    return Merged(vocab, merges, unique_words, peak_rss_bytes(), seconds, stops[0] if stops else None,
+                  byte_tokens, savings)  # fmt: skip
 
 
 def merge_on_worker(
@@ -108,8 +118,8 @@ def merge_on_worker(
     """The merge loop as a Dask task: reads the counts where it runs, reports progress to the client."""
     total = vocab_size - 256 - len(special_tokens)
     report = progress.every(0.5, total, progress.publish_from_worker)
-    table = read_counts(counts_url, store)
-    return merge_table(table, vocab_size, special_tokens, report, engine, limits)
+    reading = partial(read_counts, counts_url, store)
+    return merge_table(reading, vocab_size, special_tokens, report, engine, limits)
 
 
 def merge_on_cluster(
@@ -134,8 +144,10 @@ def merge_on_cluster(
     return merged
 
 
-def merge_here(counts: pa.Table, vocab_size: int, opts: JobOptions, limits: Limits) -> Merged:
-    """The merge loop on the client, with a progress bar unless ``-q``."""
+def merge_here(
+    counts: pa.Table | Callable[[], pa.Table], vocab_size: int, opts: JobOptions, limits: Limits
+) -> Merged:
+    """The merge loop on the client, with a progress bar unless ``-q``; ``counts`` as ``merge_table``'s."""
     total = vocab_size - 256 - len(opts.special_tokens)
     bar = progress.MergeProgress(total) if opts.show_progress else None
     report = progress.every(0.2, total, bar) if bar is not None else None

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import counts_table, read_counts, recorded_settings
@@ -19,8 +20,14 @@ from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.storage import Store, absolute
 from bpe_dask.io.tokenizer_formats import check_special_token_names
 from bpe_dask.jobs import compression
-from bpe_dask.jobs.context import Job, cluster_threads, is_embedded, peak_rss_bytes, report_bad_records
-from bpe_dask.jobs.count import count_on_cluster, count_with
+from bpe_dask.jobs.context import (
+    Job,
+    cluster_threads,
+    is_embedded,
+    other_processes_peak_rss_bytes,
+    report_bad_records,
+)
+from bpe_dask.jobs.count import count_on_cluster, count_with, counting_cluster, counting_warm_up
 from bpe_dask.jobs.merging import Limits, Merges, Vocab, merge_here, merge_on_cluster, merge_table
 from bpe_dask.jobs.options import JobOptions, PathLike, input_list
 from bpe_dask.jobs.publishing import (
@@ -75,13 +82,15 @@ def train(
     job.check_pattern(settings.pretokenizer())
     if not job.input_bytes:  # nothing to count: no cluster to start, or to wait for
         return _train_on_nothing(job, vocab_size, out, limits, started)
-    if opts.merge_on != "worker" and not (opts.on_scheduler or opts.client):
-        warm_up(opts.engine)  # the merge loop compiles (or loads) while the cluster starts and counts
+    settings, in_threads = counting_cluster(job, settings)
+    if opts.merge_on != "worker" and job.starts_cluster:
+        warm_up(opts.engine, job.input_bytes, vocab_size)  # the merge loop compiles (or loads) meanwhile
     background = ThreadPoolExecutor(1)
     # Drawing compression.png imports matplotlib (a second or two): in the background while the
     # cluster starts, finished before the cluster closes (compression.load_plotting says why).
     plotting = background.submit(compression.load_plotting)
-    with job.work_directory(beside=None if job.embedded else out) as work, job.cluster() as client:
+    cluster = job.cluster(in_threads, counting_warm_up(job, [settings]))
+    with job.work_directory(beside=None if job.embedded else out) as work, cluster as client:
         job.preflight(client, work)  # the tokenizer is published from here, not by the tasks
         job.plan(settings.pretokenizer(), cluster_threads(client))
         log.info("counting with %s", counting_engine(settings, job.largest_range))
@@ -95,7 +104,7 @@ def train(
             merged = merge_on_cluster(client, counts, vocab_size, opts.special_tokens, job, limits)
         else:
             merged = merge_here(counts, vocab_size, opts, limits)
-        workers_peak = client.run(peak_rss_bytes)
+        workers_peak = other_processes_peak_rss_bytes(client)
         # The tokenizer's files take a moment to make (tiktoken's ranks are checked): made while the
         # cluster closes, with everything they import already imported.
         curve = compression_curve(merged, opts.special_tokens, specials)
@@ -174,7 +183,7 @@ def merge(
     opts = _training_options(vocab_size, special_tokens, options)
     job = Job.start(opts, [counts, out])
     check_output_dir(out, opts.overwrite, is_output_file, job.store)
-    merged = merge_here(read_counts(counts, job.store), vocab_size, opts, limits)
+    merged = merge_here(partial(read_counts, counts, job.store), vocab_size, opts, limits)
     warn_if_empty(merged.unique_words, None)
     base = {"counts": counts, "counted_with": recorded, "pattern": opts.pattern}
     report = training_report(base, merged, opts.special_tokens, vocab_size, limits, {})

@@ -29,7 +29,7 @@ from bpe_dask.io.counts_table import words_bytes, write_counts
 from bpe_dask.io.plan import Partition
 from bpe_dask.io.records import BadRecords, Documents, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
-from bpe_dask.io.text import ReadProgress, check_utf8_errors, iter_texts
+from bpe_dask.io.text import ReadProgress, check_utf8_errors, iter_texts, iter_utf8
 from bpe_dask.rules.pretokenize import Pretokenizer, split_pattern
 from bpe_dask.stages.counters import COMPILED_MIN_BYTES, CompiledCounter, RegexCounter, SpecialsSeen
 from bpe_dask.stages.read_events import reporter
@@ -103,17 +103,18 @@ def new_counter(settings: CountSettings, size: int = COMPILED_MIN_BYTES) -> Rege
     a built-in pattern (``engine="auto"``: for enough text), else the ``regex`` module, which stays
     the reference."""
     pretokenizer = settings.pretokenizer()
-    return CompiledCounter(pretokenizer) if _compiled(settings, size) else RegexCounter(pretokenizer)
+    return CompiledCounter(pretokenizer) if counts_compiled(settings, size) else RegexCounter(pretokenizer)
 
 
-def _compiled(settings: CountSettings, size: int) -> bool:
+def counts_compiled(settings: CountSettings, size: int) -> bool:
+    """Whether ``new_counter`` gives the compiled scanner for ``size`` bytes of text."""
     return use_compiled(settings.engine, size, COMPILED_MIN_BYTES,
                         builtin_pattern=split_pattern(settings.pattern).builtin)  # fmt: skip
 
 
 def counting_engine(settings: CountSettings, size: int) -> str:
     """Which engine ``new_counter`` picks for ``size`` bytes, in words, for the job's log."""
-    if _compiled(settings, size):
+    if counts_compiled(settings, size):
         return f"the compiled {settings.pattern} scanner (numba)"
     return f"the regex module ({split_pattern(settings.pattern).name} pattern)"
 
@@ -140,6 +141,9 @@ def count_range(
                                      progress=progress)  # fmt: skip
             for documents in batches:
                 add_documents(counter, documents, pretokenizer, block_size)
+        elif isinstance(counter, CompiledCounter) and errors == "strict":  # its scanner reads UTF-8
+            for data in iter_utf8(byte_range, pretokenizer, store, block_size=block_size, progress=progress):
+                counter.add_utf8(data)
         else:
             for text in iter_texts(
                 byte_range, pretokenizer, store, utf8_errors=errors, block_size=block_size, progress=progress

@@ -92,7 +92,10 @@ class CompiledCounter:
         self.specials = SpecialsSeen()
 
     def add(self, text: str) -> None:
-        data = text.encode("utf-8")
+        self.add_utf8(text.encode("utf-8"))
+
+    def add_utf8(self, data: bytes) -> None:
+        """``add`` for text given as UTF-8 (``io.text.iter_utf8``'s blocks)."""
         bounds = self.pretokenizer.piece_bounds(data)
         self.specials.add_gaps(bounds)
         self.counts.add(data, bounds)

@@ -25,7 +25,7 @@ from bpe_dask.io.plan import Partition, RowGroups
 from bpe_dask.io.publish import atomic_file, output_file, write_bytes_atomically
 from bpe_dask.io.records import BadRecords, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
-from bpe_dask.io.text import iter_texts
+from bpe_dask.io.text import iter_texts, iter_utf8
 from bpe_dask.stages.read_events import reporter
 from bpe_dask.tokenizer import Tokenizer
 
@@ -124,6 +124,10 @@ def _encode_range_to_shard(
         for docs in iter_documents(byte_range, store, utf8_errors=utf8_errors, bad=bad, progress=progress):
             parts.append(tokenizer.encode_utf8_documents(docs.data, docs.ends, separator, dtype))
             text_bytes += len(docs.data)
+    elif utf8_errors == "strict":  # read as UTF-8 bytes, which the compiled encoder takes as they are
+        for data in iter_utf8(byte_range, tokenizer.pretokenizer, store, progress=progress):
+            parts.append(tokenizer.encode_utf8_documents(data, np.array([len(data)], np.int64), None, dtype))
+            text_bytes += len(data)
     else:
         for text in iter_texts(byte_range, tokenizer.pretokenizer, store, utf8_errors=utf8_errors,
                                progress=progress):  # fmt: skip

@@ -18,14 +18,17 @@ import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from operator import add
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from bpe_dask import interrupts
 from bpe_dask.engines import use_compiled
-from bpe_dask.io.counts_table import as_arrays
+from bpe_dask.io.counts_table import token_bytes, word_chunks
+
+if TYPE_CHECKING:
+    from bpe_dask.compiled import Words
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +53,7 @@ def initial_vocab(special_tokens: Sequence[str]) -> dict[int, bytes]:
 
 
 def train_merges(
-    word_counts: pa.Table | Iterable[tuple[bytes, int]],
+    word_counts: pa.Table | Iterable[tuple[bytes, int]] | Words,
     vocab_size: int,
     special_tokens: Sequence[str] = (),
     progress: Callable[[int], None] | None = None,
@@ -63,11 +66,12 @@ def train_merges(
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
     """Learn merges until the vocabulary holds ``vocab_size`` tokens or no pair is left.
 
-    ``word_counts`` are ``(word bytes, count)`` pairs, or a counts table (``token``, ``count``).
-    ``progress`` is called with the number of merges done after each merge. ``engine`` is
-    ``"python"`` (the loop below), ``"numba"`` (the same loop compiled, ``compiled.train_merges``), or
-    ``"auto"``: numba for large tables when it is installed, where its start-up pays off. The
-    tests check every engine against the plain reference trainer (``bpe_dask.rules.reference``).
+    ``word_counts`` are ``(word bytes, count)`` pairs, or a counts table (``token``, ``count``), or
+    what ``laid_out`` made of them. ``progress`` is called with the number of merges done after each
+    merge. ``engine`` is ``"python"`` (the loop below), ``"numba"`` (the same loop compiled,
+    ``compiled.train_merges``), or ``"auto"``: numba for large tables when it is installed, where its
+    start-up pays off. The tests check every engine against the plain reference trainer
+    (``bpe_dask.rules.reference``).
 
     ``max_token_length`` (bytes) leaves out of the running every pair that would make a longer
     token; ``min_frequency`` stops the loop when the best pair left occurs fewer times. When one of
@@ -78,16 +82,13 @@ def train_merges(
     shortens the words, times their counts. It is not the pair's count, which counts overlapping
     pairs (``a a a`` holds ``a a`` twice, and one merge saves one token).
     """
-    if not isinstance(word_counts, pa.Table):
-        word_counts = list(word_counts)
-    if _use_numba(engine, len(word_counts)):
+    if isinstance(word_counts, pa.Table | Iterable):
+        word_counts = laid_out(word_counts, vocab_size, engine)
+    if not isinstance(word_counts, pa.Table | list):  # the compiled loop's records
         from bpe_dask.compiled import train_merges
 
-        data, offsets, freqs = _word_arrays(
-            _sorted(word_counts) if isinstance(word_counts, pa.Table) else word_counts
-        )
         return train_merges(
-            data, offsets, freqs, initial_vocab(special_tokens), vocab_size, progress,
+            word_counts, initial_vocab(special_tokens), vocab_size, progress,
             min_frequency=min_frequency, max_token_length=max_token_length, stopped=stopped, savings=savings,
         )  # fmt: skip
     if isinstance(word_counts, pa.Table):
@@ -119,21 +120,28 @@ def train_merges(
     return vocab, merges
 
 
-def _sorted(table: pa.Table) -> pa.Table:
-    """The table sorted by word, as ``bpe-dask count`` writes it: the compiled loop runs faster with
-    words that share bytes next to each other (a pair's holders are then close in memory)."""
-    tokens = table.column("token")
-    if table.num_rows < 2 or pc.all(pc.less_equal(tokens[:-1], tokens[1:])).as_py():
-        return table
-    return table.sort_by("token")
+def laid_out(
+    word_counts: pa.Table | Iterable[tuple[bytes, int]], vocab_size: int, engine: str = "auto"
+) -> pa.Table | list[tuple[bytes, int]] | Words:
+    """The words as ``train_merges`` takes them, for the engine that will merge them: from numba's
+    threshold up, laid out as the compiled loop's records (``compiled.Words``); below it, the table
+    or the pairs themselves. Nothing here keeps the table: given one
+    no one else holds (``laid_out(read_counts(url), ...)``), it is freed once its words are laid out,
+    before the loop builds its index of pairs."""
+    if not isinstance(word_counts, pa.Table):
+        word_counts = list(word_counts)
+    if not _use_numba(engine, len(word_counts)):
+        return word_counts
+    from bpe_dask.compiled import Words
 
-
-def _word_arrays(
-    word_counts: pa.Table | list[tuple[bytes, int]],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The words' bytes back to back, where each starts (and the last ends), and their counts."""
     if isinstance(word_counts, pa.Table):
-        return as_arrays(word_counts)
+        return Words(word_chunks(word_counts), word_counts.num_rows, token_bytes(word_counts), vocab_size)
+    data, offsets, freqs = _word_arrays(word_counts)
+    return Words([(data, offsets, freqs)], len(word_counts), len(data), vocab_size)
+
+
+def _word_arrays(word_counts: list[tuple[bytes, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The words' bytes back to back, where each starts (and the last ends), and their counts."""
     lengths = np.fromiter((len(w) for w, _ in word_counts), np.int64, len(word_counts))
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
     data = np.frombuffer(b"".join(w for w, _ in word_counts), np.uint8)
@@ -141,6 +149,10 @@ def _word_arrays(
 
 
 NUMBA_MIN_WORDS = 50_000  # below this, loading compiled code costs more than it saves
+# Input from which the merge loop likely runs compiled: 1 MiB of the most varied text measured (the
+# OpenWebText-like benchmark corpus) holds 40,000 distinct pre-tokens, 2 MiB 64,000; the bundled
+# sample (134 KB of English) 4,858.
+WARM_UP_BYTES = 1 << 20
 
 
 def merge_engine(engine: str, words: int) -> str:
@@ -156,14 +168,21 @@ def _use_numba(engine: str, words: int) -> bool:
     return numba
 
 
-def warm_up(engine: str = "auto") -> threading.Thread | None:
+def warm_up(
+    engine: str = "auto", input_bytes: int | None = None, vocab_size: int | None = None
+) -> threading.Thread | None:
     """Compile the numba engine in a background thread (or load it from numba's cache), so that the
-    first merges of a fresh install do not wait for it: the job starts this before counting."""
-    if merge_engine(engine, NUMBA_MIN_WORDS) != "numba":
+    first merges of a fresh install do not wait for it: the job starts this before counting. With
+    ``engine="auto"``, only for ``input_bytes`` of at least ``WARM_UP_BYTES`` (``None``: any): a
+    smaller input's words are merged by the Python loop, and compiling here would only take a core
+    from the workers. With ``vocab_size``, only the loop for that size's records (``compiled.merge_loop``)."""
+    likely = input_bytes is None or input_bytes >= WARM_UP_BYTES
+    if merge_engine(engine, NUMBA_MIN_WORDS if likely else 0) != "numba":
         return None
     from bpe_dask.compiled import warm_up as compile_merges
 
-    thread = threading.Thread(target=compile_merges, name="bpe-dask-compile", daemon=True)
+    sizes = () if vocab_size is None else ((max(vocab_size, 257),),)  # default: every width
+    thread = threading.Thread(target=compile_merges, args=sizes, name="bpe-dask-compile", daemon=True)
     thread.start()
     return thread
 

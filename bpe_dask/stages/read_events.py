@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 
 from distributed import get_worker
+from distributed.worker import WORKER_ANY_RUNNING
 
 from bpe_dask import settings as config
 from bpe_dask.io.storage import Store
@@ -36,19 +37,30 @@ log = logging.getLogger(__name__)
 TOPIC = "bpe-dask-read-progress"
 
 
+class WorkerClosing(Exception):
+    """The worker running the task is closing: the task stops reading."""
+
+
 class ReadReporter:
     """A ``ReadProgress`` for one task of ``size`` bytes: sends an event once its first block has been
     handed on (so the client knows counting has begun, and that the wait before it was not counting),
     then whenever ``interval`` seconds have passed since the last, and, for records, once at the end.
     Once all of it is read it sends nothing more (but the last count of records): it is about to
-    finish, and its exact size will come with that."""
+    finish, and its exact size will come with that.
 
-    def __init__(self, send: Callable[[str, dict], None], key: object, interval: float, size: int) -> None:
-        self.send, self.key, self.interval, self.size = send, key, interval, size
+    It is asked at every block, so it also stops the task (``WorkerClosing``) once ``closing()``
+    says the worker is closing: a worker of threads in the client's process, closed as the job
+    stops, cannot stop a running task otherwise."""
+
+    def __init__(self, send: Callable[[str, dict], None], key: object, interval: float, size: int,
+                 closing: Callable[[], bool] = lambda: False) -> None:  # fmt: skip
+        self.send, self.key, self.interval, self.size, self.closing = send, key, interval, size, closing
         self.last = time.monotonic()
         self.sent = (0, 0)
 
     def __call__(self, done: int, documents: int = 0, last: bool = False) -> None:
+        if self.closing():
+            raise WorkerClosing("the worker is closing: the job stopped")
         now = time.monotonic()
         if last:
             due = documents > 0 and (done, documents) != self.sent
@@ -74,4 +86,6 @@ def reporter(store: Store, size: int) -> ReadReporter | None:
         key = worker.get_current_task()
     except (ValueError, KeyError):
         return None
-    return ReadReporter(worker.log_event, key, config.seconds("progress-interval", store.settings), size)
+    interval = config.seconds("progress-interval", store.settings)
+    closing = lambda: worker.status not in WORKER_ANY_RUNNING  # noqa: E731
+    return ReadReporter(worker.log_event, key, interval, size, closing)

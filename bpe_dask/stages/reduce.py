@@ -2,8 +2,11 @@
 
 Takes the shard paths the map tasks wrote (each sorted by token); gives one Parquet table with the
 same schema, sorted the same way, in which each word appears once with its total count. Built as a
-tree of Dask tasks, each merging a few sorted runs (``sorted_counts``), so no single process (least
-of all the client) ever holds more than ``fan_in`` tables at once.
+tree of Dask tasks, each merging a few sorted runs (``sum_sorted``), so no single process (least
+of all the client) ever holds more than ``fan_in`` tables at once. The runs are summed by the
+compiled merge of sorted runs, or by Arrow's group-by and sort, the reference, for fewer than
+``COMPILED_MIN_WORDS`` words (the engine rule of ``bpe_dask.engines``: a small job loads no compiled
+code).
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import dask
+import numpy as np
 import pyarrow as pa
 from dask.base import tokenize
 from dask.delayed import Delayed
 
-from bpe_dask.compiled import sum_sorted as sum_sorted_runs
-from bpe_dask.io.counts_table import as_arrays, read_counts, tokens_array, write_counts
+from bpe_dask.engines import use_compiled
+from bpe_dask.io.counts_table import LARGE_COUNTS_SCHEMA, as_arrays, read_counts, tokens_array, write_counts
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.stages.count import Shard
 from bpe_dask.stages.counters import SpecialsSeen
@@ -24,6 +28,7 @@ from bpe_dask.stages.counters import SpecialsSeen
 # Each combine holds its inputs and their hash table: 16 shards of a million words is about
 # 1 GB. Fewer levels mean fewer Parquet round trips (one level costs 0.6 s on 65 MB of text).
 DEFAULT_FAN_IN = 16
+COMPILED_MIN_WORDS = 50_000  # words in the runs of one sum; below this, loading compiled code costs more
 
 
 def combine(
@@ -34,9 +39,11 @@ def combine(
     settings: dict | None = None,
     overwrite: bool = True,
     shards: Sequence[Shard] = (),
+    engine: str = "auto",
 ) -> str | pa.Table:
     """Sum the counts of ``parts`` (shards or earlier sums, each sorted by token) into the Parquet
-    file ``out``, sorted the same way; the last combine records the counting ``settings`` in it,
+    file ``out``, sorted the same way, with ``engine`` (``sum_sorted``); the last combine records the
+    counting ``settings`` in it,
     with the special tokens all the ``shards`` held (``special_tokens_seen``, for the compression
     curve of a later ``merge``). With no ``out`` the sum is returned, for a client that wants it in
     memory anyway.
@@ -50,7 +57,7 @@ def combine(
         for shard in shards:
             seen.merge(shard.specials)
         settings = {**settings, "special_tokens_seen": vars(seen)}
-    return store.retries.run(_combine, parts, out, store, settings, overwrite)
+    return store.retries.run(_combine, parts, out, store, settings, overwrite, engine)
 
 
 def _combine(
@@ -59,19 +66,31 @@ def _combine(
     store: Store,
     settings: dict | None,
     overwrite: bool,
+    engine: str,
 ) -> str | pa.Table:
     paths = [p.path if isinstance(p, Shard) else p for p in parts]
-    table = sum_sorted([read_counts(p, store) for p in paths])  # shards are sorted by token
+    table = sum_sorted([read_counts(p, store) for p in paths], engine)  # shards are sorted by token
     if out is None:
         return table
     write_counts(table, out, store, settings, overwrite)
     return out
 
 
-def sum_sorted(tables: list[pa.Table]) -> pa.Table:
+def sum_sorted(tables: list[pa.Table], engine: str = "auto") -> pa.Table:
     """One table, sorted by token, each token once with the sum of its counts in ``tables`` (each
-    sorted by token), summed by the compiled merge of sorted runs."""
-    data, offsets, counts = sum_sorted_runs([as_arrays(table) for table in tables if table.num_rows])
+    sorted by token): by the compiled merge of sorted runs (``engine="numba"``, or ``"auto"`` from
+    ``COMPILED_MIN_WORDS`` words), else by Arrow's group-by and sort."""
+    tables = [table for table in tables if table.num_rows]
+    if use_compiled(engine, sum(table.num_rows for table in tables), COMPILED_MIN_WORDS):
+        from bpe_dask.compiled import sum_sorted as sum_sorted_runs
+
+        data, offsets, counts = sum_sorted_runs([as_arrays(table) for table in tables])
+    elif tables:
+        joined = pa.concat_tables([table.cast(LARGE_COUNTS_SCHEMA) for table in tables])  # binary and large
+        summed = joined.group_by("token").aggregate([("count", "sum")]).sort_by("token")
+        data, offsets, counts = as_arrays(pa.table({"token": summed["token"], "count": summed["count_sum"]}))
+    else:
+        data, offsets, counts = np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(0, np.int64)
     return pa.table({"token": tokens_array(data, offsets), "count": pa.array(counts, pa.int64())})
 
 
@@ -83,9 +102,10 @@ def reduce_tree(
     store: Store = LOCAL,
     fan_in: int = DEFAULT_FAN_IN,
     overwrite: bool = True,
+    engine: str = "auto",
 ) -> tuple[Delayed, list[str]]:
     """A Dask graph that sums ``shards`` level by level into ``out`` (sorted by token, ``settings``
-    recorded), or into a table the graph gives back when there is no ``out``.
+    recorded) with ``engine``, or into a table the graph gives back when there is no ``out``.
 
     Also gives the paths of the partial sums it writes on the way, to delete afterwards.
     """
@@ -96,11 +116,11 @@ def reduce_tree(
         paths = [_partial_path(work_dir, group) for group in groups]
         partial_sums += paths
         level = [
-            dask.delayed(combine, pure=True)(group, path, store)
+            dask.delayed(combine, pure=True)(group, path, store, engine=engine)
             for group, path in zip(groups, paths, strict=True)
         ]
     final = dask.delayed(combine, pure=True)(
-        level, out, store, settings=settings, overwrite=overwrite, shards=list(shards)
+        level, out, store, settings=settings, overwrite=overwrite, shards=list(shards), engine=engine
     )
     return final, partial_sums
 

@@ -1,33 +1,40 @@
-"""Warming numba's cache: built-in split patterns in, every compiled loop a job may run compiled into
-numba's cache (or loaded from it) out, with numba's account of which (``compiled.cache.CacheUse``).
+"""Warming numba's cache: built-in split patterns and stages in, the compiled loops those stages run
+compiled into numba's cache (or loaded from it) out, with numba's account of which
+(``compiled.cache.CacheUse``).
 
 Runs each stage's compiled path once on a few hundred bytes, through the very calls the stages make, so
-with the argument types numba compiles for: counting text and documents (the counter grown past its
-first size too), summing sorted count runs as the reduce does, the merge loop (its rarely taken
-regrowths too), encoding text and documents, and tallying the ids of counted words (an evaluate task).
-What a job compiles depends on its pattern (its counting and encoding loops) and nothing else, so a
-process, or a worker image, that ran this for a job's pattern runs the job on machine code loaded from
-the cache (on this project's machine, about a second for what took 17-22 s to compile for gpt2). Where
-numba keeps it, and what an entry must match to serve: ``compiled.cache``.
+with the argument types numba compiles for: checking UTF-8, counting text and documents (the counter
+grown past its first size too), summing sorted count runs as the reduce does, the merge loop (its rarely
+taken regrowths too), encoding text and documents, and tallying the ids of counted words (an evaluate
+task). What a stage compiles depends on its pattern (its counting and encoding loops) and nothing else,
+so a process, or a worker image, that ran this for a job's pattern runs the job on machine code loaded
+from the cache (on this project's machine, about a second for what takes 15-20 s to compile for gpt2).
+``bpe-dask warm-up`` runs every stage; a job's embedded cluster warms only the stages its workers run
+compiled (``jobs.cluster``), and ``train`` the merge loop (``stages.merge.warm_up``). Where numba keeps
+it, and what an entry must match to serve: ``compiled.cache``.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable
 
 import numpy as np
+import pyarrow as pa
 
-from bpe_dask.compiled import Counter, train_merges
+from bpe_dask.compiled import Counter
 from bpe_dask.compiled import warm_up as warm_up_merge_loop
 from bpe_dask.compiled.cache import CacheUse, cache_use
+from bpe_dask.compiled.utf8 import check_utf8
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import as_arrays
 from bpe_dask.io.records import Documents
+from bpe_dask.rules import reference
 from bpe_dask.rules.patterns import split_pattern
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.stages.counters import CompiledCounter
-from bpe_dask.stages.merge import initial_vocab
+from bpe_dask.stages.merge import train_merges
 from bpe_dask.stages.reduce import sum_sorted
 from bpe_dask.tokenizer import Tokenizer
 
@@ -38,6 +45,10 @@ TEXT = (
     "Once upon a time, it's said, 12345 cats   didn't STOP.\n\n  Café naïve — 東京 🙂 x=1;"
     f"{SPECIAL}She'll say: \"hello\" again\t\r\n" * 8
 )
+# What a stage runs compiled: a map task's counting, a reduce task's sum of sorted runs, the merge
+# loop, an encode task, and an evaluate task's counting and tally of ids.
+STAGES = ("count", "reduce", "merge", "encode", "evaluate")
+MERGED = 256 + 1 + 40  # the warm-up tokenizer's vocabulary: the bytes, the special token, 40 merges
 
 
 def builtin_patterns(names: Iterable[str]) -> list[str]:
@@ -59,28 +70,62 @@ def builtin_patterns(names: Iterable[str]) -> list[str]:
     return found
 
 
-def warm_up(patterns: Iterable[str] = ("gpt2",)) -> CacheUse:
-    """Run every compiled loop a job with one of ``patterns`` may run, so numba compiles each into its
-    cache, or loads it from there; gives numba's account of which it did."""
-    names = builtin_patterns(patterns)
+def warm_up(patterns: Iterable[str] = ("gpt2",), stages: Iterable[str] = STAGES) -> CacheUse:
+    """Run every compiled loop that ``stages`` (``STAGES``, all by default) run in a job with one of
+    ``patterns``, so numba compiles each into its cache, or loads it from there; gives numba's
+    account of which it did."""
+    names, stages = builtin_patterns(patterns), set(stages)
+    if stages - set(STAGES):
+        raise ValueError(f"no such stages: {sorted(stages - set(STAGES))}; the stages are {STAGES}")
     started = time.perf_counter()
-    tables = []
     for name in names:
         pretokenizer = Pretokenizer([SPECIAL], name)
-        counter = CompiledCounter(pretokenizer)  # what a map task counts with
-        counter.add(TEXT)
-        counter.add_documents(Documents.of(TEXT.split(SPECIAL)))
-        grown = Counter(name, capacity=4)  # its arrays grow and its table is hashed again
-        data = TEXT.encode("utf-8")
-        grown.add(data, pretokenizer.piece_bounds(data))
-        table = counter.table().sort_by("token")  # a shard is sorted by token
-        tables.append(table)
-        vocab, merges = train_merges(*as_arrays(table), initial_vocab([SPECIAL]), 256 + 1 + 40)  # as merge.py
-        tokenizer = Tokenizer(vocab, merges, [SPECIAL], name, engine="numba")
+        if stages & {"count", "evaluate"}:
+            _count(pretokenizer)
+        if stages & {"encode", "evaluate"}:
+            _encode(pretokenizer, stages)
+    if "reduce" in stages:  # the same for every pattern
+        table = _counts(Pretokenizer([SPECIAL]))
+        sum_sorted([table, table, table], "numba")  # sorted runs, two and more: as the tree of reduce tasks
+    if "merge" in stages:
+        counts = _counts(Pretokenizer([SPECIAL]))
+        merging = logging.getLogger(train_merges.__module__)
+        level = merging.level
+        merging.setLevel(logging.WARNING)  # its line saying which loop merges how many words is a job's
+        try:
+            train_merges(counts, MERGED, [SPECIAL], engine="numba")  # as a job calls it
+        finally:
+            merging.setLevel(level)
+        warm_up_merge_loop()  # its regrowths too, which a small table never needs
+    return cache_use(time.perf_counter() - started)
+
+
+def _count(pretokenizer: Pretokenizer) -> None:
+    """What a map task counts with: text, documents, and a counter whose arrays grow."""
+    counter = CompiledCounter(pretokenizer)
+    counter.add(TEXT)
+    check_utf8(np.frombuffer(TEXT.encode("utf-8"), np.uint8))  # what its reader checks text with
+    counter.add_documents(Documents.of(TEXT.split(SPECIAL)))
+    grown = Counter(pretokenizer.pattern.name, capacity=4)  # its arrays grow and its table is hashed again
+    data = TEXT.encode("utf-8")
+    grown.add(data, pretokenizer.piece_bounds(data))
+
+
+def _encode(pretokenizer: Pretokenizer, stages: set[str]) -> None:
+    """What an encode task (text, records) and an evaluate task (counted words) call, with a tokenizer
+    of the warm-up text's first merges (the reference trainer's: the merge loop is a stage of its own)."""
+    counts = _counts(pretokenizer)
+    vocab, merges = reference.train([TEXT], MERGED, [SPECIAL])
+    tokenizer = Tokenizer(vocab, merges, [SPECIAL], pretokenizer.pattern.name, engine="numba")
+    if "encode" in stages:
         tokenizer.encode_array(TEXT, np.uint16)  # what an encode task of text calls
         documents = Documents.of(TEXT.split(SPECIAL))
         tokenizer.encode_utf8_documents(documents.data, documents.ends, SPECIAL, np.uint16)  # of records
-        tokenizer.pretoken_histogram(*as_arrays(table))  # what an evaluate task calls
-    sum_sorted(tables + tables)  # what a reduce task calls: sorted runs, two and more
-    warm_up_merge_loop()  # the merge loop's regrowths, which a small table never needs
-    return cache_use(time.perf_counter() - started)
+    if "evaluate" in stages:
+        tokenizer.pretoken_histogram(*as_arrays(counts))  # what an evaluate task calls
+
+
+def _counts(pretokenizer: Pretokenizer) -> pa.Table:
+    """The warm-up text's counts, sorted by token as a shard is, without compiling anything."""
+    counts = pretokenizer.count(TEXT)
+    return pa.table({"token": [w.encode() for w in counts], "count": list(counts.values())}).sort_by("token")
