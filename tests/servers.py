@@ -360,7 +360,13 @@ def separate_machines(
                 logs = SeparateCluster(address, scheduler, workers, nthreads, hidden, "?").logs()
                 raise TimeoutError(f"the workers did not join {address}:\n{logs}") from None
             view = "private" if prefix else "shared"
-            yield SeparateCluster(address, scheduler, workers, nthreads, hidden, view, client)
+            try:
+                yield SeparateCluster(address, scheduler, workers, nthreads, hidden, view, client)
+            finally:
+                # Closed through the scheduler, the workers are gone in a moment; a SIGTERM'd
+                # `dask worker` takes about 8 s to exit here (``_stop`` is for what this leaves).
+                with suppress(Exception):
+                    client.retire_workers(close_workers=True)
     finally:
         _stop(started)
         shutil.rmtree(base, ignore_errors=True)
@@ -405,3 +411,191 @@ def _stop(started: list[subprocess.Popen]) -> None:
     for child in family:  # a worker whose nanny is gone
         with suppress(psutil.NoSuchProcess):
             child.kill()
+
+
+# --- an HTTP server ---------------------------------------------------------------------------------
+#
+# A plain file server on 127.0.0.1, in a thread of the test process, whose first path segment says
+# how it answers: what the HTTP(S) inputs meet in the wild. Each way has its own URLs, so tests that
+# share one server never change how it answers another.
+#   /ranged/NAME    answers a `Range` request with 206 and the bytes asked for (Accept-Ranges: bytes)
+#   /whole/NAME     ignores `Range`: 200 and the whole file, with its Content-Length
+#   /unsized/NAME   ignores `Range` and gives no Content-Length: the body ends when the connection does
+#   /redirect/REST  302 to /REST
+#   /drop/NAME      as /ranged/, but sends half of what it promised and closes the connection
+#   /busy/NAME      as /ranged/, but answers the first request for each byte range with 503
+#   /private/NAME   as /ranged/ to a request with `Authorization: Bearer HTTP_TOKEN`, else 401
+#   /ranged/        an HTML page linking to every file of the folder, as a server's index page does
+#   anything else, or a missing NAME: 404
+HTTP_MODES = ("ranged", "whole", "unsized", "drop", "busy", "private")
+HTTP_TOKEN = "let-me-in"
+
+
+@dataclass
+class HttpServer:
+    """A running file server (`http_server`): its base URL and the folder it serves."""
+
+    url: str
+    root: Path
+    requests: list[tuple[str, str, str | None]]  # (method, path, Range header) of every request, in order
+
+
+def tls_files(folder: Path) -> tuple[Path, Path, Path]:
+    """A certificate authority of the test's own and a certificate it signed for 127.0.0.1, written
+    to ``folder``: the authority's certificate (what a client is told to trust, as a user's
+    ``SSL_CERT_FILE`` names a private CA), and the server's certificate and key."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    day = datetime.timedelta(days=1)
+    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bpe-dask test CA")])
+    server_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+
+    def certificate(subject: x509.Name, public_key: object) -> x509.CertificateBuilder:
+        return x509.CertificateBuilder(
+            subject_name=subject, issuer_name=ca_name, public_key=public_key,
+            serial_number=x509.random_serial_number(), not_valid_before=now - day, not_valid_after=now + day,
+        )  # fmt: skip
+
+    uses = dict.fromkeys(("content_commitment", "key_encipherment", "data_encipherment", "key_agreement",
+                          "encipher_only", "decipher_only"), False)  # fmt: skip
+    ca = (
+        certificate(ca_name, ca_key.public_key())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, **uses), True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    localhost = x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    server = (
+        certificate(server_name, key.public_key())
+        .add_extension(localhost, critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = folder / "ca.pem", folder / "server.pem", folder / "server-key.pem"
+    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    paths[1].write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    unencrypted = serialization.NoEncryption()
+    pkcs8 = serialization.PrivateFormat.PKCS8
+    paths[2].write_bytes(key.private_bytes(serialization.Encoding.PEM, pkcs8, unencrypted))
+    return paths
+
+
+@contextmanager
+def http_server(root: Path, tls: tuple[Path, Path] | None = None) -> Iterator[HttpServer]:
+    """Serve the files under ``root`` on 127.0.0.1 (see the table above) until the block ends; over
+    HTTPS with ``tls``, a certificate and its key (``tls_files``)."""
+    import email.utils
+    import mmap
+    import re
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    root = Path(root).resolve()
+    requests: list[tuple[str, str, str | None]] = []
+    refused: set[tuple[str, str]] = set()  # the (path, Range) that /busy/ has answered with 503
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as aiohttp expects of a server
+
+        def do_HEAD(self) -> None:
+            self.answer(head=True)
+
+        def do_GET(self) -> None:
+            self.answer(head=False)
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet: the requests are kept instead
+            pass
+
+        def answer(self, head: bool) -> None:
+            requests.append((self.command, self.path, self.headers.get("Range")))
+            mode, _, name = self.path.partition("?")[0].lstrip("/").partition("/")  # no query
+            if mode == "redirect":
+                return self.send(302, b"", {"Location": f"/{self.path.split('/', 2)[2]}"}, head)
+            path = (root / name).resolve()
+            if mode == "ranged" and not name:
+                links = "".join(f'<a href="{p.name}">{p.name}</a>\n' for p in sorted(root.iterdir()))
+                return self.send(200, f"<html><body>\n{links}</body></html>\n".encode(), {}, head, html=True)
+            if mode not in HTTP_MODES or root not in path.parents or not path.is_file():
+                return self.send(404, b"not found\n", {}, head)
+            size = path.stat().st_size
+            with open(path, "rb") as f:  # mapped: a ranged answer reads only its range of a large file
+                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            try:
+                self.answer_with(data, mode, head, path)
+            finally:
+                if size:
+                    data.close()
+
+        def answer_with(self, data: Any, mode: str, head: bool, path: Path) -> None:
+            headers = {"Last-Modified": email.utils.formatdate(path.stat().st_mtime, usegmt=True)}
+            wanted = re.fullmatch(r"bytes=(\d*)-(\d*)", self.headers.get("Range", "") or "")
+            if mode == "private" and self.headers.get("Authorization") != f"Bearer {HTTP_TOKEN}":
+                return self.send(401, b"who are you?\n", {"WWW-Authenticate": "Bearer"}, head)
+            if mode == "busy" and wanted and (self.path, wanted.group()) not in refused:
+                refused.add((self.path, wanted.group()))
+                return self.send(503, b"busy\n", {"Retry-After": "0"}, head)
+            if mode in ("ranged", "drop", "busy", "private"):
+                headers["Accept-Ranges"] = "bytes"
+            if mode in ("ranged", "drop", "busy", "private") and wanted and wanted.group(1) + wanted.group(2):
+                first, last = wanted.groups()
+                start = int(first) if first else max(0, len(data) - int(last))  # "bytes=-N": the last N
+                end = min(len(data), int(last) + 1) if first and last else len(data)
+                if start >= len(data):
+                    return self.send(416, b"", {"Content-Range": f"bytes */{len(data)}"}, head)
+                headers["Content-Range"] = f"bytes {start}-{end - 1}/{len(data)}"
+                return self.send(206, data[start:end], headers, head, drop=mode == "drop")
+            self.send(200, data, headers, head, sized=mode != "unsized", drop=mode == "drop")
+
+        def send(self, status: int, body: bytes, headers: dict, head: bool, sized: bool = True,
+                 drop: bool = False, html: bool = False) -> None:  # fmt: skip
+            self.send_response(status)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Type", "text/html" if html else "application/octet-stream")
+            if sized:
+                self.send_header("Content-Length", str(len(body)))
+            else:  # the body ends when the connection does (HTTP/1.1 allows this without a length)
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            if head:
+                return
+            if drop:
+                self.wfile.write(body[: len(body) // 2])
+                self.close_connection = True
+                return
+            self.wfile.write(body)
+
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            pass  # a client that closed the connection early (as it may: the tests look at the answers)
+
+    server = Server(("127.0.0.1", 0), Handler)
+    if tls:
+        import ssl
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*tls)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, name="test-http-server", daemon=True)
+    thread.start()
+    try:
+        scheme = "https" if tls else "http"
+        yield HttpServer(f"{scheme}://127.0.0.1:{server.server_address[1]}", root, requests)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)

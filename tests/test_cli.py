@@ -20,8 +20,8 @@ EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent
 
 
-def run(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def run(*args: str, cwd: Path, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     done = subprocess.run(
         [sys.executable, "-m", "bpe_dask", *args],
         cwd=cwd,
@@ -248,15 +248,20 @@ def test_utf8_errors_replace_trains_on_the_text_with_u_fffd(tmp_path):
     assert json.loads((tmp_path / "out" / "report.json").read_text())["utf8_errors"] == "replace"
 
 
+SMALL_BLOCKS = {"DASK_BPE_DASK__UNCUT_LIMIT": "4MiB", "DASK_BPE_DASK__BLOCK_SIZE": "1MiB"}
+
+
 def test_a_giant_pre_token_stops_in_one_line_with_the_file_and_offset(tmp_path):
-    """70 MB of one letter, no whitespace: more than the 64 MiB a task may hold without a cut."""
+    """5 MB of one letter, no whitespace, read in 1 MiB blocks: more than the 4 MiB a task may hold
+    without a cut here (the limits set as a user sets them, in the environment; at the defaults, 64 MiB
+    in 8 MiB blocks, the test took 40 s)."""
     with open(tmp_path / "giant.txt", "wb") as f:
         f.write(b"a few words, then ")
-        for _ in range(70):
+        for _ in range(5):
             f.write(b"x" * 2**20)
     done = run("count", "giant.txt", "--out", "counts.parquet", "--workers", "1", "-q",
-               cwd=tmp_path, check=False)  # fmt: skip
-    assert_user_error(done, "giant.txt", "no place to split the text in the 64 Mi characters after byte")
+               cwd=tmp_path, check=False, env=SMALL_BLOCKS)  # fmt: skip
+    assert_user_error(done, "giant.txt", "no place to split the text in the 4 Mi characters after byte")
     assert_nothing_written(tmp_path, {"giant.txt"})
 
 

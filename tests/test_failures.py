@@ -207,6 +207,19 @@ def test_changed_inputs_and_settings_are_recomputed_and_jobs_share_a_work_dir(cl
     assert run().partitions_reused == changed.partitions  # the first job's shards are still there
 
 
+def test_a_rerun_with_the_merge_on_a_worker_reuses_the_work_directory(client, tmp_path):
+    """The counts the merge loop reads on a worker are a file in the work directory: a re-run (after
+    an interrupted merge, or a finished job) writes it again rather than stopping at it."""
+    path, work = tmp_path / "in.txt", str(tmp_path / "work")
+    path.write_bytes(corpus.words_corpus(4, 5_000).encode())
+    want = train_bpe(path, VOCAB_SIZE, [EOT], in_process=True)[1]
+    for k, reused in (("a", False), ("b", True)):
+        report = train_job.train(path, VOCAB_SIZE, str(tmp_path / k), [EOT], client=client, merge_on="worker",
+                                 work_dir=work, chunk_size=8 * 1024)  # fmt: skip
+        assert report["merge_ran_on"] == "worker" and bool(report["partitions_reused"]) == reused
+        assert read_reference_merges(tmp_path / k / "merges.txt") == want
+
+
 # --- failures that are worth a retry -----------------------------------------------------------
 
 

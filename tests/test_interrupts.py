@@ -307,3 +307,4 @@ def test_a_signal_is_raised_in_the_main_thread_only():
             thread.start()
             thread.join()
     assert seen == ["went on"]
+

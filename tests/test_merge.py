@@ -176,3 +176,32 @@ def test_a_training_job_warms_the_merge_loop_for_its_own_records_only():
         done = subprocess.run(command, capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() == [f"['{width}']"], (size, done.stdout, done.stderr)
+
+
+@pytest.mark.skipif(not NUMBA, reason="numba not installed")
+def test_train_lets_the_reduced_table_go_before_its_merge_loop_runs(tmp_path, monkeypatch):
+    """``train`` merging here hands the reduce's table to the merge rather than keeping it for the
+    whole loop: at 100 million words the table is gigabytes the loop's own records replace."""
+    from bpe_dask.jobs import count, merging, train
+
+    corpus_file = tmp_path / "corpus.txt"
+    corpus_file.write_text("low lower lowest newest widest<|endoftext|>the cat sat on the mat" * 40)
+    counted: list[weakref.ref] = []
+    count_on_cluster, merge_table = count.count_on_cluster, merging.merge_table
+
+    def counting(*args, **kwargs):
+        result = count_on_cluster(*args, **kwargs)
+        counted.append(weakref.ref(result[0]))
+        return result
+
+    alive: list[bool] = []
+
+    def merging_with_a_watch(counts, vocab_size, special_tokens, report, *rest):
+        watch = lambda _: alive.append(counted[0]() is not None)  # noqa: E731
+        return merge_table(counts, vocab_size, special_tokens, watch, *rest)
+
+    monkeypatch.setattr(train, "count_on_cluster", counting)
+    monkeypatch.setattr(merging, "merge_table", merging_with_a_watch)
+    train.train(str(corpus_file), 270, str(tmp_path / "tok"), ["<|endoftext|>"], workers=1, engine="numba",
+                show_progress=False)  # fmt: skip
+    assert counted and alive and not any(alive)

@@ -222,9 +222,11 @@ def tmp_path_file(folder: Path, text: str) -> Path:
 
 def test_wrong_endpoint_is_one_line(tmp_path):
     port = servers.free_port()  # nothing listens there
+    # botocore tries a refused connection 5 times, backing off at random: 4-13 s. Twice here.
+    env = {**client_env(f"http://127.0.0.1:{port}"), "AWS_MAX_ATTEMPTS": "2"}
     done = run_cli(
         "train", "s3://corpus/in/*", "--vocab-size", "300", "--out", str(tmp_path / "out"), "-q",
-        env=client_env(f"http://127.0.0.1:{port}"), cwd=tmp_path,
+        env=env, cwd=tmp_path,
     )  # fmt: skip
     assert_one_line_error(done, "s3://corpus/in/*")
     assert not (tmp_path / "out").exists()

@@ -24,6 +24,7 @@ from bpe_dask.cli.config import resolve
 from bpe_dask.cli.parser import build_parser
 from bpe_dask.errors import BpeDaskError, UsageError
 from bpe_dask.io.counts_table import count_rows
+from bpe_dask.io.web import hide_credentials
 from bpe_dask.jobs.cluster import quiet_dask_errors
 from bpe_dask.jobs.count import count_words
 from bpe_dask.jobs.encode import encode
@@ -85,7 +86,7 @@ def _run(command: str, config_path: str | None, verbose: bool, counts: str | Non
             report = _train(options)
     except BpeDaskError as error:
         interrupts.check()  # an error the signal caused (the cluster closing under a task) is the signal
-        print(f"bpe-dask: error: {error}", file=sys.stderr)
+        print(f"bpe-dask: error: {hide_credentials(str(error))}", file=sys.stderr)  # a URL's, whoever said it
         return 2 if isinstance(error, UsageError) else 1  # 2: as argparse exits for a malformed command
     interrupts.check()
     log.info("done: %s", json.dumps(_summary(report)))

@@ -23,10 +23,12 @@ from fsspec.utils import infer_compression
 
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.storage import LOCAL, Store, describe
+from bpe_dask.io.web import file_info, is_http, path_of, shown
 
 log = logging.getLogger(__name__)
 
 _GLOB_CHARS = frozenset("*?[")
+_WEB_GLOB_CHARS = frozenset("*[")  # in a URL, ``?`` starts the query (a signed URL's, say)
 
 INPUT_FORMATS = ("text", "jsonl", "parquet")
 BAD_RECORD_ACTIONS = ("error", "skip")
@@ -76,11 +78,15 @@ class InputFile:
     compression: str | None = None  # compressed files are read whole, as a stream
     format: str = "text"  # or "jsonl", "parquet": a file of records, each a document
     reading: Reading = Reading()
+    # False: the store did not say the file's size (a web server that sends no Content-Length); 0
+    # stands in for it, and the file is read whole, as one stream, to its end.
+    sized: bool = True
 
     @property
     def name(self) -> str:
-        """The URL as a user would write it: local files as plain paths."""
-        return self.url.removeprefix("file://")
+        """The URL as a user would write it, to show: local files as plain paths, a web URL's
+        credentials hidden (``web.shown``)."""
+        return shown(self.url.removeprefix("file://"))
 
     @property
     def has_records(self) -> bool:
@@ -119,12 +125,12 @@ def expand_inputs(
 
 
 def _with_format(file: InputFile, reading: Reading) -> InputFile:
-    form = reading.format_of(file.url, file.compression)
+    form = reading.format_of(path_of(file.url), file.compression)
     if form == "parquet" and file.compression:
         raise BpeDaskError(
             f"{file.name}: a Parquet file cannot be read compressed as a whole ({file.compression})"
         )
-    return InputFile(file.url, file.size, file.version, file.compression, form, reading)
+    return InputFile(file.url, file.size, file.version, file.compression, form, reading, file.sized)
 
 
 def _urls(paths: Sequence[str], store: Store) -> list[str]:
@@ -146,7 +152,11 @@ def _expand_one(spec: str, store: Store) -> list[InputFile]:
 
 
 def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str) -> list[InputFile]:
-    if _GLOB_CHARS & set(path) and not fs.exists(path):  # a literal name like "f[1].txt" wins
+    if is_http(path) and not (_WEB_GLOB_CHARS & set(path) or path.endswith("/")):
+        # A URL names a file: asking fsspec whether it is a directory would GET it and, were it
+        # served as HTML or with no type, read it all to look for links. ``?`` starts a query.
+        entries = {path: file_info(fs, path)}
+    elif _GLOB_CHARS & set(path) and not fs.exists(path):  # a literal name like "f[1].txt" wins
         entries = fs.glob(path, detail=True)
     elif fs.isdir(path):
         entries = fs.find(path, detail=True)
@@ -168,7 +178,13 @@ def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str) -> list[Inp
         if info.get("type") == "directory":
             continue
         url = fs.unstrip_protocol(name)
-        files.append(InputFile(url, int(info["size"]), _version_of(info), infer_compression(name)))
+        if is_http(url) and info.get("size") is None:  # listed from an index page, which gives no sizes
+            info = file_info(fs, name)
+        size = info.get("size")
+        file = InputFile(
+            url, int(size or 0), _version_of(info), infer_compression(path_of(name)), sized=size is not None
+        )
+        files.append(file)
     return files
 
 
@@ -190,7 +206,8 @@ def _is_hidden(relative_path: str) -> bool:
 
 def _version_of(info: dict) -> str:
     """What changes when the file changes: size plus mtime or ETag, whichever the store has."""
-    for field in ("ETag", "etag", "md5Hash", "mtime", "LastModified", "last_modified", "created"):
+    for field in ("ETag", "etag", "md5Hash", "mtime", "LastModified", "last_modified", "Last-Modified",
+                  "created"):  # fmt: skip
         if info.get(field) is not None:
             return f"{info['size']}:{field}={info[field]}"
     return f"{info['size']}"

@@ -11,7 +11,8 @@ the job; gives their partitions, each the unit of work of one map task:
 - a Parquet file into ``RowGroups``: runs of whole row groups of about the chunk size.
 
 Documents never share a pre-token, so any cut between records is safe. Planning reads only small
-windows around the cuts, and the footer of each Parquet file.
+windows around the cuts, and the footer of each Parquet file. A file on a web server that does not
+serve byte ranges (asked once, with one small ranged request) is one partition, read as a stream.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pyarrow.parquet as pq
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.inputs import InputFile, text_column_index
 from bpe_dask.io.storage import LOCAL, Store, describe
+from bpe_dask.io.web import is_http, serves_ranges
 from bpe_dask.rules.pretokenize import Pretokenizer
 
 log = logging.getLogger(__name__)
@@ -110,9 +112,17 @@ def plan_ranges(
 def plan_row_groups(file: InputFile, chunk_size: int, store: Store) -> list[RowGroups]:
     """Runs of whole row groups whose text column holds about ``chunk_size`` bytes of text."""
     fs, path = store.fs(file.url)
+    if is_http(file.url) and not (file.sized and store.retries.run(serves_ranges, fs, path)):
+        # Parquet is read by seeking: the footer at the end, then each column chunk. Without ranges
+        # every task would download the whole file and hold it in memory (fsspec can, by reading it
+        # all into a cache), once per partition, and the planner too: a cost nobody would expect, so
+        # the user chooses instead. A text or JSON Lines file, by contrast, streams in bounded memory.
+        raise BpeDaskError(
+            f"{file.name}: the server does not serve byte ranges, which reading Parquet takes (its "
+            "footer is at the end of the file): download the file first, or serve it from a server that does"
+        )
     try:
-        with fs.open(path, "rb") as f:
-            metadata = pq.ParquetFile(f).metadata
+        metadata = store.retries.run(_footer, fs, path)
     except Exception as error:
         raise BpeDaskError(f"cannot read {file.name} as Parquet: {describe(error)}") from None
     column = text_column_index(file, metadata.schema.to_arrow_schema())
@@ -133,23 +143,41 @@ def plan_row_groups(file: InputFile, chunk_size: int, store: Store) -> list[RowG
     return parts
 
 
+def _footer(fs: fsspec.AbstractFileSystem, path: str) -> pq.FileMetaData:
+    with fs.open(path, "rb") as f:
+        return pq.ParquetFile(f).metadata
+
+
 def _file_cuts(
     file: InputFile, chunk_size: int, pretokenizer: Pretokenizer, store: Store, lookahead: int
 ) -> list[int]:
+    if not file.sized:
+        log.info("%s: the server does not say its size: one task, read as a stream to its end", file.name)
+        return []
     if file.size <= chunk_size or file.compression:
         return []
     fs, path = store.fs(file.url)
+    if is_http(file.url) and not store.retries.run(serves_ranges, fs, path):
+        log.warning(
+            "%s: the server does not serve byte ranges (it answers a range request with the whole file), "
+            "so its %s bytes are one task, read as a stream: to have it cut into partitions, serve it from "
+            "a server that does, or download it first",
+            file.name, f"{file.size:,}",
+        )  # fmt: skip
+        return []
     cuts: list[int] = []
     for target in range(chunk_size, file.size, chunk_size):
         start = max(target, cuts[-1] + 1 if cuts else 1)
         if start >= file.size:
             break
+        # A read that failed in a way that may pass (a dropped connection, a server's 503) is tried
+        # again, as the tasks' reads are (``io.retries``).
         if file.format == "jsonl":
-            cut = find_line_start(fs, path, file.size, start)
+            cut = store.retries.run(find_line_start, fs, path, file.size, start)
         else:
-            cut = find_cut(fs, path, file.size, start, pretokenizer, lookahead)
+            cut = store.retries.run(find_cut, fs, path, file.size, start, pretokenizer, lookahead)
         if cut is None:
-            log.debug("no safe cut within %d bytes after %s:%d", lookahead, file.url, start)
+            log.debug("no safe cut within %d bytes after %s:%d", lookahead, file.name, start)
         elif cut < file.size:
             cuts.append(cut)
     return cuts

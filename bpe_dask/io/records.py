@@ -22,9 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bpe_dask.errors import BpeDaskError, InputError
+from bpe_dask.errors import BpeDaskError, InputError, TransientError
 from bpe_dask.io.inputs import text_column_index
 from bpe_dask.io.plan import ByteRange, Partition, RowGroups
+from bpe_dask.io.retries import is_transient
 from bpe_dask.io.storage import LOCAL, Store, describe
 from bpe_dask.io.text import ReadProgress, open_range, read_range
 
@@ -225,7 +226,7 @@ def _parquet_documents(
     try:
         f = fs.open(path, "rb")
     except Exception as error:
-        raise InputError(f"cannot read {part.file.name}: {describe(error)}") from None
+        raise _failure(error)(f"cannot read {part.file.name}: {describe(error)}") from None
     with f:
         try:  # the file may have changed since planning; reading it again would not help
             parquet = pq.ParquetFile(f)
@@ -233,7 +234,7 @@ def _parquet_documents(
         except BpeDaskError as error:
             raise InputError(str(error)) from None
         except Exception as error:
-            raise InputError(f"cannot read {part.file.name} as Parquet: {describe(error)}") from None
+            raise _failure(error)(f"cannot read {part.file.name} as Parquet: {describe(error)}") from None
         row = part.first_row
         if part.start == part.end:
             return
@@ -245,8 +246,8 @@ def _parquet_documents(
         while True:
             try:
                 batch = next(batches, None)
-            except Exception as error:  # a truncated or corrupt file
-                raise InputError(f"cannot read {part.file.name}: {describe(error)}") from None
+            except Exception as error:  # a truncated or corrupt file, or a dropped connection
+                raise _failure(error)(f"cannot read {part.file.name}: {describe(error)}") from None
             if batch is None:
                 progress(part.size, documents, True)
                 return
@@ -257,20 +258,39 @@ def _parquet_documents(
             progress(min(part.size, part.size * text // max(1, part.text_bytes)), documents)
 
 
+def _failure(error: Exception) -> type[BpeDaskError]:
+    """The kind of error a failed Parquet read is: one that may pass (a dropped connection, a web
+    server's 503: tried again, ``io.retries``), or one of the file (corrupt, gone, changed)."""
+    return TransientError if is_transient(error) else InputError
+
+
 def _column_documents(
     column: pa.Array, part: RowGroups, first_row: int, utf8_errors: str, bad: BadRecords
 ) -> Documents:
-    """The batch's documents. pyarrow reads a string column without checking its UTF-8: check it,
-    and where it is invalid or holds nulls, go row by row."""
+    name, field = part.file.name, part.file.reading.text_column
+    return column_documents(column, utf8_errors, bad, part.file.reading.on_bad_record,
+                            lambda i: f"{name}: row {first_row + i} ({field!r} column)")  # fmt: skip
+
+
+def column_documents(
+    column: pa.Array, utf8_errors: str, bad: BadRecords, on_bad_record: str, where: Callable[[int], str]
+) -> Documents:
+    """A column of text (string, large_string, string_view, binary, dictionary-encoded) as documents.
+    pyarrow reads a string column without checking its UTF-8: check it, and where it is invalid or
+    holds nulls, go row by row; a null or invalid UTF-8 is a bad record, named by ``where(row)``."""
     if pa.types.is_dictionary(column.type):
         column = column.dictionary_decode()
+    if column.null_count and on_bad_record == "skip" and _valid_utf8(kept := column.drop_null()):
+        for row in np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False)).tolist():
+            bad.add(f"{where(row)}: null")  # and the rest from the buffers, as if there were none
+        column = kept
     if column.null_count == 0 and _valid_utf8(column):
         text = column.cast(pa.large_binary())
         _, offsets, data = text.buffers()
         offsets = np.frombuffer(offsets, np.int64)[text.offset : text.offset + len(text) + 1]
         data = b"" if data is None else bytes(memoryview(data)[offsets[0] : offsets[-1]])
         return Documents(data, offsets[1:] - offsets[0])
-    return Documents.of(_column_texts(column, part, first_row, utf8_errors, bad))
+    return Documents.of(_column_texts(column, utf8_errors, bad, on_bad_record, where))
 
 
 def _valid_utf8(column: pa.Array) -> bool:
@@ -285,7 +305,7 @@ def _valid_utf8(column: pa.Array) -> bool:
 
 
 def _column_texts(
-    column: pa.Array, part: RowGroups, first_row: int, utf8_errors: str, bad: BadRecords
+    column: pa.Array, utf8_errors: str, bad: BadRecords, on_bad_record: str, where: Callable[[int], str]
 ) -> list[str]:
     """The batch's texts, row by row: a null or invalid UTF-8 is a bad record."""
     texts = []
@@ -299,8 +319,7 @@ def _column_texts(
                 continue
             except UnicodeDecodeError as error:
                 problem = f"invalid UTF-8 at byte {error.start} (--utf8-errors replace substitutes U+FFFD)"
-        where = f"{part.file.name}: row {first_row + i} ({part.file.reading.text_column!r} column)"
-        if part.file.reading.on_bad_record == "error":
-            raise InputError(f"{where}: {problem} (--on-bad-record skip leaves such records out)")
-        bad.add(f"{where}: {problem}")
+        if on_bad_record == "error":
+            raise InputError(f"{where(i)}: {problem} (--on-bad-record skip leaves such records out)")
+        bad.add(f"{where(i)}: {problem}")
     return texts

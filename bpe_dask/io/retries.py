@@ -39,6 +39,8 @@ _TRANSIENT_NAMES = {
     "ReadTimeoutError", "ConnectTimeoutError", "EndpointConnectionError", "ConnectionClosedError",
     "ResponseStreamingError", "IncompleteReadError", "SlowDown", "ServiceUnavailable", "Throttling",
 }  # fmt: skip
+# HTTP statuses that say "not now" (a timeout, too many requests, a server or gateway in trouble).
+_TRANSIENT_STATUSES = {408, 425, 429, 500, 502, 503, 504}
 
 
 def is_transient(error: BaseException) -> bool:
@@ -51,7 +53,10 @@ def is_transient(error: BaseException) -> bool:
         return True
     if isinstance(error, OSError):  # EIO, a reset, s3fs's translation of throttling, ...
         return error.errno not in _LASTING_ERRNOS
-    return any(kind.__name__ in _TRANSIENT_NAMES for kind in type(error).__mro__)
+    names = {kind.__name__ for kind in type(error).__mro__}
+    if "ClientResponseError" in names:  # aiohttp's, an HTTP(S) input's: only some statuses pass
+        return getattr(error, "status", None) in _TRANSIENT_STATUSES
+    return bool(names & _TRANSIENT_NAMES)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from fsspec.utils import get_protocol
 from bpe_dask import settings as config
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.retries import Retries
+from bpe_dask.io.web import hide_credentials, reason
 
 # Which package each protocol needs, for messages and for checking the workers.
 PROTOCOL_PACKAGES = {
@@ -132,6 +133,7 @@ def required_packages(urls: Iterable[str], compressions: Iterable[str | None] = 
 
 
 def describe(error: BaseException) -> str:
-    """An exception as one line: its type where the message alone would be unclear."""
-    text = " ".join(str(error).split()) or type(error).__name__
+    """An exception as one line: its type where the message alone would be unclear, and an HTTP
+    request's failure by its status (``web.reason``)."""
+    text = reason(error) or hide_credentials(" ".join(str(error).split())) or type(error).__name__
     return text if len(text) < 300 else text[:297] + "..."

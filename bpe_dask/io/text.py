@@ -26,6 +26,7 @@ from bpe_dask.errors import BpeDaskError, InputError, TransientError
 from bpe_dask.io.plan import ByteRange
 from bpe_dask.io.retries import is_transient
 from bpe_dask.io.storage import LOCAL, Store, describe
+from bpe_dask.io.web import is_http
 from bpe_dask.rules.pretokenize import NoCutError, Pretokenizer, SplitPattern
 
 UTF8_ERRORS = ("strict", "replace")
@@ -108,29 +109,21 @@ def iter_utf8(
     partial = b""  # the start of a character the last read cut off
     judged = 0  # every position of ``held`` before this byte has been judged no cut
     offset = byte_range.start  # where ``held`` starts, in the file's bytes
-    with open_range(byte_range, store) as (stream, remaining, consumed):
-        while True:
-            if progress is not None:
-                progress(consumed())
-            block = read_range(
-                stream, block_size if remaining is None else min(block_size, remaining), byte_range
-            )
-            if remaining is not None:
-                remaining -= len(block)
-            data = partial + block
-            invalid, complete = check_utf8(np.frombuffer(data, np.uint8))
-            if invalid >= 0 or (not block and complete < len(data)):  # or a character the end cut off
-                raise _decode_error(byte_range, offset + len(held) + (invalid if invalid >= 0 else complete))
-            held, partial = held + data[:complete], data[complete:]
-            if not block:
-                break
-            cut, judged = _last_cut(held, judged, pretokenizer)
-            if cut is None:
-                if len(held) > max_uncut and _characters_in(held) > max_uncut:
-                    raise _uncut_error(byte_range, offset, max_uncut, pretokenizer.pattern)
-                continue
-            yield held[:cut]
-            held, offset, judged = held[cut:], offset + cut, judged - cut
+    for block in _blocks(byte_range, store, block_size, progress):
+        data = partial + block
+        invalid, complete = check_utf8(np.frombuffer(data, np.uint8))
+        if invalid >= 0 or (not block and complete < len(data)):  # or a character the end cut off
+            raise _decode_error(byte_range, offset + len(held) + (invalid if invalid >= 0 else complete))
+        held, partial = held + data[:complete], data[complete:]
+        if not block:
+            break
+        cut, judged = _last_cut(held, judged, pretokenizer)
+        if cut is None:
+            if len(held) > max_uncut and _characters_in(held) > max_uncut:
+                raise _uncut_error(byte_range, offset, max_uncut, pretokenizer.pattern)
+            continue
+        yield held[:cut]
+        held, offset, judged = held[cut:], offset + cut, judged - cut
     if held:
         yield held
 
@@ -178,8 +171,22 @@ def _decoded(
     decoder = codecs.getincrementaldecoder("utf-8")(
         "strict" if utf8_errors == "strict" else "surrogateescape"
     )
+    offset = byte_range.start  # of the next byte read
+    for block in _blocks(byte_range, store, block_size, progress):
+        held = len(decoder.getstate()[0])  # the start of a character cut off by the last block
+        try:
+            yield decoder.decode(block, final=not block)
+        except UnicodeDecodeError as error:
+            raise _decode_error(byte_range, offset - held + error.start) from None
+        offset += len(block)
+
+
+def _blocks(
+    byte_range: ByteRange, store: Store, block_size: int, progress: ReadProgress | None
+) -> Iterator[bytes]:
+    """The range's bytes, ``block_size`` at a time, the last block empty; ``progress`` told how far
+    the reading has got before each read."""
     with open_range(byte_range, store) as (stream, remaining, consumed):
-        offset = byte_range.start  # of the next byte read
         while True:
             if progress is not None:
                 progress(consumed())
@@ -188,14 +195,9 @@ def _decoded(
             )
             if remaining is not None:
                 remaining -= len(block)
-            held = len(decoder.getstate()[0])  # the start of a character cut off by the last block
-            try:
-                yield decoder.decode(block, final=not block)
-            except UnicodeDecodeError as error:
-                raise _decode_error(byte_range, offset - held + error.start) from None
+            yield block
             if not block:
                 return
-            offset += len(block)
 
 
 @contextmanager
@@ -205,10 +207,19 @@ def open_range(
     """The range as a stream, how many bytes to read from it (None: to the end), and how many of the
     file's own bytes have been read so far (of a compressed file, the compressed ones the
     decompressor took: so a one-task ``.gz`` shows how far it has got in the unit its size is in)."""
-    fs, path = store.fs(byte_range.file.url)
-    compression = byte_range.file.compression
+    file = byte_range.file
+    fs, path = store.fs(file.url)
+    compression = file.compression
     try:
-        raw = fs.open(path, "rb")  # then decompressed as ``fs.open(path, compression=...)`` would
+        if is_http(file.url):
+            # A whole file is one GET, streamed (fsspec's ``HTTPStreamFile``, which never seeks: the
+            # only way to read a server that serves no byte ranges, whose files the planner never
+            # cuts); a range is one ranged GET per read, of just what the read asks for (no cache).
+            whole = byte_range.start == 0 and byte_range.end == file.size
+            how = {"block_size": 0} if whole or compression else {"cache_type": "none"}
+            raw = fs.open(path, "rb", size=file.size or None, **how)
+        else:
+            raw = fs.open(path, "rb")  # then decompressed as ``fs.open(path, compression=...)`` would
         if not compression:
             raw.seek(byte_range.start)
         stream = compr[compression](raw, mode="rb") if compression else raw
@@ -216,13 +227,22 @@ def open_range(
         raise _read_error(byte_range, error) from None
     start = 0 if compression else byte_range.start
     with raw, stream:
-        yield stream, (None if compression else byte_range.size), lambda: raw.tell() - start
+        to_read = None if compression or not file.sized else byte_range.size
+        yield stream, to_read, lambda: raw.tell() - start
 
 
 def read_range(stream: BinaryIO, size: int, byte_range: ByteRange) -> bytes:
-    """Read from the input, so that a store or a corrupt archive failing says which file it was."""
+    """Up to ``size`` bytes (fewer only at the end), so that a store or a corrupt archive failing
+    says which file it was. A stream from a web server gives what has arrived: read on until ``size``."""
     try:
-        return stream.read(size)
+        data = stream.read(size)
+        if 0 < len(data) < size:
+            parts, wanted = [data], size - len(data)
+            while wanted > 0 and (more := stream.read(wanted)):
+                parts.append(more)
+                wanted -= len(more)
+            data = b"".join(parts)
+        return data
     except Exception as error:  # a broken connection, a truncated or mislabelled archive, ...
         raise _read_error(byte_range, error) from None
 

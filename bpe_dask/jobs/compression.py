@@ -79,9 +79,9 @@ def load_plotting() -> None:
     while its cluster closes, and Dask's scheduler takes its directory out of ``sys.path`` as it
     closes: an import walking ``sys.path`` at that moment can miss a module (seen: ``No module named
     'six'``, which matplotlib imports through dateutil). So ``train`` runs this before: in a thread
-    while the cluster starts (a server puts its directory at the front of ``sys.path`` as it starts,
-    which makes an import walking it look at one entry twice, never miss one), waited for before
-    the cluster closes."""
+    while the cluster is up (during the merge; for a small input while it starts: a server puts its
+    directory at the front of ``sys.path`` as it starts, which makes an import walking it look at
+    one entry twice, never miss one), waited for before the cluster closes."""
     plot({})
 
 

@@ -33,6 +33,7 @@ from bpe_dask.io.plan import Partition, plan_ranges
 from bpe_dask.io.records import BadRecords
 from bpe_dask.io.sample import sample_documents
 from bpe_dask.io.storage import Store, describe, is_local, required_packages
+from bpe_dask.io.web import shown
 from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp, dask_client, default_workers, failures_explained
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.jobs.preflight import Place, check_workers, unregister_plugins
@@ -122,6 +123,11 @@ class Job:
     def input_bytes(self) -> int:
         return sum(f.size for f in self.files)
 
+    @property
+    def empty(self) -> bool:
+        """Whether the inputs hold nothing to read: no bytes (and no file whose size its server kept)."""
+        return all(f.sized and not f.size for f in self.files)
+
     def key(self, settings: CountSettings) -> str:
         """A digest of the planned ranges and the settings: a name for what this job counts."""
         return tokenize([r.key() for r in self.ranges], settings.key())
@@ -141,6 +147,11 @@ class Job:
     @property
     def input_urls(self) -> list[str]:
         return [f.url for f in self.files]
+
+    @property
+    def inputs_shown(self) -> list[str]:
+        """The input URLs as reports name them: a web URL's credentials hidden (``web.shown``)."""
+        return [shown(f.url) for f in self.files]
 
     @property
     def embedded(self) -> bool:

@@ -3,14 +3,15 @@
 ``count_words`` plans byte ranges, counts each in a Dask task that writes a shard (``counting``),
 and sums the shards in a tree of tasks (``reduce``) into one counts table: in memory, or the
 Parquet file ``out``. Small inputs with no cluster asked for are counted in this process.
-``count_on_cluster`` is the map and reduce that ``train`` runs too.
+``count_on_cluster`` is the map and reduce that ``train`` runs too. ``count_from_iterator``, and
+``count_words`` of an Arrow table or a dataset, count documents held in this process (``from_memory``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 import dask
@@ -21,13 +22,16 @@ from distributed import Client
 from bpe_dask import settings as config
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import read_counts, words_bytes, write_counts
+from bpe_dask.io.in_memory import DEFAULT_BATCH_SIZE, Batch, holds_arrow_text, python_batches
 from bpe_dask.io.outputs import check_output_file, remove_files
 from bpe_dask.io.plan import Partition
 from bpe_dask.io.records import BadRecords
 from bpe_dask.io.storage import Store, absolute
 from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp
 from bpe_dask.jobs.context import Job, cluster_threads, report_bad_records, run_tasks
-from bpe_dask.jobs.options import JobOptions, PathLike, input_list
+from bpe_dask.jobs.dask_collections import count_collection, is_collection
+from bpe_dask.jobs.from_memory import count_input, describe_input
+from bpe_dask.jobs.options import JobOptions, PathLike, input_list, positive_int
 from bpe_dask.jobs.progress import TaskProgress
 from bpe_dask.jobs.wording import format_bytes
 from bpe_dask.stages.count import (
@@ -95,14 +99,53 @@ def count_words(
 
     ``out`` names a Parquet file (or URL) for the counts, and then the job runs on a cluster.
     ``options`` are ``JobOptions`` fields: ``chunk_size``, ``client``, ``scheduler``, ``workers``,
-    ``work_dir``, ``storage_options``, ``utf8_errors``, ``in_process``, ``overwrite``, ...
+    ``work_dir``, ``storage_options``, ``utf8_errors``, ``in_process``, ``overwrite``, ... ``inputs``
+    may also be text in memory (a ``pyarrow`` Table, a Hugging Face dataset), as ``train``'s, or a
+    Dask DataFrame column or Bag of documents, counted on its cluster (``dask_collections``).
 
     >>> _ = open("corpus.txt", "w").write("the cat<|endoftext|>the hat")
     >>> counts = count_words("corpus.txt", ["<|endoftext|>"]).table()  # small: counted in-process
     >>> sorted(zip(counts["token"].to_pylist(), counts["count"].to_pylist()))
     [(b' cat', 1), (b' hat', 1), (b'the', 2)]
     """
-    return count_with(input_list(inputs), JobOptions.of(special_tokens=special_tokens, **options), out)
+    opts = JobOptions.of(special_tokens=special_tokens, **options)
+    if is_collection(inputs):  # a Dask DataFrame column or Bag: a map task per partition, on its cluster
+        return CountResult(**count_collection(inputs, opts, out))
+    if holds_arrow_text(inputs):  # an Arrow table or a dataset: counted here, from its buffers
+        return _counted_here(None, inputs, None, opts, out)
+    return count_with(input_list(inputs), opts, out)
+
+
+def count_from_iterator(
+    iterable: Iterable[str | bytes],
+    special_tokens: Sequence[str] = (),
+    *,
+    pattern: str = "gpt2",
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    length: int | None = None,
+    out: str | None = None,
+    **options,
+) -> CountResult:
+    """``count_words`` of the documents an iterable gives (``str``, or ``bytes`` of UTF-8), counted
+    in this process as ``train_from_iterator`` counts them; ``out`` as ``count_words``'s.
+
+    >>> counts = count_from_iterator(["the cat", b"the hat"]).table()
+    >>> sorted(zip(counts["token"].to_pylist(), counts["count"].to_pylist()))
+    [(b' cat', 1), (b' hat', 1), (b'the', 2)]
+    """
+    opts = JobOptions.of(special_tokens=special_tokens, pattern=pattern, **options)
+    return _counted_here(python_batches(iterable, positive_int(batch_size, "batch_size")), iterable, length,
+                         opts, out)  # fmt: skip
+
+
+def _counted_here(
+    batches: Iterator[Batch] | None, inputs: object, length: int | None, opts: JobOptions, out: str | None
+) -> CountResult:
+    started = time.perf_counter()
+    counts = count_input(batches, inputs, length, opts, out)
+    return CountResult([describe_input(inputs)], counts.text_bytes, counts.batches, 0, counts.bad.count,
+                       counts.specials, counts.text_bytes, time.perf_counter() - started, counts.path,
+                       counts.store, None if counts.path else counts.table)  # fmt: skip
 
 
 def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> CountResult:
@@ -119,7 +162,7 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
     pretokenizer = settings.pretokenizer()
     job.check_pattern(pretokenizer)
     in_process = opts.in_process
-    if not job.input_bytes:  # nothing to count: no cluster to start, or to wait for
+    if job.empty:  # nothing to count: no cluster to start, or to wait for
         in_process = True
     elif in_process is None:
         # Below this much input the Python API counts here: starting a cluster costs seconds.
@@ -169,7 +212,7 @@ def counting_cluster(job: Job, settings: CountSettings) -> tuple[CountSettings, 
 
 
 def _result(job: Job) -> CountResult:
-    return CountResult(job.input_urls, job.input_bytes, len(job.ranges), store=job.store)
+    return CountResult(job.inputs_shown, job.input_bytes, len(job.ranges), store=job.store)
 
 
 def count_in_process(
@@ -200,11 +243,13 @@ def counting_warm_up(
 
 
 def count_on_cluster(
-    client: Client, job: Job, settings: CountSettings, work_dir: str, out: str | None = None
-) -> tuple[str | pa.Table, int, BadRecords, SpecialsSeen, int]:
+    client: Client, job: Job, settings: CountSettings, work_dir: str, out: str | None = None,
+    overwrite: bool | None = None,
+) -> tuple[str | pa.Table, int, BadRecords, SpecialsSeen, int]:  # fmt: skip
     """Map and reduce on the cluster: the summed counts, written to ``out`` (its URL is returned) or,
     with no ``out``, handed back as a table; how many shards were reused; the records skipped; the
-    special tokens the inputs held; the bytes of text counted."""
+    special tokens the inputs held; the bytes of text counted. ``overwrite``: whether the sum may
+    replace a file ``out`` holds (by default the job's ``--overwrite``)."""
     shard_dir = f"{work_dir.rstrip('/')}/shards"
     store = job.store
     shards = [
@@ -214,8 +259,9 @@ def count_on_cluster(
         )
         for r in job.ranges
     ]  # fmt: skip
+    overwrite = job.options.overwrite if overwrite is None else overwrite
     final, partial_sums = reduce_tree(shards, out, work_dir, settings.recorded(), store,
-                                      overwrite=job.options.overwrite, engine=settings.engine)  # fmt: skip
+                                      overwrite=overwrite, engine=settings.engine)  # fmt: skip
     progress = TaskProgress("count", len(shards), job.input_bytes) if job.options.show_progress else None
     *finished, counts = run_tasks(client, [*shards, final], progress, [r.size for r in job.ranges])
     remove_files(partial_sums, store)

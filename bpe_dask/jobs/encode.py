@@ -27,6 +27,14 @@ from bpe_dask.io.records import BadRecords
 from bpe_dask.io.storage import Store, absolute, is_local
 from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp
 from bpe_dask.jobs.context import Job, cluster_threads, is_embedded, report_bad_records, run_tasks
+from bpe_dask.jobs.dask_collections import (
+    UNKNOWN_SIZE,
+    DocumentCollection,
+    collection_options,
+    documents_of,
+    encode_parts,
+    is_collection,
+)
 from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character, input_list
 from bpe_dask.jobs.progress import TaskProgress
 from bpe_dask.stages.encode import (
@@ -70,7 +78,8 @@ def encode(
     each document is encoded alone and, with ``document_separator`` (a special token), followed by
     that token's id. A tokenizer directory whose split pattern is not built in is refused unless
     ``trust_pattern`` (``Tokenizer.load``). ``options`` are ``JobOptions`` fields; a
-    ``work_dir`` keeps the shards, so that a re-run after an interruption reuses them.
+    ``work_dir`` keeps the shards, so that a re-run after an interruption reuses them. ``inputs`` may
+    be a Dask DataFrame column or Bag of documents instead (``dask_collections``), encoded as records.
 
     >>> import numpy as np
     >>> from distributed import Client
@@ -85,7 +94,10 @@ def encode(
     started = time.perf_counter()
     opts = JobOptions.of(**options)
     fmt = output_format(out, format)
-    inputs, out = input_list(inputs), absolute(os.fspath(out))
+    collection = None
+    if is_collection(inputs):  # a Dask DataFrame column or Bag: a task per partition, on its cluster
+        collection, opts = documents_of(inputs, opts.text_column), collection_options(opts)
+    inputs, out = input_list(inputs) if collection is None else [], absolute(os.fspath(out))
     source = tokenizer if isinstance(tokenizer, Tokenizer) else absolute(os.fspath(tokenizer))
     job = Job.start(opts, [*inputs, out, opts.work_dir, source if isinstance(source, str) else None])
     tokenizer = _tokenizer(source, special_tokens, opts.engine, job.store, trust_pattern)
@@ -94,20 +106,25 @@ def encode(
         check_output_file(out, opts.overwrite, job.store)
     else:
         check_output_dir(out, opts.overwrite, is_encoded_file, job.store)
-    job.find_inputs(inputs, exclude=[out, opts.work_dir])
-    _check_separator(document_separator, tokenizer, job)
+    if collection is None:
+        job.find_inputs(inputs, exclude=[out, opts.work_dir])
+    _check_separator(document_separator, tokenizer, job, records=collection is not None)
     job.check_pattern(tokenizer.pretokenizer)
     _say_format(out, fmt, tokenizer)
     # The compiled encoder releases the GIL: a LocalCluster the job starts runs it in threads here.
-    in_threads = job.starts_cluster and tokenizer.uses_compiled(job.input_bytes)
+    size = job.input_bytes if collection is None else UNKNOWN_SIZE
+    in_threads = job.starts_cluster and tokenizer.uses_compiled(size)
     warm_up = WarmUp((tokenizer.pretokenizer.pattern.name,), ("encode",))  # an encode task's loop
     compiled = in_threads or tokenizer.uses_compiled(job.expected_largest_range())
     scratch = job.work_directory(beside=None if job.embedded else out)
     with scratch as work, job.cluster(in_threads, warm_up if compiled else NO_WARM_UP) as client:
         job.preflight(client, work, [out])
-        job.plan(tokenizer.pretokenizer, cluster_threads(client))
-        shards = _encode_ranges(client, job, tokenizer, work, document_separator)
-        report = _report(job, shards, tokenizer, source, fmt, started)
+        if collection is None:
+            job.plan(tokenizer.pretokenizer, cluster_threads(client))
+            shards = _encode_ranges(client, job, tokenizer, work, document_separator)
+        else:
+            shards = encode_parts(client, job, collection, tokenizer, work, document_separator)
+        report = _report(job, shards, tokenizer, source, fmt, started, collection)
         report["document_separator"] = document_separator
         if fmt == "npy":
             _publish_shards(client, job, shards, out, report)
@@ -164,7 +181,7 @@ def _tokenizer(
     return Tokenizer(source.vocab, source.merges, tokens, source.pretokenizer.pattern, engine)
 
 
-def _check_separator(separator: str | None, tokenizer: Tokenizer, job: Job) -> None:
+def _check_separator(separator: str | None, tokenizer: Tokenizer, job: Job, records: bool = False) -> None:
     if separator is None:
         return
     if separator not in tokenizer.special_ids:
@@ -172,7 +189,7 @@ def _check_separator(separator: str | None, tokenizer: Tokenizer, job: Job) -> N
         raise BpeDaskError(
             f"document separator {separator!r} is not a special token of the tokenizer ({known})"
         )
-    if not any(file.has_records for file in job.files):
+    if not records and not any(file.has_records for file in job.files):
         raise BpeDaskError(
             "--document-separator applies to inputs of records (Parquet, JSON Lines): text holds its own"
         )
@@ -251,14 +268,15 @@ def _publish_bin(client: Client, job: Job, shards: list[EncodedShard], out: str,
 
 
 def _report(job: Job, shards: list[EncodedShard], tokenizer: Tokenizer, source: str | Tokenizer, fmt: str,
-            started: float) -> dict:  # fmt: skip
+            started: float, collection: DocumentCollection | None = None) -> dict:  # fmt: skip
     seconds = time.perf_counter() - started
     tokens = sum(s.tokens for s in shards)
     text_bytes = sum(s.text_bytes for s in shards)
+    input_bytes = job.input_bytes if collection is None else text_bytes  # a collection's input is its text
     reused = sum(s.reused for s in shards)
     return {
         "version": __version__,
-        "inputs": job.input_urls,
+        "inputs": job.inputs_shown if collection is None else [collection.description],
         "tokenizer": source if isinstance(source, str) else None,
         "special_tokens": tokenizer.special_tokens,
         "vocab_size": len(tokenizer.vocab),
@@ -270,10 +288,10 @@ def _report(job: Job, shards: list[EncodedShard], tokenizer: Tokenizer, source: 
         "shards_reused": reused,
         "shards_computed": len(shards) - reused,
         "bad_records_skipped": sum(s.bad_records.count for s in shards),
-        "input_bytes": job.input_bytes,
+        "input_bytes": input_bytes,
         "text_bytes": text_bytes,
         "bytes_per_token": text_bytes / tokens if tokens else None,
         "seconds": seconds,
-        "bytes_per_second": job.input_bytes / seconds,
+        "bytes_per_second": input_bytes / seconds,
         "tokens_per_second": tokens / seconds,
     }

@@ -119,7 +119,7 @@ def evaluate(
     for settings, _, _ in groups:
         job.check_pattern(settings.pretokenizer())  # text a pattern leaves out has bytes but no tokens
     in_process = opts.in_process
-    if not job.input_bytes:  # nothing to read: no cluster to start, or to wait for
+    if job.empty:  # nothing to read: no cluster to start, or to wait for
         in_process = True
     elif in_process is None:  # as counting: starting a cluster costs seconds
         small = job.input_bytes <= config.size("in-process-limit", job.store.settings)
@@ -298,7 +298,7 @@ def _report(job: Job, rows: list[Row], groups: list[Group], measured: list[list[
     seconds = time.perf_counter() - started
     return {
         "version": __version__,
-        "inputs": job.input_urls,
+        "inputs": job.inputs_shown,
         "input_bytes": job.input_bytes,
         "text_bytes": text_bytes,
         "documents": documents if records else None,

@@ -6,6 +6,7 @@ events, from the worker that runs the loop); gives one line that redraws in plac
 and, elsewhere (a log file, CI, ``nohup``), a log line at a steady pace and one at the end:
 
     count: 9/16 partitions (56%), 36.6 MiB of 62.0 MiB, 11.8 MiB/s, ETA 2.2 s
+    count: 12,288/50,000 documents (25%), 36.6 MiB, 11.8 MiB/s, ETA 2.2 s   (documents held in memory)
     merge: 12,000/31,743 (38%), 2,350 merges/s, ETA 6.4 s
 """
 
@@ -173,6 +174,46 @@ class TaskProgress(_Line):
             if self.first is None:
                 parts.append("nothing counted yet (a fresh worker compiles its code first)")
         return ", ".join(parts)
+
+
+class DocumentProgress(_Line):
+    """``count: 12,288/50,000 documents (25%), 36.6 MiB, 11.8 MiB/s, ETA 2.2 s`` as documents held in
+    memory are counted (``jobs.from_memory``): of ``length`` documents when it is known (HF's
+    trainer's ``length``), else without a percentage or an ETA. Safe to call from several threads;
+    redrawn at most every ``every`` seconds."""
+
+    def __init__(self, length: int | None, every: float = 0.2, **line) -> None:
+        super().__init__(**line)
+        self.length, self.every = length, every
+        self.documents = self.bytes = 0
+        self.shown = -every
+        self.lock = threading.Lock()
+
+    def counted(self, documents: int, size: int) -> None:
+        with self.lock:
+            self.documents += documents
+            self.bytes += size
+            if self.clock() - self.shown >= self.every:
+                self.shown = self.clock()
+                self.show(self.line(), last=False)
+
+    def end(self) -> None:
+        with self.lock:
+            self.show(self.line(last=True), last=True)
+
+    def line(self, last: bool = False) -> str:
+        seconds = self.elapsed()
+        text = f"count: {self.documents:,}"
+        if self.length:
+            text += f"/{self.length:,} documents ({100 * self.documents / self.length:.0f}%)"
+        else:
+            text += " documents"
+        text += f", {format_bytes(self.bytes)}"
+        if seconds > 0 and self.documents:
+            text += f", {format_bytes(self.bytes / seconds)}/s"
+            if self.length and self.documents < self.length and not last:
+                text += f", ETA {format_seconds(seconds * (self.length - self.documents) / self.documents)}"
+        return text
 
 
 class MergeProgress(_Line):

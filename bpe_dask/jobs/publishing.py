@@ -3,21 +3,25 @@
 ``training_report`` is ``report.json``: the job's figures, the merge loop's, and what stopped it
 (``stopped_by``); ``publish_tokenizer`` writes the tokenizer's files, the compression curve
 (``compression``) and the report into ``--out``, whole or not at all (``io.publish``), after saying
-why the vocabulary is short, if it is (``warn_if_short``).
+why the vocabulary is short, if it is (``warn_if_short``); ``merge_and_publish`` does all of it
+for counts held in this process.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
+
+import pyarrow as pa
 
 from bpe_dask import interrupts
 from bpe_dask.io.publish import publish_directory
 from bpe_dask.io.storage import Store
 from bpe_dask.jobs import compression
-from bpe_dask.jobs.merging import Limits, Merged
+from bpe_dask.jobs.merging import Limits, Merged, merge_here
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.stages.counters import SpecialsSeen
 from bpe_dask.tokenizer import FILES, Tokenizer
@@ -56,6 +60,24 @@ def publish_tokenizer(
     files = {**files, "report.json": json.dumps(report, indent=2) + "\n"}
     interrupts.check()  # nothing is published after a signal, even one some library swallowed
     publish_directory(out, files, store, overwrite=opts.overwrite)  # checked again as it commits
+
+
+def merge_and_publish(
+    counts: pa.Table | Callable[[], pa.Table], specials: SpecialsSeen, base: dict, vocab_size: int, out: str,
+    opts: JobOptions, store: Store, limits: Limits, started: float, timings: dict,
+) -> dict:  # fmt: skip
+    """The merge loop over ``counts`` (or what gives them: ``merge_table``'s) in this process, then
+    ``out`` published with its report (``base``: what the job read, ``input_bytes`` among it;
+    ``specials``: the special tokens its text held); the report is returned."""
+    merged = merge_here(counts, vocab_size, opts, limits)
+    warn_if_empty(merged.unique_words, base["input_bytes"])
+    report = training_report(base, merged, opts.special_tokens, vocab_size, limits, timings)
+    report["merge_ran_on"] = "client"
+    report["timings"]["total"] = time.perf_counter() - started
+    curve = compression_curve(merged, opts.special_tokens, specials)
+    files = tokenizer_files(merged, opts.special_tokens, opts.pattern, curve)
+    publish_tokenizer(out, merged, opts, report, store, limits, files, curve)
+    return report
 
 
 def tokenizer_files(

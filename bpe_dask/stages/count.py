@@ -242,18 +242,31 @@ def _count_range_to_shard(
     path = shard_path(shard_dir, byte_range, settings)
     fs, fs_path = store.fs(path)
     if fs.exists(fs_path):
-        with fs.open(fs_path, "rb") as f:
-            parquet = pq.ParquetFile(f)
-            metadata = parquet.schema_arrow.metadata or {}
-            bad, specials = (json.loads(metadata.get(key, b"{}")) for key in (BAD_RECORDS_KEY, SPECIALS_KEY))
-            seen = SpecialsSeen(**specials)
-            if TEXT_BYTES_KEY in metadata:
-                text_bytes = int(metadata[TEXT_BYTES_KEY])
-            else:  # a shard an earlier version wrote
-                text_bytes = words_bytes(parquet.read()) + seen.bytes
-            return Shard(path, parquet.metadata.num_rows, True, BadRecords(**bad), seen, text_bytes)
+        return read_shard(path, store)
     bad = BadRecords()
     counter = count_range(byte_range, settings, store, bad=bad, progress=reporter(store, byte_range.size))
+    return write_shard(counter, bad, path, store)
+
+
+def read_shard(path: str, store: Store = LOCAL) -> Shard:
+    """The finished shard ``path``, as a re-run reuses it: what its metadata says it counted."""
+    fs, fs_path = store.fs(path)
+    with fs.open(fs_path, "rb") as f:
+        parquet = pq.ParquetFile(f)
+        metadata = parquet.schema_arrow.metadata or {}
+        bad, specials = (json.loads(metadata.get(key, b"{}")) for key in (BAD_RECORDS_KEY, SPECIALS_KEY))
+        seen = SpecialsSeen(**specials)
+        if TEXT_BYTES_KEY in metadata:
+            text_bytes = int(metadata[TEXT_BYTES_KEY])
+        else:  # a shard an earlier version wrote
+            text_bytes = words_bytes(parquet.read()) + seen.bytes
+        return Shard(path, parquet.metadata.num_rows, True, BadRecords(**bad), seen, text_bytes)
+
+
+def write_shard(
+    counter: RegexCounter | CompiledCounter, bad: BadRecords, path: str, store: Store = LOCAL
+) -> Shard:
+    """Write what ``counter`` counted (and the records ``bad`` left out) as the shard ``path``."""
     table = counter.table().sort_by("token")  # the reduce merges runs
     text_bytes = words_bytes(table) + counter.specials.bytes
     metadata = {SPECIALS_KEY: json.dumps(vars(counter.specials)), TEXT_BYTES_KEY: str(text_bytes)}

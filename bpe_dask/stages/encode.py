@@ -108,14 +108,9 @@ def _encode_range_to_shard(
 ) -> EncodedShard:
     unit = "row groups" if isinstance(byte_range, RowGroups) else "bytes"
     fs, fs_path = store.fs(path)
-    where = (byte_range.file.url, byte_range.start, byte_range.end)
+    where = (byte_range.file.url, byte_range.start, byte_range.end, unit)
     if fs.exists(fs_path):  # its sidecar was written before it
-        with fs.open(fs_path, "rb") as f:
-            ids_bytes = fs.size(fs_path) - _ids_offset(f.read(10), path)
-        tokens = ids_bytes // np.dtype(dtype_for(tokenizer)).itemsize
-        sidecar = json.loads(fs.cat_file(f"{fs_path}.json"))
-        bad = BadRecords(**sidecar["bad_records"])
-        return EncodedShard(path, *where, tokens, True, bad, unit, sidecar["text_bytes"])
+        return read_encoded_shard(path, tokenizer, where, store)
     dtype = np.dtype(dtype_for(tokenizer))
     bad = BadRecords()
     progress = reporter(store, byte_range.size)  # how far the reading has got, to the client
@@ -133,6 +128,35 @@ def _encode_range_to_shard(
                                progress=progress):  # fmt: skip
             parts.append(tokenizer.encode_array(text, dtype))
             text_bytes += len(text.encode("utf-8"))
+    return write_encoded_shard(parts, dtype, path, where, bad, text_bytes, store)
+
+
+def read_encoded_shard(
+    path: str, tokenizer: Tokenizer, where: tuple[str, int, int, str], store: Store = LOCAL
+) -> EncodedShard:
+    """The finished shard ``path`` of ids of the part ``where`` (input, start, end, unit), as a
+    re-run reuses it."""
+    fs, fs_path = store.fs(path)
+    with fs.open(fs_path, "rb") as f:
+        ids_bytes = fs.size(fs_path) - _ids_offset(f.read(10), path)
+    tokens = ids_bytes // np.dtype(dtype_for(tokenizer)).itemsize
+    sidecar = json.loads(fs.cat_file(f"{fs_path}.json"))
+    bad = BadRecords(**sidecar["bad_records"])
+    *place, unit = where
+    return EncodedShard(path, *place, tokens, True, bad, unit, sidecar["text_bytes"])
+
+
+def write_encoded_shard(
+    parts: list[np.ndarray],
+    dtype: np.dtype,
+    path: str,
+    where: tuple[str, int, int, str],
+    bad: BadRecords,
+    text_bytes: int,
+    store: Store = LOCAL,
+) -> EncodedShard:
+    """Write the ids ``parts`` of the part ``where`` (input, start, end, unit) as the shard ``path``,
+    after its sidecar."""
     tokens = sum(len(part) for part in parts)
     # Beside the shard, written first: what a re-run that reuses the shard reports of it.
     sidecar = {"text_bytes": text_bytes, "bad_records": vars(bad)}
@@ -142,7 +166,8 @@ def _encode_range_to_shard(
         np.lib.format.write_array_header_1_0(f, header)  # then the ids, block by block: np.save's layout
         for part in parts:
             f.write(part.data)
-    return EncodedShard(path, *where, tokens, False, bad, unit, text_bytes)
+    *place, unit = where
+    return EncodedShard(path, *place, tokens, False, bad, unit, text_bytes)
 
 
 def _shard_ids(shard: EncodedShard, store: Store) -> memoryview:

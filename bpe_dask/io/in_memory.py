@@ -1,0 +1,264 @@
+"""Documents held in memory: a Python iterable, or Arrow text, in; batches of documents out.
+
+Takes a Python iterable whose elements are documents (``str``, or ``bytes`` of UTF-8), or text
+already in Arrow: a ``pyarrow`` Table, RecordBatch, ChunkedArray or Array, a Hugging Face
+``datasets.Dataset`` or ``IterableDataset``, or anything that gives an Arrow stream
+(``__arrow_c_stream__``: a pandas or polars DataFrame, say). Gives ``Batch`` es of at most
+``batch_size`` documents and about ``batch_bytes`` of text, each turned into ``Documents`` (one
+UTF-8 buffer and the documents' ends) by ``Batch.documents``, where it is counted: an Arrow batch
+straight from its buffers, with no Python string per document. The one thread that iterates makes
+the batches; ``documents`` may run on any thread. An element that is neither ``str`` nor ``bytes``,
+an iterable that raises, and a missing text column are one-line errors naming the element or the
+columns; nulls and invalid UTF-8 are bad records, as in Parquet files (``records.column_documents``).
+
+>>> batches = list(python_batches(["the cat", b"the hat", "sat"], batch_size=2))
+>>> [(batch.first, len(batch)) for batch in batches]
+[(0, 2), (2, 1)]
+>>> batches[0].documents().texts()
+['the cat', 'the hat']
+>>> import pyarrow as pa
+>>> batches, rows = arrow_batches(pa.table({"text": ["a b", None, "c"]}), "text")
+>>> rows, [batch.documents(on_bad_record="skip").texts() for batch in batches]
+(3, [['a b', 'c']])
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import pairwise
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bpe_dask.errors import BpeDaskError, InputError
+from bpe_dask.io.records import BadRecords, Documents, column_documents
+from bpe_dask.io.storage import describe
+
+DEFAULT_BATCH_SIZE = 8192  # documents per batch, as rustbpe's buffer_size
+DEFAULT_BATCH_BYTES = 8 * 2**20  # and at most about this much text (the map tasks' block size)
+TEXT_TYPES = "string, large_string, string_view, binary or large_binary"
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Documents ``first`` to ``first + len(items)`` of the input: Python ``str`` / ``bytes``, or an
+    Arrow array of the text column ``column``."""
+
+    first: int
+    items: list | pa.Array
+    size: int  # about its bytes of text
+    column: str | None = None  # the Arrow column it comes from; None: a Python iterable's elements
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def documents(
+        self, utf8_errors: str = "strict", bad: BadRecords | None = None, on_bad_record: str = "error"
+    ) -> Documents:
+        """The batch as ``Documents``; an Arrow batch's nulls and invalid UTF-8 go by
+        ``on_bad_record`` (skipped ones are added to ``bad``), a Python element's invalid UTF-8 is
+        an error, or U+FFFD with ``utf8_errors="replace"``."""
+        bad = BadRecords() if bad is None else bad
+        if isinstance(self.items, list):
+            return self._python_documents(utf8_errors)
+        of = f"({self.column!r} column)" if self.column else "of the array"
+        where = lambda row: f"row {self.first + row} {of}"  # noqa: E731
+        return column_documents(self.items, utf8_errors, bad, on_bad_record, where)
+
+    def _python_documents(self, utf8_errors: str) -> Documents:
+        try:
+            encoded = [item.encode("utf-8") if isinstance(item, str) else bytes(item) for item in self.items]
+        except UnicodeEncodeError:  # a lone surrogate ("\ud800"): not text
+            encoded = [self._utf8(k, item, utf8_errors) for k, item in enumerate(self.items)]
+        documents = Documents.joined(encoded)
+        if all(isinstance(item, str) for item in self.items) or _valid_documents(documents):
+            return documents
+        return Documents.joined([self._utf8(k, item, utf8_errors) for k, item in enumerate(encoded)])
+
+    def _utf8(self, k: int, item: str | bytes, utf8_errors: str) -> bytes:
+        """One element's UTF-8: checked, or mended with U+FFFD under ``utf8_errors="replace"``."""
+        try:
+            if isinstance(item, str):
+                return item.encode("utf-8")
+            bytes(item).decode("utf-8")
+            return bytes(item)
+        except UnicodeError as error:
+            if utf8_errors == "strict":
+                what = "a lone surrogate" if isinstance(item, str) else "invalid UTF-8"
+                what += f" at {error.start}"
+                raise InputError(f"element {self.first + k} of the iterable holds {what} "
+                                 "(utf8_errors='replace' substitutes U+FFFD)") from None  # fmt: skip
+        if isinstance(item, str):
+            return item.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
+        return bytes(item).decode("utf-8", "replace").encode("utf-8")
+
+
+def _valid_documents(documents: Documents) -> bool:
+    """Whether every document is valid UTF-8: the joined bytes are, and no document starts inside a
+    character (a continuation byte), so each is whole characters. Decoded once, for the check only."""
+    data = documents.data
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    starts = documents.ends[:-1][documents.ends[:-1] < len(data)]
+    return not ((np.frombuffer(data, np.uint8)[starts] & 0xC0) == 0x80).any()
+
+
+def python_batches(
+    iterable: Iterable[str | bytes],
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> Iterator[Batch]:
+    """The iterable's elements in batches of ``batch_size`` (or about ``batch_bytes``); an element
+    that is not text, or an iterable that raises, stops it with one line naming the element."""
+    try:
+        iterator = iter(iterable)
+    except TypeError:
+        raise BpeDaskError(f"expected an iterable of str or bytes, got {type(iterable).__name__}") from None
+    items: list = []
+    first = size = 0
+    while True:
+        index = first + len(items)
+        try:
+            item = next(iterator)
+        except StopIteration:
+            break
+        except Exception as error:
+            raise InputError(f"the iterable raised {type(error).__name__} at element {index}: "
+                             f"{describe(error)}") from error  # fmt: skip
+        if not isinstance(item, (str, bytes, bytearray)):
+            # Hugging Face's trainer also takes batches (lists of texts): say how to pass those.
+            hint = " (batches of documents? itertools.chain.from_iterable gives their documents)"
+            raise InputError(f"element {index} of the iterable is a {type(item).__name__}, not str or bytes"
+                             + (hint if isinstance(item, (list, tuple)) else ""))  # fmt: skip
+        items.append(item)
+        size += len(item)
+        if len(items) >= batch_size or size >= batch_bytes:
+            yield Batch(first, items, size)
+            first, items, size = index + 1, [], 0
+    if items:
+        yield Batch(first, items, size)
+
+
+def holds_arrow_text(inputs: object) -> bool:
+    """Whether ``inputs`` is text in memory that ``arrow_batches`` reads (not a path, nor a Dask
+    collection, which is counted on its own cluster)."""
+    if isinstance(inputs, (str, bytes, list, tuple)) or hasattr(inputs, "__fspath__"):
+        return False
+    if isinstance(inputs, (pa.Table, pa.RecordBatch, pa.ChunkedArray, pa.Array)) or _hf_kind(inputs):
+        return True
+    return hasattr(inputs, "__arrow_c_stream__") and not hasattr(inputs, "__dask_graph__")
+
+
+def _hf_kind(inputs: object) -> str | None:
+    """``"dataset"``, ``"iterable"`` or ``"dict"`` for Hugging Face ``datasets`` objects (only
+    where ``datasets`` is imported: nothing else makes one)."""
+    datasets = sys.modules.get("datasets")
+    if datasets is None:
+        return None
+    kinds = {"dataset": datasets.Dataset, "iterable": datasets.IterableDataset,
+             "dict": (datasets.DatasetDict, datasets.IterableDatasetDict)}  # fmt: skip
+    return next((kind for kind, types in kinds.items() if isinstance(inputs, types)), None)
+
+
+def arrow_batches(
+    source: object, text_column: str = "text", batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> tuple[Iterator[Batch], int | None]:  # fmt: skip
+    """The text column of ``source`` (``holds_arrow_text``) in batches, and its rows when known.
+    A missing or non-text column is an error before any batch."""
+    kind = _hf_kind(source)
+    if kind == "dict":
+        splits = ", ".join(map(repr, source))
+        raise BpeDaskError(f"a DatasetDict holds splits ({splits}): pass one of them, dataset[name]")
+    if isinstance(source, (pa.ChunkedArray, pa.Array)):
+        _check_text(source.type, "the array")
+        chunks = source.chunks if isinstance(source, pa.ChunkedArray) else [source]
+        return _sliced(iter(chunks), None, batch_size, batch_bytes), len(source)
+    if kind is not None:
+        names = source.column_names  # None: an IterableDataset whose features are not known yet
+        if names is not None:
+            _check_column(names, text_column)
+            source = source.select_columns([text_column])
+        rows = len(source) if kind == "dataset" else None
+        tables = _guarded(source.with_format("arrow").iter(batch_size=batch_size))
+        return _sliced(_columns(tables, text_column), text_column, batch_size, batch_bytes), rows
+    if isinstance(source, (pa.Table, pa.RecordBatch)):
+        _check_column(source.schema.names, text_column)
+        column = source.column(text_column)
+        _check_text(column.type, f"column {text_column!r}")
+        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        return _sliced(iter(chunks), text_column, batch_size, batch_bytes), source.num_rows
+    try:
+        reader = pa.RecordBatchReader.from_stream(source)
+    except Exception as error:
+        raise BpeDaskError(f"cannot read a {type(source).__name__} as Arrow: {describe(error)}") from None
+    _check_column(reader.schema.names, text_column)
+    _check_text(reader.schema.field(text_column).type, f"column {text_column!r}")
+    return _sliced(_columns(_guarded(reader), text_column), text_column, batch_size, batch_bytes), None
+
+
+def _check_column(names: list[str], text_column: str) -> None:
+    if text_column not in names:
+        raise BpeDaskError(f"no column {text_column!r} (columns: {', '.join(names)}); text_column names "
+                           "the one holding the text")  # fmt: skip
+
+
+def _check_text(kind: pa.DataType, what: str) -> None:
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    texts = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary,
+             pa.types.is_string_view)  # fmt: skip
+    if not any(is_text(kind) for is_text in texts):
+        raise BpeDaskError(f"{what} holds {kind}, not text ({TEXT_TYPES})")
+
+
+def _guarded(batches: Iterable) -> Iterator:
+    """``batches``, where an exception the source raises becomes one line saying so."""
+    iterator, done = iter(batches), 0
+    while True:
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            return
+        except Exception as error:
+            raise InputError(f"the dataset raised {type(error).__name__} after giving {done:,} rows: "
+                             f"{describe(error)}") from error  # fmt: skip
+        done += batch.num_rows
+        yield batch
+
+
+def _columns(tables: Iterator, text_column: str) -> Iterator[pa.Array]:
+    """The text column's chunks, table by table (a stream's schema is checked once it is known)."""
+    for table in tables:
+        _check_column(table.schema.names, text_column)
+        column = table.column(text_column)
+        _check_text(column.type, f"column {text_column!r}")
+        yield from column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+
+
+def _sliced(
+    chunks: Iterator[pa.Array], column: str | None, batch_size: int, batch_bytes: int
+) -> Iterator[Batch]:
+    """Each chunk cut (without copying) into batches of at most ``batch_size`` rows and, where its
+    documents allow, ``batch_bytes`` of text."""
+    first = 0
+    for chunk in chunks:
+        if pa.types.is_dictionary(chunk.type):
+            chunk = chunk.dictionary_decode()
+        if pa.types.is_string_view(chunk.type):  # no offsets to slice by, nor kernels: copied once
+            chunk = chunk.cast(pa.large_string())
+        ends = np.cumsum(pc.binary_length(chunk).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+        cuts, row = [0], 0
+        while row < len(chunk):
+            reach = int(np.searchsorted(ends, (ends[row - 1] if row else 0) + batch_bytes, "right"))
+            row = min(len(chunk), row + batch_size, max(row + 1, reach))
+            cuts.append(row)
+        for start, end in pairwise(cuts):
+            size = int(ends[end - 1] - (ends[start - 1] if start else 0))
+            yield Batch(first + start, chunk.slice(start, end - start), size, column)
+        first += len(chunk)

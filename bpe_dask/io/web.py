@@ -1,0 +1,158 @@
+"""Web servers: what an HTTP(S) input's server can serve, and its failures as a few words.
+
+fsspec reads ``http://`` and ``https://`` through aiohttp, but takes a server at its word: a server that
+ignores ``Range`` answers a ranged read with the whole file, which fsspec's ``cat_file`` hands back
+as if it were the bytes asked for, and fsspec's ``info`` turns every failure, a 404 and a refused
+connection alike, into a ``FileNotFoundError``. Takes a URL and its fsspec filesystem; gives its
+``info`` with failures as ``BpeDaskError`` lines (``file_info``), whether the server serves byte
+ranges (``serves_ranges``: one small ranged request, whose body is never read), and HTTP failures
+described (``reason``); the path a URL's name is read from (``path_of``: no query); and a URL as
+logs, errors and reports show it (``shown``: a signed URL's query and a password are credentials).
+
+>>> is_http("https://example.org/corpus.txt"), is_http("s3://bucket/corpus.txt")
+(True, False)
+>>> reason(FileNotFoundError("http://example.org/x"))  # fsspec's word for a 404 of a file it reads
+'HTTP 404 Not Found'
+>>> reason(ValueError("not from a request")) is None  # said as it is
+True
+"""
+
+from __future__ import annotations
+
+import re
+from http import HTTPStatus
+from urllib.parse import urlsplit, urlunsplit
+
+import fsspec
+from fsspec.asyn import sync
+from fsspec.utils import get_protocol
+
+from bpe_dask.errors import BpeDaskError, TransientError
+from bpe_dask.io.retries import is_transient
+
+HTTP_PROTOCOLS = ("http", "https")
+
+
+def is_http(url: str) -> bool:
+    return get_protocol(url) in HTTP_PROTOCOLS
+
+
+def file_info(fs: fsspec.AbstractFileSystem, path: str) -> dict:
+    """fsspec's ``info`` of an HTTP(S) URL (a HEAD, or a GET whose body is not read; redirects
+    followed): ``size`` is ``None`` when the server does not say it. A missing file, or a server that
+    cannot be reached, is one line naming the URL and why."""
+    try:
+        return fs.info(path)
+    except Exception as error:
+        why = reason(error) or _said(error)
+        if _status(error) in (404, 410):
+            raise BpeDaskError(f"input not found: {shown(path)} ({why})") from None
+        raise BpeDaskError(f"cannot read {shown(path)}: {why}") from None
+
+
+def serves_ranges(fs: fsspec.AbstractFileSystem, path: str) -> bool:
+    """Whether the server answers a request for a byte range of ``path`` with that range (206),
+    rather than with the whole file (200), asking for its first byte. The answer's body is never
+    read: closing the response drops whatever the server sends."""
+
+    async def probe() -> bool:
+        session = await fs.set_session()
+        headers = {**fs.kwargs.get("headers", {}), "Range": "bytes=0-0"}
+        options = {k: v for k, v in fs.kwargs.items() if k != "headers"}
+        async with session.get(fs.encode_url(path), headers=headers, **options) as response:
+            fs._raise_not_found_for_status(response, path)
+            return response.status == 206
+
+    try:
+        return sync(fs.loop, probe)
+    except Exception as error:
+        kind = TransientError if is_transient(error) else BpeDaskError  # tried again by the caller's retries
+        raise kind(f"cannot read {shown(path)}: {reason(error) or _said(error)}") from None
+
+
+def reason(error: BaseException) -> str | None:
+    """An HTTP request's failure in a few words (``None`` for anything else): the status the server
+    answered, or that it could not be reached. fsspec's ``info`` hides the failure behind a
+    ``FileNotFoundError`` naming only the URL: its cause is the failure."""
+    cause = error.__cause__ if isinstance(error, FileNotFoundError) and error.__cause__ else error
+    names = {kind.__name__ for kind in type(cause).__mro__}
+    status = _status(cause)
+    if status is not None:
+        try:
+            phrase = HTTPStatus(status).phrase
+        except ValueError:
+            phrase = getattr(cause, "message", "") or ""
+        return f"HTTP {status} {phrase}".rstrip()
+    if "ClientConnectorError" in names:  # aiohttp's: refused, no such host, ...
+        os_error = getattr(cause, "os_error", None)
+        why = (
+            "connection refused" if isinstance(os_error, ConnectionRefusedError) else _said(os_error or cause)
+        )
+        return f"cannot connect to {cause.host}:{cause.port} ({why})"
+    if isinstance(error, FileNotFoundError) and cause is error:  # a 404 as fsspec's files raise it
+        return "HTTP 404 Not Found" if is_http(str(error)) else None
+    if names & {"ClientPayloadError", "ServerDisconnectedError"}:
+        # aiohttp's words name a status of its own (a "400" no server sent): say what was received.
+        received = re.search(r"received \d+ of \d+ bytes", str(cause))
+        return "the server stopped sending before the end" + (f" ({received.group()})" if received else "")
+    return None
+
+
+HIDDEN = "<hidden>"  # what ``shown`` puts in place of a query or a user's name and password
+# A web URL in a message, ``HIDDEN`` included: hiding a message's URLs again leaves it as it is.
+_WEB_URL = re.compile(rf"https?://(?:{re.escape(HIDDEN)}|[^\s'\"<>])+", re.IGNORECASE)
+
+
+def shown(url: str) -> str:
+    """``url`` as logs, error lines and reports show it: a web URL's query (a signed URL's
+    signature, an access token) and the user and password before its host are credentials, and
+    are hidden; every other URL as it is.
+
+    >>> shown("https://b.s3.amazonaws.com/train.parquet?X-Amz-Credential=AKIA&X-Amz-Signature=9f")
+    'https://b.s3.amazonaws.com/train.parquet?<hidden>'
+    >>> shown("https://user:secret@example.org/corpus.txt"), shown("s3://bucket/a?b.txt")
+    ('https://<hidden>@example.org/corpus.txt', 's3://bucket/a?b.txt')
+    >>> shown(shown("https://u:p@h.org/a.txt?sig=1")) == shown("https://u:p@h.org/a.txt?sig=1")
+    True
+    """
+    if not is_http(url):
+        return url
+    parts = urlsplit(url)
+    netloc = f"{HIDDEN}@{parts.netloc.rpartition('@')[2]}" if "@" in parts.netloc else parts.netloc
+    return urlunsplit((parts.scheme, netloc, parts.path, HIDDEN if parts.query else "", ""))
+
+
+def hide_credentials(text: str) -> str:
+    """``text`` with every web URL in it ``shown``: for messages made of other libraries' words
+    (aiohttp's and fsspec's name the URL they requested, query and all).
+
+    >>> said = hide_credentials("404, message='Not Found', url='https://h.org/a.txt?token=s3cr3t'")
+    >>> said, hide_credentials(said) == said
+    ("404, message='Not Found', url='https://h.org/a.txt?<hidden>'", True)
+    """
+    return _WEB_URL.sub(lambda found: shown(found.group()), text)
+
+
+def path_of(url: str) -> str:
+    """The path of ``url`` without the query or fragment a web URL may end with, whose name says
+    the file's format and compression (``data.jsonl.gz?download=true``, a signed URL's ``?X-Amz-...``).
+
+    >>> path_of("https://example.org/data/part-0.jsonl.gz?download=true"), path_of("s3://b/a?b.txt")
+    ('/data/part-0.jsonl.gz', 's3://b/a?b.txt')
+    """
+    return urlsplit(url).path if is_http(url) else url
+
+
+def _status(error: BaseException) -> int | None:
+    """The HTTP status of aiohttp's ``ClientResponseError`` (a 404 hidden in a ``FileNotFoundError``
+    too), else ``None``."""
+    if isinstance(error, FileNotFoundError) and error.__cause__ is not None:
+        error = error.__cause__
+    if any(kind.__name__ == "ClientResponseError" for kind in type(error).__mro__):
+        status = getattr(error, "status", None)
+        return status if isinstance(status, int) else None
+    return None
+
+
+def _said(error: BaseException) -> str:
+    return hide_credentials(" ".join(str(error).split())) or type(error).__name__

@@ -1,0 +1,280 @@
+"""Dask collections as input (issue 22, part 1): a Dask DataFrame column or a Bag of documents trains,
+counts and encodes as the same documents joined by ``<|endoftext|>`` would, on every partitioning,
+a partition per map task on the collection's own cluster: a module-scoped LocalCluster of worker
+processes, the LocalCluster ``train`` starts, and a `dask scheduler` with workers each in a
+directory of its own, found as the current client. Expected results come from
+``bpe_dask.rules.reference`` and ``Tokenizer.encode``, never from the job itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import servers
+
+from bpe_dask import BpeDaskError, Tokenizer, count_words, encode, train
+from bpe_dask.rules import reference
+
+dd = pytest.importorskip("dask.dataframe")  # the `dataframe` extra (pandas)
+db = pytest.importorskip("dask.bag")
+
+EOT = "<|endoftext|>"
+VOCAB_SIZE = 256 + 1 + 120
+REPO = Path(__file__).resolve().parent.parent
+
+
+def documents() -> list[str]:
+    """Documents holding the special token, an empty one, and halves of it at their ends (joining
+    them would make an occurrence cross from one into the next)."""
+    import corpus
+
+    docs = corpus.mixed_corpus(11, 60, special=EOT).split(EOT)
+    return [*docs, "", "ab<|endof", "text|>cd", EOT, "x" + EOT + "y", "  trailing  ", "\r\n\r\n"]
+
+
+DOCS = documents()
+JOINED = EOT.join(DOCS)
+
+
+@pytest.fixture(scope="module")
+def reference_merges() -> list[tuple[bytes, bytes]]:
+    return reference.train([JOINED], VOCAB_SIZE, [EOT])[1]
+
+
+@pytest.fixture(scope="module")
+def processes():
+    """Two single-threaded worker processes, passed as ``client=`` (never the current client)."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None) as cluster,
+        Client(cluster, set_as_default=False) as client,
+    ):
+        yield client
+
+
+def series(docs: list[str], npartitions: int):
+    return dd.from_dict({"text": docs, "n": list(range(len(docs)))}, npartitions=npartitions)["text"]
+
+
+def counts_of(table) -> dict[bytes, int]:
+    return dict(zip(table["token"].to_pylist(), table["count"].to_pylist(), strict=True))
+
+
+def merges(folder: Path) -> list[tuple[bytes, bytes]]:
+    return Tokenizer.load(folder).merges
+
+
+def test_the_embedded_cluster_trains_a_bag_and_the_readme_example_runs(tmp_path, reference_merges):
+    """No client anywhere: ``train`` starts its LocalCluster (threads, compiled counting)."""
+    from distributed import get_client
+
+    with pytest.raises(ValueError):
+        get_client()  # no current client: the job must start its own cluster
+    bag = db.from_sequence(DOCS, npartitions=3)
+    report = train(bag, VOCAB_SIZE, str(tmp_path / "tok"), [EOT])
+    assert merges(tmp_path / "tok") == reference_merges
+    assert report["partitions"] == bag.npartitions and report["text_bytes"] == len(JOINED.encode()) - (
+        len(DOCS) - 1
+    ) * len(EOT)
+    # README's example, as written, from a folder holding what it reads
+    block = re.search(r"## From a Dask DataFrame.*?```python\n(.*?)```", readme(), re.S).group(1)
+    (tmp_path / "readme").mkdir()
+    (tmp_path / "readme" / "tests").symlink_to(REPO / "tests")
+    here = os.getcwd()
+    os.chdir(tmp_path / "readme")
+    try:
+        exec(compile(block, "README.md", "exec"), {})
+    finally:
+        os.chdir(here)
+    stories = (REPO / "tests/fixtures/cs336/tinystories_sample.txt").read_text(encoding="utf-8")
+    want = reference.train([stories], 1000, [EOT])[1]
+    assert merges(tmp_path / "readme" / "out" / "stories") == want
+    tokenizer = Tokenizer.load(tmp_path / "readme" / "out" / "stories")
+    ids = np.fromfile(tmp_path / "readme" / "out" / "stories.bin", np.uint16).tolist()
+    assert ids == [
+        i for doc in stories.split(EOT) for i in [*tokenizer.encode(doc), tokenizer.special_ids[EOT]]
+    ]
+
+
+def readme() -> str:
+    return (REPO / "README.md").read_text(encoding="utf-8")
+
+
+def test_series_and_bags_train_the_reference_merges_whatever_the_partitions(
+    processes, tmp_path, reference_merges
+):
+    for i, collection in enumerate([series(DOCS, 1), series(DOCS, 4), db.from_sequence(DOCS, npartitions=7)]):
+        out = tmp_path / f"tok-{i}"
+        report = train(collection, VOCAB_SIZE, str(out), [EOT], client=processes)
+        assert merges(out) == reference_merges, collection
+        assert report["partitions"] == collection.npartitions and report["partitions_reused"] == 0
+        assert report["merge_ran_on"] == "client"
+    # a DataFrame and its text column; bytes in a Bag are UTF-8 text
+    frame = dd.from_dict({"body": DOCS, "n": list(range(len(DOCS)))}, npartitions=3)
+    expected = reference.pretokenize([JOINED], [EOT])
+    assert counts_of(count_words(frame, [EOT], text_column="body", client=processes).table()) == expected
+    encoded = db.from_sequence([d.encode() if i % 2 else d for i, d in enumerate(DOCS)], npartitions=2)
+    result = count_words(encoded, [EOT], client=processes, out=str(tmp_path / "counts.parquet"))
+    assert counts_of(result.table()) == expected and result.partitions == 2
+    assert result.report()["special_tokens_seen"] == JOINED.count(EOT) - (len(DOCS) - 1)
+    with pytest.raises(BpeDaskError, match=r"no column 'text' \(its columns: 'body', 'n'\)"):
+        count_words(frame, [EOT], client=processes)
+    with pytest.raises(BpeDaskError, match="'n' holds int64, not text"):
+        count_words(frame["n"], [EOT], client=processes)
+
+
+def test_bad_elements_are_one_line_naming_the_partition_or_skipped(processes):
+    docs = ["fine", None, "also fine", float("nan"), "last"]
+    column = dd.from_pandas(__import__("pandas").Series(docs, dtype=object, name="text"), npartitions=2)
+    with pytest.raises(
+        BpeDaskError, match=r"the Dask Series 'text', partition ([01]), element (1|0): null \(on_bad_record"
+    ):
+        count_words(column, client=processes)
+    skipped = count_words(column, client=processes, on_bad_record="skip")
+    assert skipped.bad_records_skipped == 2
+    assert counts_of(skipped.table()) == reference.pretokenize(["fine", "also fine", "last"], [])
+    numbers = db.from_sequence(["a", "b", 3, "c"], npartitions=2)
+    with pytest.raises(
+        BpeDaskError, match=r"the Dask Bag '[^']+', partition 1, element 0: an int, not a string"
+    ):
+        count_words(numbers, client=processes)
+
+
+def test_encode_writes_each_document_then_the_separator_in_partition_order(processes, tmp_path):
+    tokenizer_dir = tmp_path / "tok"
+    train(series(DOCS, 2), VOCAB_SIZE, str(tokenizer_dir), [EOT], client=processes)
+    tokenizer = Tokenizer.load(tokenizer_dir, engine="python")
+    separated = [i for doc in DOCS for i in [*tokenizer.encode(doc), tokenizer.special_ids[EOT]]]
+    column = series(DOCS, 5)
+    report = encode(
+        column, tokenizer_dir, str(tmp_path / "ids.bin"), document_separator=EOT, client=processes
+    )
+    assert np.fromfile(tmp_path / "ids.bin", report["dtype"]).tolist() == separated
+    assert report["tokens"] == len(separated) and report["text_bytes"] == sum(len(d.encode()) for d in DOCS)
+    assert report["shards"] == 5 and report["inputs"] == ["the Dask Series 'text'"]
+    bag = db.from_sequence(DOCS, npartitions=3)
+    encode(bag, tokenizer, str(tmp_path / "ids"), client=processes)  # a directory of .npy shards
+    index = json.loads((tmp_path / "ids" / "index.json").read_text())
+    shards = [np.load(tmp_path / "ids" / s["shard"]).tolist() for s in index["shards"]]
+    assert [i for shard in shards for i in shard] == [i for doc in DOCS for i in tokenizer.encode(doc)]
+    assert [(s["start"], s["end"], s["unit"]) for s in index["shards"]] == [
+        (k, k + 1, "partitions") for k in range(3)
+    ]
+
+
+def touched(text: str, folder: str) -> str:
+    """The element, after leaving a file behind: a partition computed leaves one per element."""
+    Path(folder, f"{os.getpid()}-{id(text)}-{len(os.listdir(folder))}").touch()
+    return text
+
+
+def test_a_rerun_of_the_same_graph_reuses_its_shards_without_computing_it(
+    processes, tmp_path, reference_merges
+):
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    bag = db.from_sequence(DOCS, npartitions=4).map(touched, str(calls))
+    work = str(tmp_path / "work")
+    first = train(bag, VOCAB_SIZE, str(tmp_path / "a"), [EOT], client=processes, work_dir=work)
+    computed = len(os.listdir(calls))
+    assert computed == len(DOCS) and first["partitions_reused"] == 0
+    again = train(bag, VOCAB_SIZE, str(tmp_path / "b"), [EOT], client=processes, work_dir=work)
+    assert again["partitions_reused"] == bag.npartitions and len(os.listdir(calls)) == computed
+    assert merges(tmp_path / "b") == reference_merges
+    # another graph (other documents) is counted again, beside the first one's shards
+    other = db.from_sequence(DOCS[:-1], npartitions=4)
+    assert count_words(other, [EOT], client=processes, work_dir=work).partitions_reused == 0
+    tokenizer = Tokenizer.load(tmp_path / "b")
+    ids = [
+        encode(bag, tokenizer, str(tmp_path / f"ids-{k}.bin"), client=processes, work_dir=work) for k in "12"
+    ]
+    assert [r["shards_reused"] for r in ids] == [0, bag.npartitions]
+    assert len(os.listdir(calls)) == 2 * computed  # encoding computed the partitions once
+    assert (tmp_path / "ids-1.bin").read_bytes() == (tmp_path / "ids-2.bin").read_bytes()
+
+
+def test_on_workers_in_their_own_directories_through_the_current_client(tmp_path, reference_merges):
+    """The "Done when" cluster: a scheduler and workers each in a folder of its own (their own working
+    directory, TMPDIR and HOME), found as the current client, with nothing left in their folders."""
+    from distributed import Client
+
+    work = str(tmp_path / "work")
+    with (
+        servers.separate_machines([], n_workers=2, private=False) as cluster,
+        Client(cluster.address) as client,
+    ):
+        before = cluster.files()
+        # a Series, a Bag, and the Series again (its graph anew): the shards and the counts file the
+        # merge on a worker read are reused from the work directory
+        collections = [series(DOCS, 3), db.from_sequence(DOCS, npartitions=4), series(DOCS, 3)]
+        for i, collection in enumerate(collections):
+            report = train(collection, VOCAB_SIZE, str(tmp_path / f"tok-{i}"), [EOT], work_dir=work)
+            assert merges(tmp_path / f"tok-{i}") == reference_merges
+            assert report["merge_ran_on"] == "worker"  # a remote cluster: the merge runs on a worker
+            assert report["partitions_reused"] == (3 if i == 2 else 0)
+        tokenizer = Tokenizer.load(tmp_path / "tok-0")
+        report = encode(series(DOCS, 3), tokenizer, str(tmp_path / "ids.bin"), document_separator=EOT)
+        expected = [i for doc in DOCS for i in [*tokenizer.encode(doc), tokenizer.special_ids[EOT]]]
+        assert np.fromfile(tmp_path / "ids.bin", report["dtype"]).tolist() == expected
+        assert cluster.files() == before, cluster.logs()
+        # closed through the scheduler, the workers are gone in a moment (a SIGTERM'd `dask worker`
+        # takes about 8 s here)
+        client.retire_workers(close_workers=True)
+
+
+def test_pandas_and_dask_dataframe_load_only_for_a_collection(tmp_path):
+    """Importing bpe-dask loads neither pandas nor ``dask.dataframe``, and taking a Bag's documents
+    does not load ``dask.dataframe``: a collection is told by its type's module."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, bpe_dask, dask.bag\n"
+        "print('pandas' in sys.modules, 'dask.dataframe' in sys.modules)\n"
+        "from bpe_dask.jobs.dask_collections import documents_of\n"
+        "print(len(documents_of(dask.bag.from_sequence(['a b', 'c'], npartitions=2)).partitions))\n"
+        "print('dask.dataframe' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
+    assert done.stdout.split() == ["False", "False", "2", "False"], done.stderr
+
+
+def test_what_a_partition_holds_becomes_documents_or_a_bad_element():
+    """In-process, one partition's data as a task receives it: Arrow-backed, object and binary
+    Series, lists of str and bytes; nulls of every kind, invalid UTF-8 and lone surrogates."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from bpe_dask.io.records import BadRecords
+    from bpe_dask.stages.collection_parts import CollectionPart, part_documents
+
+    def texts(data, utf8_errors="strict", batch_bytes=8 * 2**20, on_bad_record="skip"):
+        bad = BadRecords()
+        part = CollectionPart("the Dask Series 'text'", 4, "k", on_bad_record)
+        batches = list(part_documents(data, part, utf8_errors, bad, batch_bytes))
+        return [t for batch in batches for t in batch.texts()], bad.count, len(batches)
+
+    docs = ["a b", "", "é<|endoftext|>ü", "x" * 50]
+    for dtype in ("str", "string[pyarrow]", "string[python]", object, pd.ArrowDtype(pa.large_string())):
+        assert texts(pd.Series(docs, dtype=dtype)) == (docs, 0, 1), dtype
+    assert texts(pd.Series(docs), batch_bytes=20) == (docs, 0, 4)  # rows of about 20 bytes a batch
+    binary = pd.Series([d.encode() for d in docs], dtype=pd.ArrowDtype(pa.binary()))
+    assert texts(binary) == (docs, 0, 1)
+    nulls = pd.Series(["a", None, "b", float("nan"), pd.NA], dtype=object)
+    assert texts(nulls)[:2] == (["a", "b"], 3)
+    assert texts(pd.Series(["a", None], dtype="string[pyarrow]"))[:2] == (["a"], 1)
+    assert texts([b"ok", b"\xff bad", "lone \ud800"])[:2] == (["ok"], 2)
+    # invalid UTF-8 read as U+FFFD, as bytes.decode(errors="replace") and a JSON Lines record's text do
+    assert texts([b"\xffx", "y\ud800"], utf8_errors="replace")[:2] == (["\ufffdx", "y" + "\ufffd" * 3], 0)
+    with pytest.raises(BpeDaskError, match=r"partition 4, element 1: invalid UTF-8 at byte 0"):
+        texts(pd.Series([b"ok", b"\xff"], dtype=object), on_bad_record="error")
+    with pytest.raises(BpeDaskError, match=r"partition 4, element 0: a dict, not a string"):
+        texts([{"text": "a"}], on_bad_record="error")
