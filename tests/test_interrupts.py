@@ -308,3 +308,28 @@ def test_a_signal_is_raised_in_the_main_thread_only():
             thread.join()
     assert seen == ["went on"]
 
+
+def test_no_progress_line_follows_a_signal():
+    """The compiled merge loop reports progress through a call back into Python, where a signal is
+    only noted (``_UNSAFE_FILES``) and raised once the call returns: that call must not print the
+    next progress line after the signal, below which the job's one line, "terminated", comes."""
+    import io
+
+    from bpe_dask import interrupts
+    from bpe_dask.jobs.progress import MergeProgress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Terminal()
+    bar = MergeProgress(1_000, stream=stream)
+    bar(1)
+    # deferred: as in numba's call back, the signal is noted, not raised
+    with interrupts.handled(), pytest.raises(interrupts.Terminated), interrupts.deferred():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+        assert interrupts.received() == signal.SIGTERM
+        bar(2)  # the report that was on its way
+    assert "merge: 1/1,000" in stream.getvalue()
+    assert "merge: 2/" not in stream.getvalue()

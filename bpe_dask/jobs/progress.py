@@ -22,6 +22,7 @@ from contextlib import contextmanager
 
 from distributed import Client, get_worker
 
+from bpe_dask import interrupts
 from bpe_dask.jobs.wording import format_bytes, format_seconds
 from bpe_dask.stages.read_events import TOPIC as READ_TOPIC
 
@@ -42,7 +43,9 @@ class _Line:
         self.finished = False
 
     def show(self, text: str, last: bool) -> None:
-        if self.finished:
+        # After Ctrl-C or SIGTERM the job's one line is "interrupted" or "terminated": a signal that
+        # came inside numba's call back to report progress is raised only after that call returns.
+        if self.finished or interrupts.received() is not None:
             return
         self.finished = last
         if self.tty:
