@@ -110,6 +110,39 @@ def test_every_job_takes_a_single_path_a_path_object_or_a_list(client, tmp_path)
     assert encoded["tokens"] == sum(entry["tokens"] for entry in index["shards"]) > 0
 
 
+def test_every_output_and_work_directory_may_be_a_path_object(client, tmp_path):
+    """``pathlib.Path`` outputs and ``work_dir`` as well as strings: ``train_from_iterator``, ``encode``
+    and an Arrow table's ``train`` used to stop in a TypeError or an AttributeError on one."""
+    import pyarrow as pa
+
+    import bpe_dask
+
+    a = tmp_path / "a.txt"
+    text = corpus.words_corpus(23, 2000)
+    a.write_text(text, encoding="utf-8")
+    want = reference.train([text], 280, [EOT])[1]
+    documents = text.split(EOT)
+    table = pa.table({"text": documents})
+    work = tmp_path / "work"
+
+    bpe_dask.train(a, 280, tmp_path / "tok", [EOT], client=client, work_dir=work)
+    bpe_dask.train(table, 280, tmp_path / "from-table", [EOT])
+    bpe_dask.train_from_iterator(iter(documents), 280, tmp_path / "from-iterator", [EOT])
+    for name in ("tok", "from-table", "from-iterator"):
+        assert read_reference_merges(tmp_path / name / "merges.txt") == want, name
+    bpe_dask.count_words(a, [EOT], out=tmp_path / "counts.parquet", client=client, work_dir=work)
+    bpe_dask.count_from_iterator(documents, [EOT], out=tmp_path / "counts-iterator.parquet")
+    for name in ("counts", "counts-iterator"):
+        bpe_dask.merge(tmp_path / f"{name}.parquet", 280, tmp_path / f"merged-{name}", [EOT])
+        assert read_reference_merges(tmp_path / f"merged-{name}" / "merges.txt") == want, name
+    bin_report = bpe_dask.encode(a, tmp_path / "tok", tmp_path / "ids.bin", client=client, work_dir=work)
+    npy_report = bpe_dask.encode(a, tmp_path / "tok", tmp_path / "ids", client=client)
+    assert bin_report["tokens"] == npy_report["tokens"] > 0
+    assert (tmp_path / "ids.bin").stat().st_size == bin_report["tokens"] * 2
+    evaluated = bpe_dask.evaluate(a, [tmp_path / "tok"], out=tmp_path / "evaluation", client=client)
+    assert evaluated and (tmp_path / "evaluation").exists()
+
+
 def test_an_unknown_option_is_named():
     with pytest.raises(BpeDaskError, match="unknown option 'chunksize'"):
         train_bpe("anything.txt", 300, [EOT], chunksize=4096)

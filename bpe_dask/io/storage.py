@@ -54,10 +54,11 @@ def is_local(url: str) -> bool:
     return get_protocol(url) in ("file", "local")
 
 
-def absolute(url: str) -> str:
-    """``url`` as every process of a cluster must read it: a local path made absolute here, on the
-    client (a worker started in another directory would take a relative path from its own), and
-    any other URL unchanged. Resolved once, before any task sees it."""
+def absolute(url: str | os.PathLike) -> str:
+    """``url`` as every process of a cluster must read it: a local path (a ``pathlib.Path`` too) made
+    absolute here, on the client (a worker started in another directory would take a relative path
+    from its own), and any other URL unchanged. Resolved once, before any task sees it."""
+    url = os.fspath(url)
     if not is_local(url):
         return url
     path = url.split("://", 1)[1] if "://" in url else url

@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 def encode(
     inputs: PathLike | Sequence[PathLike],
     tokenizer: PathLike | Tokenizer,
-    out: str,
+    out: PathLike,
     special_tokens: Sequence[str] | None = None,
     *,
     format: str | None = None,
@@ -93,6 +93,7 @@ def encode(
     """
     started = time.perf_counter()
     opts = JobOptions.of(**options)
+    out = os.fspath(out)
     fmt = output_format(out, format)
     collection = None
     if is_collection(inputs):  # a Dask DataFrame column or Bag: a task per partition, on its cluster

@@ -85,6 +85,8 @@ class JobOptions:
         if not isinstance(self.storage_options or {}, dict):  # its value may hold a secret: not shown
             raise BpeDaskError(f"storage options must be a dict, got a {type(self.storage_options).__name__}")
         set_(self, "storage_options", dict(self.storage_options or {}))
+        if isinstance(self.work_dir, os.PathLike):  # a pathlib.Path, as ``out`` may be
+            set_(self, "work_dir", os.fspath(self.work_dir))
         for name in ("work_dir", "scheduler", "pattern", "utf8_errors", "merge_on", "engine", "input_format"):
             if getattr(self, name) is not None and not isinstance(getattr(self, name), str):
                 raise BpeDaskError(f"{name} must be a string, got {getattr(self, name)!r}")
