@@ -11,6 +11,7 @@ import logging
 import re
 
 import corpus
+import pyarrow as pa
 import pytest
 from test_cli import EOT, assert_nothing_written, assert_user_error, run
 
@@ -84,3 +85,64 @@ def test_strict_pattern_on_the_command_line_stops_before_any_work(tmp_path):
     assert_user_error(done, "split pattern '\\w+' leaves", "(--strict-pattern)")
     assert_nothing_written(tmp_path, before)
     assert "LocalCluster" not in done.stderr  # before any work: no cluster was started
+
+
+DOCUMENTS = ["Hello, world! 123\n"] * 50 + ["again: words, words.\n", "ünïcödé 漢字!"]
+
+
+def expected_warning(pattern: str, what: str) -> str:
+    left_out = sum(dropped(d, pattern) for d in DOCUMENTS)
+    total = sum(map(len, DOCUMENTS))
+    return f"leaves {left_out:,} of the {total:,} characters of {what}"
+
+
+@pytest.mark.parametrize("kind", ["iterable", "arrow"])
+def test_documents_held_in_memory_are_checked_on_their_first_documents(tmp_path, caplog, kind):
+    """``train_from_iterator`` and ``train`` of an Arrow table used to take any pattern silently."""
+    from bpe_dask import count_from_iterator, train, train_from_iterator
+
+    def trained(**options):
+        if kind == "iterable":
+            return train_from_iterator(iter(DOCUMENTS), 300, tmp_path / "tok", pattern=r"\w+", **options)
+        table = pa.table({"text": DOCUMENTS})
+        return train(table, 300, tmp_path / "tok", pattern=r"\w+", **options)
+
+    with pytest.raises(BpeDaskError) as error:
+        trained(strict_pattern=True)
+    assert expected_warning(r"\w+", "the first documents") in str(error.value)
+    assert str(error.value).endswith("(--strict-pattern)")
+    assert not (tmp_path / "tok").exists()
+    with caplog.at_level(logging.WARNING, logger="bpe_dask"):
+        if kind == "iterable":
+            count_from_iterator(DOCUMENTS, pattern=r"\w+")
+        else:
+            count_words(pa.table({"text": DOCUMENTS}), pattern=r"\w+")
+    [warning] = [r.getMessage() for r in caplog.records if "split pattern" in r.getMessage()]
+    assert expected_warning(r"\w+", "the first documents") in warning
+
+
+BAG = "the first documents of the Dask Bag 'from_sequence-"  # the Bag's name follows
+
+
+def test_a_dask_collection_is_checked_on_its_first_partition_before_counting(tmp_path, caplog):
+    import dask.bag
+    from distributed import Client
+
+    from bpe_dask import encode, train
+
+    # A bad element in the first partition is left out of the sample; counting then says it.
+    bag = dask.bag.from_sequence([None, *DOCUMENTS, "more, text;" * 1000], partition_size=len(DOCUMENTS) + 1)
+    with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
+        with pytest.raises(BpeDaskError) as error:
+            train(bag, 300, tmp_path / "tok", pattern=r"[a-z]+", strict_pattern=True, client=client,
+                  work_dir=tmp_path / "work")  # fmt: skip
+        assert not (tmp_path / "tok").exists()
+        assert not list((tmp_path / "work").rglob("*.parquet"))  # no partition was counted
+        assert expected_warning(r"[a-z]+", BAG) in str(error.value)
+        good = dask.bag.from_sequence([*DOCUMENTS, "x, y"], partition_size=len(DOCUMENTS))
+        with caplog.at_level(logging.WARNING, logger="bpe_dask"):
+            train(good, 300, tmp_path / "tok", pattern=r"\w+", client=client)
+            encode(good, tmp_path / "tok", tmp_path / "ids.bin", client=client, trust_pattern=True)
+    warnings = [r.getMessage() for r in caplog.records if "split pattern" in r.getMessage()]
+    assert len(warnings) == 2  # training, then encoding
+    assert all(expected_warning(r"\w+", BAG) in w for w in warnings)

@@ -75,21 +75,8 @@ class Job:
         the first input it drops, in a warning, or, with ``strict_pattern``, an error before any work."""
         if pretokenizer.pattern.builtin or not self.files:
             return
-        documents = sample_documents(self.files[0], self.store)
-        dropped = "".join(pretokenizer.uncovered(document) for document in documents)
-        if not dropped:
-            return
-        total = sum(map(len, documents))
-        examples = ", ".join(repr(c) for c in list(dict.fromkeys(dropped))[:5])
-        message = (
-            f"the split pattern '{pretokenizer.pattern.spec}' leaves {len(dropped):,} of the {total:,} "
-            f"characters of a sample of {self.files[0].name} out of every pre-token "
-            f"({100 * len(dropped) / total:.1f} %; {examples}): such text is never counted, and the "
-            "tokenizer cannot encode it"
-        )
-        if self.options.strict_pattern:
-            raise BpeDaskError(f"{message} (--strict-pattern)")
-        log.warning("%s; --strict-pattern makes this an error", message)
+        sample = sample_documents(self.files[0], self.store)
+        check_sample(pretokenizer, sample, f"a sample of {self.files[0].name}", self.options.strict_pattern)
 
     def plan(self, pretokenizer: Pretokenizer, threads: int | None = None) -> None:
         """The files cut into byte ranges: ``--chunk-size`` bytes each, or sized for ``threads`` worker
@@ -250,6 +237,34 @@ def partition_size(input_bytes: int, threads: int | None, settings: dict | None 
 
 def cluster_threads(client: Client) -> int:
     return sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()) or 1
+
+
+def check_sample(pretokenizer: Pretokenizer, documents: Sequence[str], what: str, strict: bool) -> None:
+    """``Job.check_pattern`` on ``documents``, a sample of the input that ``what`` names: a warning,
+    or with ``strict`` an error, if the split pattern leaves any of their characters out of every
+    pre-token (special tokens aside). Documents held in memory and Dask collections are checked on
+    their first documents (``jobs.from_memory``, ``jobs.dask_collections``).
+
+    >>> from bpe_dask.rules.pretokenize import Pretokenizer
+    >>> check_sample(Pretokenizer([], r"\\w+"), ["a b!"], "the first document", strict=True)
+    Traceback (most recent call last):
+    bpe_dask.errors.BpeDaskError: the split pattern '\\w+' leaves 2 of the 4 characters ...(--strict-pattern)
+    """
+    if pretokenizer.pattern.builtin:
+        return
+    dropped = "".join(pretokenizer.uncovered(document) for document in documents)
+    if not dropped:
+        return
+    total = sum(map(len, documents))
+    examples = ", ".join(repr(c) for c in list(dict.fromkeys(dropped))[:5])
+    message = (
+        f"the split pattern '{pretokenizer.pattern.spec}' leaves {len(dropped):,} of the {total:,} "
+        f"characters of {what} out of every pre-token ({100 * len(dropped) / total:.1f} %; {examples}): "
+        "such text is never counted, and the tokenizer cannot encode it"
+    )
+    if strict:
+        raise BpeDaskError(f"{message} (--strict-pattern)")
+    log.warning("%s; --strict-pattern makes this an error", message)
 
 
 def report_bad_records(bad: BadRecords) -> None:

@@ -29,10 +29,12 @@ from distributed import Client, get_client
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.outputs import check_output_dir, check_output_file, remove_files
 from bpe_dask.io.records import BadRecords
+from bpe_dask.io.sample import SAMPLE_BYTES
 from bpe_dask.io.storage import Store, absolute
 from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp
 from bpe_dask.jobs.context import (
     Job,
+    check_sample,
     is_embedded,
     other_processes_peak_rss_bytes,
     report_bad_records,
@@ -48,7 +50,14 @@ from bpe_dask.jobs.publishing import (
     warn_if_empty,
 )
 from bpe_dask.jobs.wording import format_bytes, plural
-from bpe_dask.stages.collection_parts import UNIT, CollectionPart, count_part_to_shard, encode_part_to_shard
+from bpe_dask.rules.pretokenize import Pretokenizer
+from bpe_dask.stages.collection_parts import (
+    UNIT,
+    CollectionPart,
+    count_part_to_shard,
+    encode_part_to_shard,
+    sample_part,
+)
 from bpe_dask.stages.count import CountSettings, counting_engine, counts_compiled, read_shard, shard_path
 from bpe_dask.stages.counters import COMPILED_MIN_BYTES, SpecialsSeen
 from bpe_dask.stages.encode import EncodedShard, encoding_key, read_encoded_shard
@@ -163,6 +172,19 @@ def _finished(folder: str, store: Store) -> set[str]:
         return set()
 
 
+def check_pattern(
+    client: Client, job: Job, documents: DocumentCollection, pretokenizer: Pretokenizer
+) -> None:
+    """``Job.check_pattern`` for a collection: on the first documents of its first partition, computed
+    on its cluster (a second time, for a pattern of one's own only: the built-in ones cover all text)."""
+    if pretokenizer.pattern.builtin or not documents.partitions:
+        return
+    part = documents.parts(job.options.on_bad_record)[0]
+    sample = run_tasks(client, [dask.delayed(sample_part)(documents.partitions[0], part, SAMPLE_BYTES)])[0]
+    what = f"the first documents of {documents.description}"
+    check_sample(pretokenizer, sample, what, job.options.strict_pattern)
+
+
 def count_parts(
     client: Client,
     job: Job,
@@ -176,6 +198,7 @@ def count_parts(
     partition, or, where its shard is finished, a task that reads the shard's figures (its partition
     is then not computed); the same summed counts, reuses, bad records, special tokens and text bytes.
     ``overwrite``: whether the sum may replace a file ``out`` already holds."""
+    check_pattern(client, job, documents, settings.pretokenizer())
     shard_dir = f"{work_dir.rstrip('/')}/shards"
     store = job.store
     finished = _finished(shard_dir, store)
@@ -310,6 +333,7 @@ def encode_parts(
     """A shard of ids per partition, in the partition order, as ``encode`` makes for files: each
     document followed by ``separator``'s id; a finished shard is reused without computing its
     partition."""
+    check_pattern(client, job, documents, tokenizer.pretokenizer)
     store, options = job.store, job.options
     shared = client.scatter(tokenizer, broadcast=True, hash=False)
     key = encoding_key(tokenizer, separator, options.utf8_errors)

@@ -31,10 +31,11 @@ from bpe_dask.io.counts_table import words_bytes, write_counts
 from bpe_dask.io.in_memory import Batch, arrow_batches
 from bpe_dask.io.outputs import check_output_dir, check_output_file
 from bpe_dask.io.records import BadRecords
+from bpe_dask.io.sample import SAMPLE_BYTES
 from bpe_dask.io.storage import Store, absolute
 from bpe_dask.jobs import compression
 from bpe_dask.jobs.cluster import default_workers
-from bpe_dask.jobs.context import report_bad_records
+from bpe_dask.jobs.context import check_sample, report_bad_records
 from bpe_dask.jobs.merging import Limits
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.jobs.progress import DocumentProgress
@@ -98,6 +99,7 @@ def count_here(
     else:
         if not counts_compiled(settings, size):  # small: no threads, no compiled code to load
             threads = 1
+    check_sample(settings.pretokenizer(), first_documents(held), "the first documents", opts.strict_pattern)
     pool = _Pool(settings, opts, threads, progress, size)
     log.info("counting with %s on %s", counting_engine(settings, pool.size),
              plural(pool.threads, "thread"))  # fmt: skip
@@ -198,6 +200,23 @@ class _Pool:
             table, sum(s.documents for s in self.states), sum(s.batches for s in self.states), self.threads,
             words_bytes(table) + specials.bytes, specials, bad,
         )  # fmt: skip
+
+
+def first_documents(batches: list[Batch], size: int = SAMPLE_BYTES) -> list[str]:
+    """The first documents of ``batches``, about ``size`` bytes of text: the sample a split pattern
+    of one's own is checked on (``context.check_sample``), as a file's first documents are.
+
+    >>> first_documents([Batch(0, ["ab", "cd"], 4), Batch(2, ["ef"], 2)], size=3)
+    ['ab', 'cd']
+    """
+    sample: list[str] = []
+    for batch in batches:
+        for text in batch.documents("replace", BadRecords(), "skip").texts():
+            if size <= 0:
+                return sample
+            sample.append(text)
+            size -= len(text.encode())
+    return sample
 
 
 def describe_input(inputs: object) -> str:

@@ -20,7 +20,7 @@ import hashlib
 import itertools
 import sys
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -86,6 +86,24 @@ def part_documents(
             return _array_documents(array, batch_bytes)
         data = data.astype(object)  # one element at a time: NA and NaN stay themselves
     return _element_documents(data, part, utf8_errors, bad, batch_bytes)
+
+
+def sample_part(data: Iterable, part: CollectionPart, size: int) -> list[str]:
+    """The partition's first documents, about ``size`` bytes of text (bad elements left out, invalid
+    UTF-8 as U+FFFD): the sample a split pattern of one's own is checked on.
+
+    >>> sample_part(["ab", None, "cd", "ef"], CollectionPart("the Dask Bag 'docs'", 0, "k"), 3)
+    ['ab', 'cd']
+    """
+    sample: list[str] = []
+    lenient = replace(part, on_bad_record="skip")
+    for documents in part_documents(data, lenient, "replace", BadRecords(), batch_bytes=size):
+        for text in documents.texts():
+            if size <= 0:
+                return sample
+            sample.append(text)
+            size -= len(text.encode())
+    return sample
 
 
 def _arrow_text(series) -> pa.Array | None:
