@@ -31,6 +31,7 @@ from bpe_dask import count_words
 from bpe_dask.jobs import progress as progress_module
 from bpe_dask.jobs.cluster import dask_client
 from bpe_dask.jobs.progress import MergeProgress, TaskProgress
+from bpe_dask.jobs.wording import format_bytes
 
 EOT = "<|endoftext|>"
 LINE = re.compile(r"(\w+): (\d+)/(\d+) partitions \((\d+)%\), ([\d.]+ \w+) of ([\d.]+ \w+)(.*)")
@@ -364,3 +365,35 @@ def register_halfway() -> None:
     import fsspec
 
     fsspec.register_implementation("halfway", HalfwayFileSystem, clobber=True)
+
+
+PARTITION_LINE = re.compile(r"(count|encode): (\d+)/(\d+) partitions \((\d+)%\), ([\d.]+ \w+) of text(.*)")
+
+
+def test_a_dask_collections_partitions_show_their_progress(local, tmp_path, caplog, monkeypatch):
+    """A collection's sizes are known only as its partitions are counted: the line goes by partitions,
+    and its text's bytes add up to what the report says."""
+    import dask.bag
+
+    from bpe_dask import encode, train
+
+    monkeypatch.setattr(progress_module, "LOG_EVERY", 0.0)
+    caplog.set_level(logging.INFO, logger="bpe_dask.jobs.progress")
+    client, _ = local
+    documents = corpus.words_corpus(5, 60_000, vocab_words=800).split(EOT)
+    bag = dask.bag.from_sequence(documents, npartitions=5)
+    report = train(bag, 300, tmp_path / "tok", [EOT], client=client, show_progress=True)
+    encoded = encode(bag, tmp_path / "tok", tmp_path / "ids.bin", client=client, show_progress=True)
+    logged = [r.getMessage() for r in caplog.records if r.name == "bpe_dask.jobs.progress"]
+    seen = [PARTITION_LINE.fullmatch(message) for message in logged]
+    for label, text_bytes in (("count", report["text_bytes"]), ("encode", encoded["text_bytes"])):
+        shown = [m.groups() for m in seen if m and m.group(1) == label]
+        n = bag.npartitions
+        assert [int(done) for _, done, *_ in shown] == list(range(1, n + 1)), shown
+        assert all(int(total) == n for _, _, total, *_ in shown)
+        assert [p for *_, p, _, _ in shown] == [f"{100 * k / n:.0f}" for k in range(1, n + 1)]
+        assert shown[-1][4] == format_bytes(text_bytes), (shown[-1], text_bytes)
+        assert any("ETA" in rest for *_, rest in shown[1:-1]), shown
+    before = len(caplog.records)
+    train(bag, 300, tmp_path / "quiet", [EOT], client=client)  # show_progress is off by default
+    assert not [r for r in caplog.records[before:] if r.name == "bpe_dask.jobs.progress"]

@@ -37,7 +37,7 @@ from bpe_dask.io.web import shown
 from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp, dask_client, default_workers, failures_explained
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.jobs.preflight import Place, check_workers, unregister_plugins
-from bpe_dask.jobs.progress import TaskProgress
+from bpe_dask.jobs.progress import PartitionProgress, TaskProgress
 from bpe_dask.jobs.wording import format_bytes, plural
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.stages.count import CountSettings
@@ -273,7 +273,7 @@ def report_bad_records(bad: BadRecords) -> None:
         log.warning("skipped %s; the first: %s", plural(bad.count, "bad record"), bad.first)
 
 
-def run_tasks(client: Client, tasks: list[Delayed], progress: TaskProgress | None = None,
+def run_tasks(client: Client, tasks: list[Delayed], progress: TaskProgress | PartitionProgress | None = None,
               sizes: Sequence[int] = (), extra: Callable[[Any], int] | None = None) -> list:  # fmt: skip
     """Compute ``tasks`` and gather their results; a failure cancels them all and is one line.
 

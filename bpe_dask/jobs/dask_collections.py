@@ -42,6 +42,7 @@ from bpe_dask.jobs.context import (
 )
 from bpe_dask.jobs.merging import Limits, merge_here, merge_on_cluster
 from bpe_dask.jobs.options import JobOptions
+from bpe_dask.jobs.progress import PartitionProgress
 from bpe_dask.jobs.publishing import (
     compression_curve,
     is_output_file,
@@ -213,7 +214,9 @@ def count_parts(
             shards.append(task(data, part, settings, path, store, dask_key_name=name))
     final, partial_sums = reduce_tree(shards, out, work_dir, settings.recorded(), store,
                                       overwrite=overwrite, engine=settings.engine)  # fmt: skip
-    *done, counts = run_tasks(client, [*shards, final])
+    progress = PartitionProgress("count", len(shards)) if job.options.show_progress else None
+    text_bytes_of = lambda shard: shard.text_bytes  # noqa: E731
+    *done, counts = run_tasks(client, [*shards, final], progress, [0] * len(shards), text_bytes_of)
     remove_files(partial_sums, store)
     bad, specials = BadRecords(), SpecialsSeen()
     for shard in done:
@@ -351,7 +354,8 @@ def encode_parts(
             tasks.append(
                 task(data, part, shared, path, store, options.utf8_errors, separator, dask_key_name=name)
             )
-    shards = run_tasks(client, tasks)
+    progress = PartitionProgress("encode", len(tasks)) if options.show_progress else None
+    shards = run_tasks(client, tasks, progress, [0] * len(tasks), lambda shard: shard.text_bytes)
     bad = BadRecords()
     for shard in shards:
         bad.merge(shard.bad_records)

@@ -7,11 +7,13 @@ and, elsewhere (a log file, CI, ``nohup``), a log line at a steady pace and one 
 
     count: 9/16 partitions (56%), 36.6 MiB of 62.0 MiB, 11.8 MiB/s, ETA 2.2 s
     count: 12,288/50,000 documents (25%), 36.6 MiB, 11.8 MiB/s, ETA 2.2 s   (documents held in memory)
+    count: 3/8 partitions (38%), 12.00 MiB of text, 4.00 MiB/s, ETA 6.1 s   (a Dask collection's partitions)
     merge: 12,000/31,743 (38%), 2,350 merges/s, ETA 6.4 s
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import threading
@@ -176,6 +178,45 @@ class TaskProgress(_Line):
             parts.append(f"{format_seconds(self.elapsed())} so far")
             if self.first is None:
                 parts.append("nothing counted yet (a fresh worker compiles its code first)")
+        return ", ".join(parts)
+
+
+class PartitionProgress(_Line):
+    """``count: 3/8 partitions (38%), 12.00 MiB of text, 4.00 MiB/s, ETA 6.1 s`` as the partitions of a
+    Dask collection are done (``jobs.dask_collections``): their sizes are known only once counted,
+    so the share and the ETA go by partitions, from the pace since the first finished (the first
+    waits for its partition to be computed, and a fresh worker's code to load). Takes what
+    ``run_tasks`` gives a ``TaskProgress``: each finished task, with ``extra`` its text's bytes.
+    """
+
+    def __init__(self, label: str, tasks: int, **line) -> None:
+        super().__init__(**line)
+        self.label, self.tasks = label, tasks
+        self.done = self.bytes = 0
+        self.first: float | None = None  # when the first partition finished
+        self.lock = threading.Lock()
+
+    def listening(self, client: Client, sizes: dict) -> contextlib.nullcontext:
+        return contextlib.nullcontext()  # a partition's tasks say nothing while they run
+
+    def task_done(self, size: int, extra: int = 0, key: object = None) -> None:
+        with self.lock:
+            self.done += 1
+            self.bytes += extra
+            self.first = self.clock() if self.first is None else self.first
+            self.show(self.line(), last=self.done >= self.tasks)
+
+    def line(self) -> str:
+        percent = 100 * self.done / self.tasks if self.tasks else 100
+        parts = [f"{self.label}: {self.done:,}/{self.tasks:,} partitions ({percent:.0f}%)",
+                 f"{format_bytes(self.bytes)} of text"]  # fmt: skip
+        seconds = self.elapsed()
+        if seconds > 0 and self.bytes:
+            parts.append(f"{format_bytes(self.bytes / seconds)}/s")
+        since = self.clock() - (self.first or self.clock())
+        if 1 < self.done < self.tasks and since > 0:
+            pace = since / (self.done - 1)  # seconds a partition, after the first
+            parts.append(f"ETA {format_seconds(pace * (self.tasks - self.done))}")
         return ", ".join(parts)
 
 
