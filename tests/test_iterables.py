@@ -265,3 +265,17 @@ def test_hugging_face_datasets_count_from_their_arrow_tables(tmp_path):
 
 def test_the_package_exports_the_iterator_functions():
     assert {"train_from_iterator", "count_from_iterator"} <= set(bpe_dask.__all__)
+
+
+@pytest.mark.parametrize("later", ["invalid UTF-8", "not text"])
+def test_the_lowest_failing_element_is_named_whichever_thread_fails_first(tmp_path, later):
+    """Batch 0 fails slowly (its 40 MB are checked first), a later element at once: in a counting
+    thread (invalid UTF-8) or in the iterating one (not text). The error names element 0, as counting
+    the elements in order would; it used to name the one that failed first."""
+    big = "word " * 8_000_000
+    bad_later = b"\xfe" if later == "invalid UTF-8" else {"text": "x"}
+    documents = [b"\xff", big, "fine", bad_later, "more"]
+    for _ in range(3):
+        with pytest.raises(BpeDaskError, match=r"^element 0 of the iterable holds invalid UTF-8"):
+            train_from_iterator(documents, 300, tmp_path / "tok", batch_size=2, workers=2, engine="numba")
+        assert not (tmp_path / "tok").exists()

@@ -126,7 +126,12 @@ class _Counting:
 
 class _Pool:
     """Threads that count batches from a bounded queue, each into its own counter; one thread
-    (``threads=1``) counts in the caller's thread."""
+    (``threads=1``) counts in the caller's thread.
+
+    A failure names the lowest element that fails, as counting them in order would, whichever
+    thread fails first: the batches before a failing one are still counted (one of them may fail
+    too), those after it dropped; an iterable that raises waits for the batches it gave to be
+    counted. An interrupt drops them all."""
 
     def __init__(
         self, settings: CountSettings, opts: JobOptions, threads: int, progress: DocumentProgress | None,
@@ -137,8 +142,11 @@ class _Pool:
         self.size = size if threads == 1 else max(size, COMPILED_MIN_BYTES)
         self.limit = Store(opts.storage_options).size("block-size")  # a longer document in pieces
         self.states = [_Counting(new_counter(settings, self.size)) for _ in range(threads)]
-        self.failed: list[BaseException] = []
-        self.stop = threading.Event()
+        self.failed: list[tuple[int, BaseException]] = []  # (the failing batch's first element, the error)
+        self.failed_at: int | None = None  # the first element of the lowest batch that failed
+        self.abandoned = False  # an interrupt: nothing queued is counted
+        self.lock = threading.Lock()
+        self.stop = threading.Event()  # a batch failed, or the iterating thread stopped: iterate no more
 
     def count(self, state: _Counting, batch: Batch) -> None:
         documents = batch.documents(self.settings.utf8_errors, state.bad, self.opts.on_bad_record)
@@ -158,6 +166,7 @@ class _Pool:
                                     daemon=True) for k, state in enumerate(self.states)]  # fmt: skip
         for worker in workers:
             worker.start()
+        raised: Exception | None = None
         try:
             for batch in batches:
                 while not self.stop.is_set():  # a thread failed: stop iterating
@@ -168,25 +177,33 @@ class _Pool:
                         continue
                 if self.stop.is_set():
                     break
-        except BaseException:  # the iterable raised, or an interrupt: the threads drop what is queued
-            self.stop.set()
+        except Exception as error:  # the iterable raised: at a later element than any batch it gave
+            raised = error
+        except BaseException:  # an interrupt: the threads drop what is queued
+            self.abandoned = True
             raise
         finally:
+            self.stop.set()
             for _ in workers:
                 work.put(None)  # the threads drain the queue, so there is room
             for worker in workers:
                 worker.join()
         if self.failed:
-            raise self.failed[0]
+            raise min(self.failed, key=lambda failure: failure[0])[1]
+        if raised is not None:
+            raise raised
 
     def _work(self, work: queue.Queue, state: _Counting) -> None:
         while (batch := work.get()) is not None:
-            if self.stop.is_set():
-                continue
+            if self.abandoned or (self.failed_at is not None and batch.first > self.failed_at):
+                continue  # after a failure: its error is the one to name
             try:
                 self.count(state, batch)
             except BaseException as error:  # raised again in the iterating thread
-                self.failed.append(error)
+                with self.lock:
+                    self.failed.append((batch.first, error))
+                    lowest = min(first for first, _ in self.failed)
+                    self.failed_at = lowest
                 self.stop.set()
 
     def result(self) -> MemoryCounts:
