@@ -278,3 +278,23 @@ def test_what_a_partition_holds_becomes_documents_or_a_bad_element():
         texts(pd.Series([b"ok", b"\xff"], dtype=object), on_bad_record="error")
     with pytest.raises(BpeDaskError, match=r"partition 4, element 0: a dict, not a string"):
         texts([{"text": "a"}], on_bad_record="error")
+
+
+def test_a_partition_is_told_while_another_thread_imports_pandas(monkeypatch):
+    """A worker's first shard makes pyarrow import pandas in one thread while the next partition starts
+    in another: that thread saw ``sys.modules["pandas"]`` half made, with no ``Series`` yet, and the task
+    failed with an AttributeError and a traceback (5 runs in 8 of a fresh 2-thread worker). The same for
+    ``datasets``, half made, when an input is told apart."""
+    import sys
+    import types
+
+    import pyarrow as pa
+
+    from bpe_dask.io.in_memory import holds_arrow_text
+    from bpe_dask.stages.collection_parts import CollectionPart, part_documents
+
+    monkeypatch.setitem(sys.modules, "pandas", types.ModuleType("pandas"))  # being imported: no Series yet
+    monkeypatch.setitem(sys.modules, "datasets", types.ModuleType("datasets"))
+    part = CollectionPart("the Dask Bag 'docs'", 0, "k")
+    assert [d.texts() for d in part_documents(["a b", b"c"], part)] == [["a b", "c"]]
+    assert holds_arrow_text(pa.table({"text": ["a"]})) and not holds_arrow_text(iter(["a"]))

@@ -24,7 +24,6 @@ columns; nulls and invalid UTF-8 are bad records, as in Parquet files (``records
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
@@ -157,9 +156,10 @@ def holds_arrow_text(inputs: object) -> bool:
 def _hf_kind(inputs: object) -> str | None:
     """``"dataset"``, ``"iterable"`` or ``"dict"`` for Hugging Face ``datasets`` objects (only
     where ``datasets`` is imported: nothing else makes one)."""
-    datasets = sys.modules.get("datasets")
-    if datasets is None:
+    # Told by its type's module first: ``datasets`` may be half imported by another thread.
+    if not any(kind.__module__.startswith("datasets.") for kind in type(inputs).__mro__):
         return None
+    import datasets  # imported already by whoever made the object: waits for an import under way
     kinds = {"dataset": datasets.Dataset, "iterable": datasets.IterableDataset,
              "dict": (datasets.DatasetDict, datasets.IterableDatasetDict)}  # fmt: skip
     return next((kind for kind, types in kinds.items() if isinstance(inputs, types)), None)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
@@ -79,8 +78,7 @@ def part_documents(
     bpe_dask.errors.InputError: the Dask Bag 'docs', partition 3, element 1: an int, not a string ...
     """
     bad = BadRecords() if bad is None else bad
-    pandas = sys.modules.get("pandas")  # a Series means pandas is loaded already
-    if pandas is not None and isinstance(data, pandas.Series):
+    if _is_series(data):
         array = _arrow_text(data)
         if array is not None:
             return _array_documents(array, batch_bytes)
@@ -104,6 +102,18 @@ def sample_part(data: Iterable, part: CollectionPart, size: int) -> list[str]:
             sample.append(text)
             size -= len(text.encode())
     return sample
+
+
+def _is_series(data: object) -> bool:
+    """Whether ``data`` is a pandas Series, told by its type's module first: another of the worker's
+    threads may be importing pandas (pyarrow does, the first time it makes an array), and its
+    half-made module has no ``Series`` yet. Whoever made a Series imported pandas, so ``import``
+    here only waits for an import under way to finish."""
+    if not any(kind.__module__.startswith("pandas.") for kind in type(data).__mro__):
+        return False
+    import pandas
+
+    return isinstance(data, pandas.Series)
 
 
 def _arrow_text(series) -> pa.Array | None:
