@@ -279,3 +279,15 @@ def test_the_lowest_failing_element_is_named_whichever_thread_fails_first(tmp_pa
         with pytest.raises(BpeDaskError, match=r"^element 0 of the iterable holds invalid UTF-8"):
             train_from_iterator(documents, 300, tmp_path / "tok", batch_size=2, workers=2, engine="numba")
         assert not (tmp_path / "tok").exists()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_iterables_error_after_a_bad_element_names_the_bad_element(tmp_path, workers):
+    """Under 4 MiB the batches are all read ahead before any is counted: the iterable's error (a dict at
+    element 3) came out first, though element 0 was already bad, as counting in order finds."""
+    documents = [b"\xff", "fine", "x", {"text": "x"}]
+    with pytest.raises(BpeDaskError, match=r"^element 0 of the iterable holds invalid UTF-8"):
+        train_from_iterator(documents, 300, tmp_path / "tok", batch_size=2, workers=workers)
+    assert not (tmp_path / "tok").exists()
+    with pytest.raises(BpeDaskError, match=r"^element 3 of the iterable is a dict"):
+        count_from_iterator(["a", "b", "c", {"text": "x"}], batch_size=2, workers=workers)

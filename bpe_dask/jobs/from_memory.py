@@ -88,17 +88,23 @@ def count_here(
     started = time.perf_counter()
     settings = opts.count_settings()
     progress = DocumentProgress(length) if opts.show_progress else None
-    # Read ahead until there is enough text for the compiled counter, or there is no more.
+    # Read ahead until there is enough text for the compiled counter, or there is no more. An error
+    # of the iterable's comes after the batches it gave, and is raised after they are counted (one of
+    # them may hold an earlier bad element, the one to name).
     held: list[Batch] = []
-    size = 0
-    for batch in batches:
-        held.append(batch)
-        size += batch.size
-        if size >= COMPILED_MIN_BYTES:
-            break
-    else:
-        if not counts_compiled(settings, size):  # small: no threads, no compiled code to load
-            threads = 1
+    size, more = 0, True
+    try:
+        for batch in batches:
+            held.append(batch)
+            size += batch.size
+            if size >= COMPILED_MIN_BYTES:
+                break
+        else:
+            more = False
+    except Exception as error:
+        more, batches = False, _raising(error)
+    if not more and not counts_compiled(settings, size):  # small: no threads, no compiled code to load
+        threads = 1
     check_sample(settings.pretokenizer(), first_documents(held), "the first documents", opts.strict_pattern)
     pool = _Pool(settings, opts, threads, progress, size)
     log.info("counting with %s on %s", counting_engine(settings, pool.size),
@@ -217,6 +223,12 @@ class _Pool:
             table, sum(s.documents for s in self.states), sum(s.batches for s in self.states), self.threads,
             words_bytes(table) + specials.bytes, specials, bad,
         )  # fmt: skip
+
+
+def _raising(error: Exception) -> Iterator[Batch]:
+    """An iterable's error, raised where its next batch would have been."""
+    raise error
+    yield
 
 
 def first_documents(batches: list[Batch], size: int = SAMPLE_BYTES) -> list[str]:
