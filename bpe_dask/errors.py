@@ -19,7 +19,20 @@ class BpeDaskError(Exception):
     >>> train_bpe("corpus.txt", 100)
     Traceback (most recent call last):
     bpe_dask.errors.BpeDaskError: vocab size 100 is below 256 (256 bytes + 0 special tokens)
+
+    A web URL's credentials in the line (a signed URL's query, a password) are hidden, whoever
+    wrote it (``io.web.shown``):
+
+    >>> str(BpeDaskError("cannot read https://user:pw@h.org/x.txt?sig=1: HTTP 403 Forbidden"))
+    'cannot read https://<hidden>@h.org/x.txt?<hidden>: HTTP 403 Forbidden'
     """
+
+    def __init__(self, *args: object) -> None:
+        if args and isinstance(args[0], str):
+            from bpe_dask.io.web import hide_credentials  # here: io.web raises these errors
+
+            args = (hide_credentials(args[0]), *args[1:])
+        super().__init__(*args)
 
 
 class UsageError(BpeDaskError):

@@ -351,3 +351,45 @@ def test_the_readmes_example_runs_as_written(tmp_path):
     assert words[0] == "bpe-dask" and done.returncode == 0, done.stderr
     out = tmp_path / words[words.index("--out") + 1]
     assert merges_of(out) == read_reference_merges(CS336_DIR / "train-bpe-reference-merges.txt")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://user:p/{SECRET}@127.0.0.1:{port}/corpus.txt",  # a password with a "/", unescaped
+        "http://user:p#{SECRET}@127.0.0.1:{port}/corpus.txt",  # ... with a "#"
+        "http://user:{SECRET}@127.0.0.1:{port}/folder/",  # a folder, listed
+        "http://127.0.0.1:{port}/folder/*.txt?token={SECRET}",  # a glob with a token
+    ],
+    ids=["slash", "hash", "folder", "glob"],
+)
+def test_credentials_stay_out_of_the_apis_errors(url):
+    """The Python API's error, not only the command line's line: the message of every BpeDaskError
+    hides them, whoever wrote it (a password with an unescaped "/" used to show whole, and the
+    lister's "cannot read" named the URL as given)."""
+    url = url.format(SECRET=SECRET, port=servers.free_port())
+    with pytest.raises(BpeDaskError) as error:
+        count_words(url, [EOT], in_process=True)
+    assert SECRET not in str(error.value) and "<hidden>" in str(error.value), str(error.value)
+
+
+def test_a_malformed_url_and_an_unknown_scheme_are_one_line(tmp_path):
+    """A host fsspec cannot parse, and a scheme no filesystem reads: one line each, exit 1, no
+    traceback (hiding the query used to raise again, inside the error handler)."""
+    for url, said in ((f"https://[::1/corpus.txt?sig={SECRET}", "Invalid IPv6 URL"),
+                      ("foo://bucket/corpus.txt", "no filesystem reads foo://")):  # fmt: skip
+        done = run_cli("count", url, "--out", "counts.parquet", cwd=tmp_path)
+        assert done.returncode == 1, done.stderr
+        assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+        assert said in done.stderr and SECRET not in done.stderr, done.stderr
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_schemes_case_is_no_matter(server, text):
+    """``HTTPS://`` and ``HTTP://`` are the same schemes (RFC 3986): fsspec knows them in lower case."""
+    url = server.url.replace("http://", "HTTP://") + "/ranged/corpus.txt"
+    counted = count_words(url, [EOT], in_process=True, chunk_size="16KiB")
+    counts = counted.table()
+    assert dict(zip(counts["token"].to_pylist(), counts["count"].to_pylist(), strict=True)) == (
+        reference.pretokenize([text], [EOT])
+    )

@@ -148,7 +148,7 @@ def _expand_one(spec: str, store: Store) -> list[InputFile]:
     except BpeDaskError:
         raise
     except Exception as error:  # an unreachable store, bad credentials, no such bucket, ...
-        raise BpeDaskError(f"cannot read {spec}: {describe(error)}") from None
+        raise BpeDaskError(f"cannot read {shown(spec)}: {describe(error)}") from None
 
 
 def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str) -> list[InputFile]:

@@ -54,13 +54,23 @@ def is_local(url: str) -> bool:
     return get_protocol(url) in ("file", "local")
 
 
+def lower_scheme(url: str) -> str:
+    """``url`` with its scheme in lower case, as fsspec knows them (a scheme's case is no matter).
+
+    >>> lower_scheme("HTTPS://Example.org/Corpus.txt"), lower_scheme("corpus.txt")
+    ('https://Example.org/Corpus.txt', 'corpus.txt')
+    """
+    scheme, sep, rest = url.partition("://")
+    return scheme.lower() + sep + rest if sep else url
+
+
 def absolute(url: str | os.PathLike) -> str:
     """``url`` as every process of a cluster must read it: a local path (a ``pathlib.Path`` too) made
     absolute here, on the client (a worker started in another directory would take a relative path
     from its own), and any other URL unchanged. Resolved once, before any task sees it."""
     url = os.fspath(url)
     if not is_local(url):
-        return url
+        return lower_scheme(url)
     path = url.split("://", 1)[1] if "://" in url else url
     resolved = os.path.abspath(os.path.expanduser(path))
     return resolved + "/" if url.endswith("/") and resolved != "/" else resolved
@@ -111,6 +121,11 @@ class Store:
             raise BpeDaskError(
                 f"{url}: reading {get_protocol(url)}:// needs {package} (pip install {package})"
             ) from None
+        except ValueError as error:
+            if "Protocol not known" not in str(error):
+                raise
+            raise BpeDaskError(f"{url}: no filesystem reads {get_protocol(url)}:// (fsspec's are listed by "
+                               "fsspec.available_protocols())") from None  # fmt: skip
 
     def setting(self, name: str) -> Any:
         return config.setting(name, self.settings)

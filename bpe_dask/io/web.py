@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from http import HTTPStatus
-from urllib.parse import urlsplit, urlunsplit
 
 import fsspec
 from fsspec.asyn import sync
@@ -34,7 +33,7 @@ HTTP_PROTOCOLS = ("http", "https")
 
 
 def is_http(url: str) -> bool:
-    return get_protocol(url) in HTTP_PROTOCOLS
+    return get_protocol(url).lower() in HTTP_PROTOCOLS  # a URL's scheme may be in capitals
 
 
 def file_info(fs: fsspec.AbstractFileSystem, path: str) -> dict:
@@ -106,7 +105,7 @@ _WEB_URL = re.compile(rf"https?://(?:{re.escape(HIDDEN)}|[^\s'\"<>])+", re.IGNOR
 def shown(url: str) -> str:
     """``url`` as logs, error lines and reports show it: a web URL's query (a signed URL's
     signature, an access token) and the user and password before its host are credentials, and
-    are hidden; every other URL as it is.
+    are hidden (its fragment, which no server sees, is left out); every other URL as it is.
 
     >>> shown("https://b.s3.amazonaws.com/train.parquet?X-Amz-Credential=AKIA&X-Amz-Signature=9f")
     'https://b.s3.amazonaws.com/train.parquet?<hidden>'
@@ -114,12 +113,26 @@ def shown(url: str) -> str:
     ('https://<hidden>@example.org/corpus.txt', 's3://bucket/a?b.txt')
     >>> shown(shown("https://u:p@h.org/a.txt?sig=1")) == shown("https://u:p@h.org/a.txt?sig=1")
     True
+
+    A password holding ``/``, ``?`` or ``#`` unescaped, a malformed host: hidden all the same.
+
+    >>> shown("https://user:p/s?s#@h.org/x"), shown("HTTPS://[::1/x?sig=1"), shown("https://h.org/@a/b")
+    ('https://<hidden>@h.org/x', 'HTTPS://[::1/x?<hidden>', 'https://h.org/@a/b')
     """
     if not is_http(url):
         return url
-    parts = urlsplit(url)
-    netloc = f"{HIDDEN}@{parts.netloc.rpartition('@')[2]}" if "@" in parts.netloc else parts.netloc
-    return urlunsplit((parts.scheme, netloc, parts.path, HIDDEN if parts.query else "", ""))
+    scheme, _, rest = url.partition("://")
+    # The user and password end at the last "@" of the authority (before the first "/", "?" or "#"),
+    # or, where they hold one of those unescaped, at the last "@" of a "user:..." before one.
+    authority = re.match(r"[^/?#]*", rest).group()
+    before, at, _ = rest.rpartition("@")
+    if "@" in authority:
+        rest = f"{HIDDEN}@{rest[authority.rindex('@') + 1 :]}"
+    elif at and ":" in before.partition("/")[0].partition("?")[0].partition("#")[0]:
+        rest = f"{HIDDEN}@{rest[len(before) + 1 :]}"
+    rest = rest.partition("#")[0]
+    path, question, query = rest.partition("?")
+    return f"{scheme}://{path}" + (f"?{HIDDEN}" if question and query else "")
 
 
 def hide_credentials(text: str) -> str:
@@ -129,8 +142,16 @@ def hide_credentials(text: str) -> str:
     >>> said = hide_credentials("404, message='Not Found', url='https://h.org/a.txt?token=s3cr3t'")
     >>> said, hide_credentials(said) == said
     ("404, message='Not Found', url='https://h.org/a.txt?<hidden>'", True)
+    >>> hide_credentials("cannot read https://h.org/x?sig=1: HTTP 403")
+    'cannot read https://h.org/x?<hidden>: HTTP 403'
     """
-    return _WEB_URL.sub(lambda found: shown(found.group()), text)
+    return _WEB_URL.sub(_shown_in_text, text)
+
+
+def _shown_in_text(found: re.Match) -> str:
+    url = found.group()
+    kept = len(url.rstrip(":;,.)"))  # punctuation after a URL in a sentence is the sentence's
+    return shown(url[:kept]) + url[kept:]
 
 
 def path_of(url: str) -> str:
@@ -140,7 +161,11 @@ def path_of(url: str) -> str:
     >>> path_of("https://example.org/data/part-0.jsonl.gz?download=true"), path_of("s3://b/a?b.txt")
     ('/data/part-0.jsonl.gz', 's3://b/a?b.txt')
     """
-    return urlsplit(url).path if is_http(url) else url
+    if not is_http(url):
+        return url
+    rest = url.partition("://")[2].partition("#")[0].partition("?")[0]
+    authority = re.match(r"[^/]*", rest).group()
+    return rest[len(authority) :]
 
 
 def _status(error: BaseException) -> int | None:
