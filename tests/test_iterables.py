@@ -291,3 +291,26 @@ def test_an_iterables_error_after_a_bad_element_names_the_bad_element(tmp_path, 
     assert not (tmp_path / "tok").exists()
     with pytest.raises(BpeDaskError, match=r"^element 3 of the iterable is a dict"):
         count_from_iterator(["a", "b", "c", {"text": "x"}], batch_size=2, workers=workers)
+
+
+def test_a_string_is_not_taken_for_an_iterable_of_documents(tmp_path):
+    """``count_from_iterator("corpus.txt")`` counted each character as a document, silently."""
+    for given in ("corpus.txt", b"corpus", tmp_path / "corpus.txt"):
+        with pytest.raises(BpeDaskError, match=r"^expected an iterable of documents, got a \w+: pass a list"):
+            count_from_iterator(given)
+        with pytest.raises(BpeDaskError, match=r"^expected an iterable of documents"):
+            train_from_iterator(given, 300, tmp_path / "tok")
+    assert not (tmp_path / "tok").exists()
+
+
+def test_a_pandas_series_is_counted_as_its_arrow_array(tmp_path):
+    """A Series exports an Arrow stream of an array, not of a table's rows: it was refused as
+    "cannot read a Series as Arrow"."""
+    import pandas as pd
+
+    texts = corpus(50)
+    counted = count_words(pd.Series([*texts, None]), on_bad_record="skip")
+    assert as_dict(counted.table()) == reference_counts(texts, [])
+    assert counted.report()["bad_records_skipped"] == 1
+    train(pd.Series(texts), 300, tmp_path / "tok", [EOT])
+    assert Tokenizer.load(tmp_path / "tok").merges == reference_merges(texts, 300, [EOT])

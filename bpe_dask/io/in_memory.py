@@ -114,6 +114,10 @@ def python_batches(
 ) -> Iterator[Batch]:
     """The iterable's elements in batches of ``batch_size`` (or about ``batch_bytes``); an element
     that is not text, or an iterable that raises, stops it with one line naming the element."""
+    if isinstance(iterable, (str, bytes, bytearray)) or hasattr(iterable, "__fspath__"):
+        # A str is an iterable of characters, each of which would be a document.
+        raise BpeDaskError(f"expected an iterable of documents, got a {type(iterable).__name__}: pass a list "
+                           "of texts, or a file's name to train / count_words")  # fmt: skip
     try:
         iterator = iter(iterable)
     except TypeError:
@@ -196,7 +200,10 @@ def arrow_batches(
     try:
         reader = pa.RecordBatchReader.from_stream(source)
     except Exception as error:
-        raise BpeDaskError(f"cannot read a {type(source).__name__} as Arrow: {describe(error)}") from None
+        try:  # a stream of an array, not of a table's rows: a pandas or polars Series
+            return arrow_batches(pa.chunked_array(source), text_column, batch_size, batch_bytes)
+        except Exception:
+            raise BpeDaskError(f"cannot read a {type(source).__name__} as Arrow: {describe(error)}") from None
     _check_column(reader.schema.names, text_column)
     _check_text(reader.schema.field(text_column).type, f"column {text_column!r}")
     return _sliced(_columns(_guarded(reader), text_column), text_column, batch_size, batch_bytes), None
