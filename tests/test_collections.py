@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -170,33 +171,80 @@ def test_encode_writes_each_document_then_the_separator_in_partition_order(proce
 
 def touched(text: str, folder: str) -> str:
     """The element, after leaving a file behind: a partition computed leaves one per element."""
-    Path(folder, f"{os.getpid()}-{id(text)}-{len(os.listdir(folder))}").touch()
+    Path(folder, uuid.uuid4().hex).touch()  # a name of its own: partitions run in threads at once
     return text
 
 
-def test_a_rerun_of_the_same_graph_reuses_its_shards_without_computing_it(
-    processes, tmp_path, reference_merges
+def failing_once(text: str, folder: str, shard_dir: str, others: int) -> str:
+    """``touched``, but the last document fails the first time it is computed (a worker lost, say),
+    once the ``others`` partitions' shards are written (a failure cancels the job's other tasks)."""
+    if text == DOCS[-1] and not Path(folder, "failed").exists():
+        import time
+
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and len(list(Path(shard_dir).glob("[!.]*.parquet"))) < others:
+            time.sleep(0.05)
+        Path(folder, "failed").touch()
+        raise ValueError("the first time")
+    return touched(text, folder)
+
+
+def shards_left(work: str) -> list[str]:
+    return sorted(p.name for p in Path(work).rglob("*") if p.suffix in (".parquet", ".npy", ".json"))
+
+
+@pytest.fixture
+def four_threads():
+    """A worker of four threads: the four partitions at once, so the one that fails can wait for the
+    others' shards."""
+    from distributed import Client
+
+    with Client(processes=False, n_workers=1, threads_per_worker=4, dashboard_address=":0") as client:
+        yield client
+
+
+def test_a_rerun_after_an_unfinished_job_reuses_its_shards_and_a_finished_jobs_are_gone(
+    four_threads, tmp_path, reference_merges
 ):
+    """A job that stopped (a partition failed) left the other partitions' shards: run again with the
+    same ``work_dir``, it computes only the partition that failed. A job that finished leaves none,
+    so the next run computes every partition: a collection's Dask keys need not change with its data."""
     calls = tmp_path / "calls"
     calls.mkdir()
-    bag = db.from_sequence(DOCS, npartitions=4).map(touched, str(calls))
     work = str(tmp_path / "work")
-    first = train(bag, VOCAB_SIZE, str(tmp_path / "a"), [EOT], client=processes, work_dir=work)
-    computed = len(os.listdir(calls))
-    assert computed == len(DOCS) and first["partitions_reused"] == 0
-    again = train(bag, VOCAB_SIZE, str(tmp_path / "b"), [EOT], client=processes, work_dir=work)
-    assert again["partitions_reused"] == bag.npartitions and len(os.listdir(calls)) == computed
+    bag = db.from_sequence(DOCS, npartitions=4).map(failing_once, str(calls), f"{work}/shards", 3)
+    with pytest.raises(ValueError, match="the first time"):  # the collection's own error, as Dask raises it
+        train(bag, VOCAB_SIZE, str(tmp_path / "a"), [EOT], client=four_threads, work_dir=work)
+    assert not (tmp_path / "a").exists()
+    last = bag.to_delayed()[-1].compute(scheduler="sync")  # the last partition's documents (no failure now)
+    computed_before = len(os.listdir(calls)) - len(last)  # the first partitions', and "failed"
+    again = train(bag, VOCAB_SIZE, str(tmp_path / "a"), [EOT], client=four_threads, work_dir=work)
+    assert again["partitions_reused"] == bag.npartitions - 1
+    assert merges(tmp_path / "a") == reference_merges
+    assert len(os.listdir(calls)) == computed_before + 2 * len(last)  # only the last partition again
+    assert shards_left(work) == []  # finished: nothing left to reuse
+    calls_now = len(os.listdir(calls))
+    third = train(bag, VOCAB_SIZE, str(tmp_path / "b"), [EOT], client=four_threads, work_dir=work)
+    assert third["partitions_reused"] == 0 and len(os.listdir(calls)) == calls_now + len(DOCS)
     assert merges(tmp_path / "b") == reference_merges
-    # another graph (other documents) is counted again, beside the first one's shards
-    other = db.from_sequence(DOCS[:-1], npartitions=4)
-    assert count_words(other, [EOT], client=processes, work_dir=work).partitions_reused == 0
     tokenizer = Tokenizer.load(tmp_path / "b")
-    ids = [
-        encode(bag, tokenizer, str(tmp_path / f"ids-{k}.bin"), client=processes, work_dir=work) for k in "12"
-    ]
-    assert [r["shards_reused"] for r in ids] == [0, bag.npartitions]
-    assert len(os.listdir(calls)) == 2 * computed  # encoding computed the partitions once
+    for k in "12":
+        report = encode(bag, tokenizer, str(tmp_path / f"ids-{k}.bin"), client=four_threads, work_dir=work)
+        assert report["shards_reused"] == 0
+        assert shards_left(work) == []
     assert (tmp_path / "ids-1.bin").read_bytes() == (tmp_path / "ids-2.bin").read_bytes()
+
+
+def test_a_collection_whose_data_changed_under_the_same_keys_is_counted_anew(processes, tmp_path):
+    """``dask.bag.read_text`` of a file written anew has the same Dask keys: a second run with the same
+    ``work_dir`` reused the first one's shard, and counted the old text."""
+    path = tmp_path / "docs.txt"
+    work = str(tmp_path / "work")
+    for text in ("the cat\nthe hat\n", "a completely different corpus\n"):
+        path.write_text(text)
+        counted = count_words(db.read_text(str(path)), [EOT], client=processes, work_dir=work)
+        assert counts_of(counted.table()) == reference.pretokenize([text], [EOT])
+        assert counted.partitions_reused == 0
 
 
 def test_on_workers_in_their_own_directories_through_the_current_client(tmp_path, reference_merges):
@@ -210,14 +258,14 @@ def test_on_workers_in_their_own_directories_through_the_current_client(tmp_path
         Client(cluster.address) as client,
     ):
         before = cluster.files()
-        # a Series, a Bag, and the Series again (its graph anew): the shards and the counts file the
-        # merge on a worker read are reused from the work directory
+        # a Series, a Bag, and the Series again (its graph anew): each finished job leaves no shard to
+        # reuse, and the merge on a worker reads the counts file from the work directory
         collections = [series(DOCS, 3), db.from_sequence(DOCS, npartitions=4), series(DOCS, 3)]
         for i, collection in enumerate(collections):
             report = train(collection, VOCAB_SIZE, str(tmp_path / f"tok-{i}"), [EOT], work_dir=work)
             assert merges(tmp_path / f"tok-{i}") == reference_merges
             assert report["merge_ran_on"] == "worker"  # a remote cluster: the merge runs on a worker
-            assert report["partitions_reused"] == (3 if i == 2 else 0)
+            assert report["partitions_reused"] == 0
         tokenizer = Tokenizer.load(tmp_path / "tok-0")
         report = encode(series(DOCS, 3), tokenizer, str(tmp_path / "ids.bin"), document_separator=EOT)
         expected = [i for doc in DOCS for i in [*tokenizer.encode(doc), tokenizer.special_ids[EOT]]]

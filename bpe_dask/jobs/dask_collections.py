@@ -8,8 +8,9 @@ the collection is one map task on the cluster the collection lives on: the job's
 LocalCluster the job starts. The tasks are built on the collection's own graph (``to_delayed``), so
 nothing is collected to the client: each counts its partition into a shard in the work directory,
 named after the partition's Dask key and the settings, and the reduce and the merge loop follow as
-for files. A re-run of the same graph with the same ``work_dir`` reuses the finished shards without
-computing their partitions again. Nothing here imports ``dask.dataframe``, nor pandas until handed
+for files. A re-run of a job that did not finish, with the same ``work_dir``, reuses the shards it
+finished without computing their partitions again; a job that finishes removes them
+(``forget_shards`` says why). Nothing here imports ``dask.dataframe``, nor pandas until handed
 a Dask Series (which has loaded it): a collection is told by ``dask.is_dask_collection`` and its
 type's module.
 """
@@ -194,18 +195,20 @@ def count_parts(
     work_dir: str,
     out: str | None,
     overwrite: bool = False,
-) -> tuple[str | pa.Table, int, BadRecords, SpecialsSeen, int]:
+) -> tuple[str | pa.Table, int, BadRecords, SpecialsSeen, int, list[str]]:
     """Map and reduce on the cluster, as ``count.count_on_cluster`` for files: a count task per
     partition, or, where its shard is finished, a task that reads the shard's figures (its partition
-    is then not computed); the same summed counts, reuses, bad records, special tokens and text bytes.
-    ``overwrite``: whether the sum may replace a file ``out`` already holds."""
+    is then not computed); the same summed counts, reuses, bad records, special tokens and text bytes,
+    and the shards' paths (for ``forget_shards``). ``overwrite``: whether the sum may replace a file
+    ``out`` already holds."""
     check_pattern(client, job, documents, settings.pretokenizer())
     shard_dir = f"{work_dir.rstrip('/')}/shards"
     store = job.store
     finished = _finished(shard_dir, store)
-    shards = []
+    shards, paths = [], []
     for part, data in zip(documents.parts(job.options.on_bad_record), documents.partitions, strict=True):
         path = shard_path(shard_dir, part, settings)
+        paths.append(path)
         name = f"count-{tokenize(part.key(), settings.key(), shard_dir, store)}"
         if path.rpartition("/")[2] in finished:
             shards.append(dask.delayed(read_shard, pure=True)(path, store, dask_key_name=name))
@@ -225,7 +228,16 @@ def count_parts(
     text_bytes = sum(shard.text_bytes for shard in done)
     reused = sum(shard.reused for shard in done)
     log.info("%s of text in %s, %s reused", format_bytes(text_bytes), plural(len(done), "partition"), reused)
-    return counts, reused, bad, specials, text_bytes
+    return counts, reused, bad, specials, text_bytes, paths
+
+
+def forget_shards(paths: list[str], store: Store) -> None:
+    """Remove a finished job's shards of a collection (and their sidecars): only a re-run of a job
+    that did not finish (interrupted, failed) may reuse them. A shard is named after its partition's
+    Dask key, which need not change with the data: ``dask.bag.read_text`` of a file written anew, a
+    function of one's own that reads files, give the same keys, and a later run reusing their shards
+    would count the old text."""
+    remove_files([*paths, *(f"{path}.json" for path in paths)], store)
 
 
 def count_collection(collection: object, opts: JobOptions, out: str | None = None) -> dict:
@@ -257,7 +269,8 @@ def count_collection(collection: object, opts: JobOptions, out: str | None = Non
         job.preflight(client, work, [out])
         _say_counting(documents, settings)
         counted = count_parts(client, job, documents, settings, work, out, opts.overwrite)
-        counts, reused, bad, specials, text_bytes = counted
+        counts, reused, bad, specials, text_bytes, shards = counted
+    forget_shards(shards, job.store)  # the counts are out (or handed back): the job is done
     report_bad_records(bad)
     return {
         "input_files": [documents.description], "input_bytes": text_bytes, "text_bytes": text_bytes,
@@ -301,7 +314,7 @@ def train_collection(
         counted = count_parts(
             client, job, documents, settings, work, counts_file if on_worker else None, True
         )
-        counts, reused, bad, specials, text_bytes = counted
+        counts, reused, bad, specials, text_bytes, shards = counted
         count_seconds = time.perf_counter() - started
         if on_worker:
             merged = merge_on_cluster(client, counts, vocab_size, opts.special_tokens, job, limits)
@@ -322,6 +335,7 @@ def train_collection(
     report["timings"]["total"] = time.perf_counter() - started
     curve = compression_curve(merged, opts.special_tokens, specials)
     publish_tokenizer(out, merged, opts, report, job.store, limits, curve=curve)
+    forget_shards(shards, job.store)
     return report
 
 

@@ -33,6 +33,7 @@ from bpe_dask.jobs.dask_collections import (
     collection_options,
     documents_of,
     encode_parts,
+    forget_shards,
     is_collection,
 )
 from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character, input_list
@@ -131,6 +132,8 @@ def encode(
             _publish_shards(client, job, shards, out, report)
         else:
             _publish_bin(client, job, shards, out, report)
+    if collection is not None:
+        forget_shards([shard.path for shard in shards], job.store)
     return report
 
 
