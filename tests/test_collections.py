@@ -346,3 +346,13 @@ def test_a_partition_is_told_while_another_thread_imports_pandas(monkeypatch):
     part = CollectionPart("the Dask Bag 'docs'", 0, "k")
     assert [d.texts() for d in part_documents(["a b", b"c"], part)] == [["a b", "c"]]
     assert holds_arrow_text(pa.table({"text": ["a"]})) and not holds_arrow_text(iter(["a"]))
+
+
+def test_a_series_of_categories_is_text(processes):
+    """Strings as pandas categories (each stored once) were refused as "holds category, not text"."""
+    import pandas as pd
+
+    frame = pd.Series([*DOCS[:30], None, *DOCS[:30]], dtype="category")
+    counted = count_words(dd.from_pandas(frame, npartitions=3), [EOT], client=processes, on_bad_record="skip")
+    assert counts_of(counted.table()) == reference.pretokenize([EOT.join(DOCS[:30] * 2)], [EOT])
+    assert counted.bad_records_skipped == 1

@@ -126,8 +126,12 @@ def documents_of(collection: object, text_column: str = "text") -> DocumentColle
 
 
 def _holds_text(dtype: object) -> bool:
-    """Whether a pandas dtype can hold strings: object, pandas' string types, Arrow's string or binary."""
+    """Whether a pandas dtype can hold strings: object, pandas' string types, Arrow's string or binary,
+    or categories of these."""
     import pandas  # handed a Dask Series: pandas is loaded
+
+    if isinstance(dtype, pandas.CategoricalDtype):  # strings stored once each: text all the same
+        return _holds_text(dtype.categories.dtype)
 
     if isinstance(dtype, pandas.ArrowDtype):
         kind = dtype.pyarrow_dtype
