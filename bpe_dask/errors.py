@@ -11,6 +11,8 @@ how: ``io.retries``).
 
 from __future__ import annotations
 
+from bpe_dask.credentials import hide_credentials
+
 
 class BpeDaskError(Exception):
     """A problem with the user's input or options, explained in one line.
@@ -21,7 +23,7 @@ class BpeDaskError(Exception):
     bpe_dask.errors.BpeDaskError: vocab size 100 is below 256 (256 bytes + 0 special tokens)
 
     A web URL's credentials in the line (a signed URL's query, a password) are hidden, whoever
-    wrote it (``io.web.shown``):
+    wrote it (``credentials.shown``):
 
     >>> str(BpeDaskError("cannot read https://user:pw@h.org/x.txt?sig=1: HTTP 403 Forbidden"))
     'cannot read https://<hidden>@h.org/x.txt?<hidden>: HTTP 403 Forbidden'
@@ -29,8 +31,6 @@ class BpeDaskError(Exception):
 
     def __init__(self, *args: object) -> None:
         if args and isinstance(args[0], str):
-            from bpe_dask.io.web import hide_credentials  # here: io.web raises these errors
-
             args = (hide_credentials(args[0]), *args[1:])
         super().__init__(*args)
 

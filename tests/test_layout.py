@@ -17,7 +17,7 @@ MODULES = {
 }
 # Lowest first: a module may import its own layer and those below, never one above.
 LAYERS = ["base", "rules", "compiled", "io", "tokenizer", "stages", "jobs", "cli", "package"]
-BASE = {"engines", "errors", "interrupts", "settings", "version"}
+BASE = {"credentials", "engines", "errors", "interrupts", "settings", "version"}
 
 
 def layer_of(module: str) -> str:

@@ -22,9 +22,9 @@ from typing import Any, NoReturn
 from bpe_dask import interrupts
 from bpe_dask.cli.config import resolve
 from bpe_dask.cli.parser import build_parser
+from bpe_dask.credentials import hide_credentials
 from bpe_dask.errors import BpeDaskError, UsageError
 from bpe_dask.io.counts_table import count_rows
-from bpe_dask.io.web import hide_credentials
 from bpe_dask.jobs.cluster import quiet_dask_errors
 from bpe_dask.jobs.count import count_words
 from bpe_dask.jobs.encode import encode

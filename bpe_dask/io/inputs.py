@@ -21,9 +21,10 @@ import fsspec
 import pyarrow as pa
 from fsspec.utils import infer_compression
 
+from bpe_dask.credentials import shown
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.storage import LOCAL, Store, describe
-from bpe_dask.io.web import file_info, is_http, path_of, shown
+from bpe_dask.io.web import file_info, is_http, path_of
 
 log = logging.getLogger(__name__)
 

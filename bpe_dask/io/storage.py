@@ -27,9 +27,10 @@ import fsspec
 from fsspec.utils import get_protocol
 
 from bpe_dask import settings as config
+from bpe_dask.credentials import hide_credentials
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.retries import Retries
-from bpe_dask.io.web import hide_credentials, reason
+from bpe_dask.io.web import reason
 
 # Which package each protocol needs, for messages and for checking the workers.
 PROTOCOL_PACKAGES = {

@@ -27,13 +27,13 @@ from dask.delayed import Delayed
 from distributed import Client, LocalCluster, as_completed
 
 from bpe_dask import settings as config
+from bpe_dask.credentials import shown
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.inputs import InputFile, expand_inputs
 from bpe_dask.io.plan import Partition, plan_ranges
 from bpe_dask.io.records import BadRecords
 from bpe_dask.io.sample import sample_documents
 from bpe_dask.io.storage import Store, describe, is_local, required_packages
-from bpe_dask.io.web import shown
 from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp, dask_client, default_workers, failures_explained
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.jobs.preflight import Place, check_workers, unregister_plugins
