@@ -19,9 +19,10 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
+from functools import partial
 from itertools import chain
 
 import pyarrow as pa
@@ -81,10 +82,12 @@ def memory_threads(opts: JobOptions) -> int:
 
 
 def count_here(
-    batches: Iterator[Batch], opts: JobOptions, threads: int, length: int | None = None
-) -> MemoryCounts:
+    batches: Iterator[Batch], opts: JobOptions, threads: int, length: int | None = None,
+    read_ahead: Callable[[bool], None] | None = None,
+) -> MemoryCounts:  # fmt: skip
     """Count the batches' documents on ``threads`` threads of this process (``length``: how many
-    documents to expect, for progress)."""
+    documents to expect, for progress); ``read_ahead`` hears, before counting begins, whether the
+    input is small (all of it read ahead, too little for the compiled counter)."""
     started = time.perf_counter()
     settings = opts.count_settings()
     progress = DocumentProgress(length) if opts.show_progress else None
@@ -103,8 +106,11 @@ def count_here(
             more = False
     except Exception as error:
         more, batches = False, _raising(error)
-    if not more and not counts_compiled(settings, size):  # small: no threads, no compiled code to load
+    small = not more and not counts_compiled(settings, size)
+    if small:  # no threads, no compiled code to load
         threads = 1
+    if read_ahead is not None:
+        read_ahead(small)
     check_sample(settings.pretokenizer(), first_documents(held), "the first documents", opts.strict_pattern)
     pool = _Pool(settings, opts, threads, progress, size)
     log.info("counting with %s on %s", counting_engine(settings, pool.size),
@@ -288,11 +294,27 @@ def train_here(
     check_output_dir(out, opts.overwrite, is_output_file, store)  # before any counting
     if batches is None:
         batches, length = arrow_batches(inputs, opts.text_column)
-    # compression.png's plotting imports matplotlib (a second or so): meanwhile, as train does.
-    with ThreadPoolExecutor(1, thread_name_prefix="bpe-dask-plotting") as background:
-        plotting = background.submit(compression.load_plotting)
-        counts = count_here(batches, opts, threads, length)
-        plotting.result()
+    # compression.png's plotting imports matplotlib (0.6 s of Python, holding the GIL), in the
+    # background as train does: for a small input at once, else once counting is done, while the
+    # merge loop (compiled, releasing the GIL) leaves a core free; counting threads need the GIL
+    # between batches (16 MB from an iterator: 1.12 s to count with the import alongside, 0.66 s
+    # without). Drawing the picture waits for an import still under way.
+    background = ThreadPoolExecutor(1, thread_name_prefix="bpe-dask-plotting")
+    plotting: list[Future] = []
+    load = partial(background.submit, compression.load_plotting)
+    try:
+        counts = count_here(batches, opts, threads, length, lambda small: small and plotting.append(load()))
+        if not plotting:
+            plotting.append(load())
+        return _merged_and_published(counts, inputs, vocab_size, out, opts, store, limits, started)
+    finally:
+        background.shutdown(wait=True)  # an import under way is finished, never left behind
+
+
+def _merged_and_published(
+    counts: MemoryCounts, inputs: object, vocab_size: int, out: str, opts: JobOptions, store: Store,
+    limits: Limits, started: float,
+) -> dict:  # fmt: skip
     base = {"inputs": [describe_input(inputs)], "input_bytes": counts.text_bytes,
             "text_bytes": counts.text_bytes, "documents": counts.documents, "batches": counts.batches,
             "threads": counts.threads, "utf8_errors": opts.utf8_errors,
