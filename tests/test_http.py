@@ -8,6 +8,7 @@ is held to the reference trainer (or ``Tokenizer.encode``) on the same documents
 from __future__ import annotations
 
 import gzip
+import importlib.metadata
 import json
 import logging
 import os
@@ -339,7 +340,10 @@ def test_the_readmes_example_runs_as_written(tmp_path):
     ignores ranges) serving the CS336 corpus, and the CS336 reference merges."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     block = re.search(r"### Over HTTP\(S\).*?```bash\n(.*?)```", readme, re.S).group(1)
-    serve, run = [line for line in block.splitlines() if line and not line.startswith("#")][:2]
+    install, serve, run = [line for line in block.splitlines() if line and not line.startswith("#")][:3]
+    # The install names the extra that brings aiohttp (installed here already, with the test extra).
+    assert install == ".venv/bin/pip install -e '.[http]'", install
+    assert 'aiohttp; extra == "http"' in importlib.metadata.requires("bpe-dask")
     port = str(servers.free_port())
     (tmp_path / "tests").symlink_to(REPO / "tests")
     serve = [sys.executable if w == "python" else w for w in shlex.split(serve.replace("8000", port))]
