@@ -152,15 +152,24 @@ def test_a_server_without_ranges_is_read_whole_as_a_stream(server, client, text,
     assert len(warnings) == 2 and "serve it from a server that does, or download it first" in warnings[0]
 
 
-def test_a_server_that_gives_no_size_and_a_redirect(server, client, text, tmp_path):
-    """No Content-Length: the file is one task read to its end (not an empty input); a 302 is followed,
-    ranges and all."""
+def test_a_server_that_gives_no_size_and_a_redirect(server, client, folder, text, tmp_path):
+    """No Content-Length: the file is one task read to its end (not an empty input), and the report
+    counts the bytes it held once read (it counted 0); a 302 is followed, ranges and all."""
     server.requests.clear()
     inputs = [f"{server.url}/unsized/corpus.txt", f"{server.url}/redirect/ranged/docs.jsonl"]
     report = train(inputs, VOCAB_SIZE, str(tmp_path / "tok"), [EOT], client=client, chunk_size="16KiB")
     assert merges_of(tmp_path / "tok") == reference.train([text] * 2, VOCAB_SIZE, [EOT])[1]
     assert report["partitions"] > 3
     assert ranged_gets(server, "/redirect/ranged/") and ranged_gets(server, "/ranged/docs.jsonl")
+    sizes = {name: (folder / name).stat().st_size for name in ("corpus.txt", "docs.jsonl")}
+    assert report["input_bytes"] == sum(sizes.values())
+    for where in ({"client": client}, {"in_process": True}):
+        counted = count_words(f"{server.url}/unsized/corpus.txt", [EOT], **where)
+        assert counted.input_bytes == counted.report()["input_bytes"] == sizes["corpus.txt"], where
+    tokenizer = Tokenizer.load(tmp_path / "tok")
+    encoded = encode(inputs[0], tokenizer, str(tmp_path / "ids.bin"), client=client)
+    assert encoded["input_bytes"] == sizes["corpus.txt"]
+    assert np.fromfile(tmp_path / "ids.bin", encoded["dtype"]).tolist() == tokenizer.encode(text)
 
 
 def test_a_busy_server_is_asked_again(server, client, text, tmp_path):

@@ -56,6 +56,7 @@ class Job:
     files: list[InputFile] = field(default_factory=list)
     ranges: list[Partition] = field(default_factory=list)
     plugins: list[str] = field(default_factory=list)  # registered on the workers by ``preflight``
+    unsized_read: int = 0  # the bytes read of the inputs whose size was not known, once counted
     _scratch_beside: str = ""  # where ``work_directory`` made the temporary one, for messages
 
     @classmethod
@@ -108,7 +109,8 @@ class Job:
 
     @property
     def input_bytes(self) -> int:
-        return sum(f.size for f in self.files)
+        """The inputs' bytes: their sizes, and, once read, what a file whose server gave no size held."""
+        return sum(f.size for f in self.files) + self.unsized_read
 
     @property
     def empty(self) -> bool:

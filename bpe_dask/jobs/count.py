@@ -43,6 +43,7 @@ from bpe_dask.stages.count import (
     new_counter,
 )
 from bpe_dask.stages.counters import SpecialsSeen
+from bpe_dask.stages.read_events import ReadTally
 from bpe_dask.stages.reduce import reduce_tree
 
 log = logging.getLogger(__name__)
@@ -173,7 +174,9 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
         log.info("counting with %s", counting_engine(settings, job.input_bytes))
         result = _result(job)
         bad = BadRecords()
-        result._table = count_in_process(job.ranges, settings, job.store, bad, result.specials)
+        counted = count_in_process(job.ranges, settings, job.store, bad, result.specials)
+        result._table, job.unsized_read = counted
+        result.input_bytes = job.input_bytes
         result.text_bytes = words_bytes(result._table) + result.specials.bytes
         say_text_bytes(job, result.text_bytes)
         if out:  # as the reduce records it: the settings, and the special tokens seen
@@ -191,6 +194,7 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
             counts, result.partitions_reused, bad, result.specials, result.text_bytes = count_on_cluster(
                 client, job, settings, work, out
             )
+            result.input_bytes = job.input_bytes  # with what the inputs of no known size held
             if out:
                 result.path = counts
             else:
@@ -218,15 +222,18 @@ def _result(job: Job) -> CountResult:
 def count_in_process(
     ranges: Sequence[Partition], settings: CountSettings, store: Store, bad: BadRecords,
     specials: SpecialsSeen | None = None,
-) -> pa.Table:
-    """The counts of ``ranges``, here; records skipped are added to ``bad``, special tokens seen to
-    ``specials``."""
+) -> tuple[pa.Table, int]:
+    """The counts of ``ranges``, here, and the bytes read of the inputs whose size was not known;
+    records skipped are added to ``bad``, special tokens seen to ``specials``."""
     counter = new_counter(settings, sum(r.text_bytes for r in ranges))
+    unsized_read = 0
     for byte_range in ranges:
-        count_range(byte_range, settings, store, counter=counter, bad=bad)
+        tally = ReadTally(None)
+        count_range(byte_range, settings, store, counter=counter, bad=bad, progress=tally)
+        unsized_read += 0 if byte_range.file.sized else tally.read
     if specials is not None:
         specials.merge(counter.specials)
-    return counter.table()
+    return counter.table(), unsized_read
 
 
 def counting_warm_up(
@@ -270,6 +277,7 @@ def count_on_cluster(
         bad.merge(shard.bad_records)
         specials.merge(shard.specials)
     text_bytes = sum(shard.text_bytes for shard in finished)
+    job.unsized_read = sum(shard.read_bytes for shard in finished)
     say_text_bytes(job, text_bytes)
     return counts, sum(shard.reused for shard in finished), bad, specials, text_bytes
 

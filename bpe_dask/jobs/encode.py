@@ -276,6 +276,7 @@ def _report(job: Job, shards: list[EncodedShard], tokenizer: Tokenizer, source: 
     seconds = time.perf_counter() - started
     tokens = sum(s.tokens for s in shards)
     text_bytes = sum(s.text_bytes for s in shards)
+    job.unsized_read = sum(s.read_bytes for s in shards)  # what the inputs of no known size held
     input_bytes = job.input_bytes if collection is None else text_bytes  # a collection's input is its text
     reused = sum(s.reused for s in shards)
     return {

@@ -32,7 +32,7 @@ from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.text import ReadProgress, check_utf8_errors, iter_texts, iter_utf8
 from bpe_dask.rules.pretokenize import Pretokenizer, split_pattern
 from bpe_dask.stages.counters import COMPILED_MIN_BYTES, CompiledCounter, RegexCounter, SpecialsSeen
-from bpe_dask.stages.read_events import reporter
+from bpe_dask.stages.read_events import ReadTally, reporter
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range counts
 # to, so that shards an older version left in a work directory are counted again, not reused.
@@ -86,12 +86,14 @@ class Shard:
     bad_records: BadRecords = field(default_factory=BadRecords)
     specials: SpecialsSeen = field(default_factory=SpecialsSeen)
     text_bytes: int = 0  # the UTF-8 bytes of the text counted: the words' and the special tokens'
+    read_bytes: int = 0  # the bytes read of an input whose size was not known (0 for any other)
 
 
 # In a shard's metadata, so that a reused shard still reports them.
 BAD_RECORDS_KEY = b"bpe_dask.bad_records"
 SPECIALS_KEY = b"bpe_dask.special_tokens_seen"
 TEXT_BYTES_KEY = b"bpe_dask.text_bytes"
+READ_BYTES_KEY = b"bpe_dask.read_bytes"
 
 
 def shard_path(shard_dir: str, byte_range: Partition, settings: CountSettings) -> str:
@@ -244,8 +246,9 @@ def _count_range_to_shard(
     if fs.exists(fs_path):
         return read_shard(path, store)
     bad = BadRecords()
-    counter = count_range(byte_range, settings, store, bad=bad, progress=reporter(store, byte_range.size))
-    return write_shard(counter, bad, path, store)
+    progress = ReadTally(reporter(store, byte_range.size))
+    counter = count_range(byte_range, settings, store, bad=bad, progress=progress)
+    return write_shard(counter, bad, path, store, 0 if byte_range.file.sized else progress.read)
 
 
 def read_shard(path: str, store: Store = LOCAL) -> Shard:
@@ -260,17 +263,22 @@ def read_shard(path: str, store: Store = LOCAL) -> Shard:
             text_bytes = int(metadata[TEXT_BYTES_KEY])
         else:  # a shard an earlier version wrote
             text_bytes = words_bytes(parquet.read()) + seen.bytes
-        return Shard(path, parquet.metadata.num_rows, True, BadRecords(**bad), seen, text_bytes)
+        read_bytes = int(metadata.get(READ_BYTES_KEY, 0))
+        return Shard(path, parquet.metadata.num_rows, True, BadRecords(**bad), seen, text_bytes, read_bytes)
 
 
 def write_shard(
-    counter: RegexCounter | CompiledCounter, bad: BadRecords, path: str, store: Store = LOCAL
-) -> Shard:
-    """Write what ``counter`` counted (and the records ``bad`` left out) as the shard ``path``."""
+    counter: RegexCounter | CompiledCounter, bad: BadRecords, path: str, store: Store = LOCAL,
+    read_bytes: int = 0,
+) -> Shard:  # fmt: skip
+    """Write what ``counter`` counted (and the records ``bad`` left out) as the shard ``path``;
+    ``read_bytes``: what was read of an input whose size was not known."""
     table = counter.table().sort_by("token")  # the reduce merges runs
     text_bytes = words_bytes(table) + counter.specials.bytes
     metadata = {SPECIALS_KEY: json.dumps(vars(counter.specials)), TEXT_BYTES_KEY: str(text_bytes)}
+    if read_bytes:
+        metadata[READ_BYTES_KEY] = str(read_bytes)
     if bad.count:
         metadata[BAD_RECORDS_KEY] = json.dumps(vars(bad))
     write_counts(table.replace_schema_metadata(metadata), path, store)
-    return Shard(path, table.num_rows, False, bad, counter.specials, text_bytes)
+    return Shard(path, table.num_rows, False, bad, counter.specials, text_bytes, read_bytes)

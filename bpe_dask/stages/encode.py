@@ -26,7 +26,7 @@ from bpe_dask.io.publish import atomic_file, output_file, write_bytes_atomically
 from bpe_dask.io.records import BadRecords, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.text import iter_texts, iter_utf8
-from bpe_dask.stages.read_events import reporter
+from bpe_dask.stages.read_events import ReadTally, reporter
 from bpe_dask.tokenizer import Tokenizer
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range encodes to.
@@ -46,6 +46,7 @@ class EncodedShard:
     bad_records: BadRecords = field(default_factory=BadRecords)
     unit: str = "bytes"  # what start and end count: bytes, or a Parquet file's row groups
     text_bytes: int = 0  # the UTF-8 bytes of the text encoded (decompressed; records' texts only)
+    read_bytes: int = 0  # the bytes read of an input whose size was not known (0 for any other)
 
 
 def dtype_for(tokenizer: Tokenizer) -> str:
@@ -113,7 +114,7 @@ def _encode_range_to_shard(
         return read_encoded_shard(path, tokenizer, where, store)
     dtype = np.dtype(dtype_for(tokenizer))
     bad = BadRecords()
-    progress = reporter(store, byte_range.size)  # how far the reading has got, to the client
+    progress = ReadTally(reporter(store, byte_range.size))  # how far the reading has got, to the client
     parts, text_bytes = [], 0
     if byte_range.file.has_records:
         for docs in iter_documents(byte_range, store, utf8_errors=utf8_errors, bad=bad, progress=progress):
@@ -128,7 +129,8 @@ def _encode_range_to_shard(
                                progress=progress):  # fmt: skip
             parts.append(tokenizer.encode_array(text, dtype))
             text_bytes += len(text.encode("utf-8"))
-    return write_encoded_shard(parts, dtype, path, where, bad, text_bytes, store)
+    read_bytes = 0 if byte_range.file.sized else progress.read
+    return write_encoded_shard(parts, dtype, path, where, bad, text_bytes, store, read_bytes)
 
 
 def read_encoded_shard(
@@ -143,7 +145,8 @@ def read_encoded_shard(
     sidecar = json.loads(fs.cat_file(f"{fs_path}.json"))
     bad = BadRecords(**sidecar["bad_records"])
     *place, unit = where
-    return EncodedShard(path, *place, tokens, True, bad, unit, sidecar["text_bytes"])
+    read_bytes = sidecar.get("read_bytes", 0)
+    return EncodedShard(path, *place, tokens, True, bad, unit, sidecar["text_bytes"], read_bytes)
 
 
 def write_encoded_shard(
@@ -154,12 +157,13 @@ def write_encoded_shard(
     bad: BadRecords,
     text_bytes: int,
     store: Store = LOCAL,
+    read_bytes: int = 0,
 ) -> EncodedShard:
     """Write the ids ``parts`` of the part ``where`` (input, start, end, unit) as the shard ``path``,
-    after its sidecar."""
+    after its sidecar; ``read_bytes``: what was read of an input whose size was not known."""
     tokens = sum(len(part) for part in parts)
     # Beside the shard, written first: what a re-run that reuses the shard reports of it.
-    sidecar = {"text_bytes": text_bytes, "bad_records": vars(bad)}
+    sidecar = {"text_bytes": text_bytes, "bad_records": vars(bad), "read_bytes": read_bytes}
     write_bytes_atomically(json.dumps(sidecar).encode(), f"{path}.json", store)
     header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (tokens,)}
     with atomic_file(path, store) as (fs, partial), fs.open(partial, "wb") as f:
@@ -167,7 +171,7 @@ def write_encoded_shard(
         for part in parts:
             f.write(part.data)
     *place, unit = where
-    return EncodedShard(path, *place, tokens, False, bad, unit, text_bytes)
+    return EncodedShard(path, *place, tokens, False, bad, unit, text_bytes, read_bytes)
 
 
 def _shard_ids(shard: EncodedShard, store: Store) -> memoryview:

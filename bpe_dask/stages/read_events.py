@@ -89,3 +89,24 @@ def reporter(store: Store, size: int) -> ReadReporter | None:
     interval = config.seconds("progress-interval", store.settings)
     closing = lambda: worker.status not in WORKER_ANY_RUNNING  # noqa: E731
     return ReadReporter(worker.log_event, key, interval, size, closing)
+
+
+class ReadTally:
+    """A ``ReadProgress`` that keeps how far the reading got (``read``), and passes each report on to
+    ``then`` (a ``ReadReporter``, or ``None``): the bytes of an input whose server did not say its
+    size, which the job's report counts once they have been read.
+
+    >>> tally = ReadTally(None)
+    >>> for done in (0, 40, 100):
+    ...     tally(done)
+    >>> tally.read
+    100
+    """
+
+    def __init__(self, then: ReadReporter | None) -> None:
+        self.then, self.read = then, 0
+
+    def __call__(self, done: int, documents: int = 0, last: bool = False) -> None:
+        self.read = max(self.read, done)
+        if self.then is not None:
+            self.then(done, documents, last)
