@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 import servers
 
-from bpe_dask import BpeDaskError, Tokenizer, count_words, encode, train
+from bpe_dask import BpeDaskError, Tokenizer, count_words, encode, evaluate, train
 from bpe_dask.io.inputs import expand_inputs
 from bpe_dask.io.plan import plan_ranges
 from bpe_dask.io.storage import Store
@@ -170,6 +170,9 @@ def test_a_server_that_gives_no_size_and_a_redirect(server, client, folder, text
     encoded = encode(inputs[0], tokenizer, str(tmp_path / "ids.bin"), client=client)
     assert encoded["input_bytes"] == sizes["corpus.txt"]
     assert np.fromfile(tmp_path / "ids.bin", encoded["dtype"]).tolist() == tokenizer.encode(text)
+    for where in ({"client": client}, {"in_process": True}):
+        evaluated = evaluate(inputs[0], {"tok": tokenizer}, **where)
+        assert evaluated["input_bytes"] == sizes["corpus.txt"], where
 
 
 def test_a_busy_server_is_asked_again(server, client, text, tmp_path):

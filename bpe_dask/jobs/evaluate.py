@@ -284,6 +284,7 @@ def _report(job: Job, rows: list[Row], groups: list[Group], measured: list[list[
     """The report: what was read, and a row per tokenizer and size."""
     first = measured[0]  # every group reads the same text
     text_bytes, documents = sum(m.text_bytes for m in first), sum(m.documents for m in first)
+    job.unsized_read = sum(m.read_bytes for m in first)  # what the inputs of no known size held
     bad = BadRecords()
     for m in first:
         bad.merge(m.bad_records)

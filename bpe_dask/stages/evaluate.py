@@ -43,7 +43,7 @@ from bpe_dask.io.records import BadRecords, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.text import iter_texts
 from bpe_dask.stages.count import CountSettings, add_documents, new_counter
-from bpe_dask.stages.read_events import reporter
+from bpe_dask.stages.read_events import ReadTally, reporter
 from bpe_dask.tokenizer import Tokenizer
 
 
@@ -100,6 +100,7 @@ class Measured:
     documents: int
     tokens: tuple[int, ...]
     bad_records: BadRecords = field(default_factory=BadRecords)
+    read_bytes: int = 0  # the bytes read of an input whose size was not known (0 for any other)
 
 
 def measure_range(
@@ -117,7 +118,7 @@ def _measure_range(
     pretokenizer = settings.pretokenizer()
     counter = new_counter(settings, byte_range.text_bytes)
     bad = BadRecords()
-    progress = reporter(store, byte_range.size)  # how far the reading has got, to the client
+    progress = ReadTally(reporter(store, byte_range.size))  # how far the reading has got, to the client
     text_bytes = documents = 0
     if byte_range.file.has_records:
         batches = iter_documents(byte_range, store, utf8_errors=settings.utf8_errors, bad=bad,
@@ -139,5 +140,6 @@ def _measure_range(
     for measure in measures:
         histogram = measure.tokenizer.pretoken_histogram(data, offsets, counts)
         tokens += [int(histogram.sum() if p is None else histogram @ p) + specials for p in measure.pieces]
-    return Measured(text_bytes, documents, tuple(tokens), bad)
+    read_bytes = 0 if byte_range.file.sized else progress.read
+    return Measured(text_bytes, documents, tuple(tokens), bad, read_bytes)
 
