@@ -289,3 +289,28 @@ def test_encode_to_a_bin_twice_without_overwrite_then_with(tmp_path):
     assert len(refused.stderr.strip().splitlines()) == 1
     assert encode("--overwrite").returncode == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ids.bin", "ids.bin.json", "in.txt", "tok"]
+
+
+def test_a_bin_job_that_loses_the_race_leaves_the_winners_sidecar(tmp_path, monkeypatch):
+    """Job B looked at the output before job A committed it (the look is only a courtesy), and reaches
+    its own commit after A is done: it removed A's ``ids.bin.json``, then failed, and left A's
+    ``.bin`` undescribed. Without ``--overwrite`` nothing of A's may go."""
+    from distributed import Client
+
+    import bpe_dask.jobs.encode as encode_job
+    from bpe_dask import encode
+
+    texts = {name: corpus.words_corpus(seed, 5_000) for name, seed in (("a.txt", 31), ("b.txt", 32))}
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    vocab, merges = train_bpe(tmp_path / "a.txt", 300, [EOT], in_process=True)
+    tokenizer = Tokenizer(vocab, merges, [EOT])
+    out = str(tmp_path / "ids.bin")
+    with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=":0") as client:
+        won = encode(str(tmp_path / "a.txt"), tokenizer, out, client=client)
+        monkeypatch.setattr(encode_job, "check_output_file", lambda *args, **kwargs: None)  # B looked before
+        with pytest.raises(OutputExists):
+            encode(str(tmp_path / "b.txt"), tokenizer, out, client=client)
+    sidecar = json.loads((tmp_path / "ids.bin.json").read_text())
+    assert sidecar["tokens"] == won["tokens"] and sidecar["inputs"] == won["inputs"]
+    assert np.fromfile(out, np.uint16).tolist() == tokenizer.encode(texts["a.txt"])

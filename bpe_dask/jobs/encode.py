@@ -247,12 +247,14 @@ def _publish_bin(client: Client, job: Job, shards: list[EncodedShard], out: str,
     """One flat file of ids, then its sidecar. Where the file is local and the workers share the disk,
     each shard is written at its offset by a task (ranged writes, side by side); elsewhere one task
     streams them in order into the store. The ``.bin`` is committed (exclusively unless
-    ``--overwrite``) once whole, an earlier sidecar removed just before, and the new sidecar after:
-    a ``.bin`` with a ``.json`` beside it is always described by it (docs/outputs.md)."""
+    ``--overwrite``) once whole, and the new sidecar after; with ``--overwrite`` an earlier sidecar
+    is removed just before the commit (without it, the commit fails if there is a ``.bin``, whose
+    sidecar, another job's maybe, stays): a ``.bin`` with a ``.json`` beside it is always described
+    by it (docs/outputs.md)."""
     store, overwrite = job.store, job.options.overwrite
     itemsize = 2 if report["dtype"] == "uint16" else 4
     if is_local(out) and is_embedded(client):
-        unsidecar = partial_function(remove_sidecar, out, store)
+        unsidecar = partial_function(remove_sidecar, out, store) if overwrite else (lambda: None)
         with atomic_file(out, store, overwrite, unsidecar) as (_, partial):
             with open(partial, "wb") as f:
                 f.truncate(report["tokens"] * itemsize)

@@ -229,9 +229,11 @@ def write_at(shard: EncodedShard, path: str, offset: int, store: Store = LOCAL) 
 def stream_shards(shards: list[EncodedShard], url: str, store: Store = LOCAL, overwrite: bool = False) -> int:
     """Write the shards' ids in order into the file ``url`` (an object store's multipart upload, or a
     temporary local file), holding one shard at a time, and commit it (``publish.output_file``), the
-    sidecar ``url + ".json"`` of an earlier run removed just before; returns the bytes written."""
+    sidecar ``url + ".json"`` of an earlier run removed just before with ``overwrite``; returns the
+    bytes written."""
     written = 0
-    with output_file(url, store, overwrite, lambda: remove_sidecar(url, store)) as f:
+    unsidecar = (lambda: remove_sidecar(url, store)) if overwrite else (lambda: None)
+    with output_file(url, store, overwrite, unsidecar) as f:
         for shard in shards:
             written += f.write(_shard_ids(shard, store))
     return written
