@@ -333,6 +333,12 @@ def test_a_signed_urls_query_and_a_password_stay_out_of_reports(server, client, 
     hidden = server.url.replace("http://", "http://<hidden>@") + "/ranged/corpus.txt"
     assert counted.report()["inputs"] == [hidden]
     assert SECRET not in repr(counted)
+    tokenizer = Tokenizer.load(tmp_path / "tok")
+    encode(signed, tokenizer, str(tmp_path / "ids"), client=client, chunk_size="16KiB")
+    written = {p.name: p.read_text() for p in (tmp_path / "ids").iterdir() if p.suffix == ".json"}
+    assert sorted(written) == ["index.json", "report.json"]
+    assert not [name for name, text in written.items() if SECRET in text], written
+    assert json.loads(written["index.json"])["shards"][0]["input"] == report["inputs"][0]
 
 
 @pytest.mark.parametrize("path", ["/ranged/missing.txt", "/drop/corpus.txt"], ids=["404", "drops-mid-read"])

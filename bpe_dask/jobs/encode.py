@@ -20,6 +20,7 @@ import dask
 from dask.base import tokenize
 from distributed import Client
 
+from bpe_dask.credentials import shown
 from bpe_dask.errors import BpeDaskError, UsageError
 from bpe_dask.io.outputs import check_output_dir, check_output_file
 from bpe_dask.io.publish import atomic_file, staged_directory
@@ -234,7 +235,7 @@ def _publish_shards(client: Client, job: Job, shards: list[EncodedShard], out: s
         ]
         run_tasks(client, copies)
         index = {"dtype": report["dtype"], "shards": [
-            {"shard": name, "input": s.input, "start": s.start, "end": s.end, "unit": s.unit,
+            {"shard": name, "input": shown(s.input), "start": s.start, "end": s.end, "unit": s.unit,
              "tokens": s.tokens}
             for name, s in zip(names, shards, strict=True)
         ]}  # fmt: skip
