@@ -352,3 +352,27 @@ def test_merge_rejects_a_table_with_the_wrong_schema(tmp_path):
     done = run("merge", "bad.parquet", "--vocab-size", "300", "--out", "out", "-q", cwd=tmp_path, check=False)
     assert_user_error(done, "token (binary or large_binary)", "count (int64)")
     assert not (tmp_path / "out").exists()
+
+
+def test_an_output_that_is_an_input_is_refused_or_left_out(tmp_path):
+    """``encode in.txt --out in.txt --overwrite`` replaced the input with its own ids; and an earlier
+    ``--out data/ids.bin`` in a folder of inputs was read back as text."""
+    text = "hello world" + EOT + "hello there\n"
+    write_text(tmp_path / "in.txt", text)
+    run("train", "in.txt", "--vocab-size", "270", "--special-token", EOT, "--out", "tok", "--workers", "1",
+        "-q", cwd=tmp_path)  # fmt: skip
+    before = {p.name for p in tmp_path.iterdir()}
+    for command in (["encode", "in.txt", "--tokenizer", "tok", "--out", "in.txt", "--format", "bin"],
+                    ["count", "in.txt", "--out", "in.txt"]):  # fmt: skip
+        done = run(*command, "--overwrite", "--workers", "1", cwd=tmp_path, check=False)
+        assert_user_error(done, "in.txt is the job's own output (--out)")
+        assert (tmp_path / "in.txt").read_text() == text
+        assert_nothing_written(tmp_path, before)
+    data = tmp_path / "data"
+    data.mkdir()
+    write_text(data / "a.txt", text)
+    for _ in range(2):  # the second run's folder holds the first one's ids.bin
+        run("encode", "data", "--tokenizer", "tok", "--out", "data/ids.bin", "--overwrite", "--workers", "1",
+            "-q", cwd=tmp_path)  # fmt: skip
+        report = json.loads((data / "ids.bin.json").read_text())
+        assert report["inputs"] == [(data / "a.txt").as_uri()], report["inputs"]

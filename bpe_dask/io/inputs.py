@@ -110,19 +110,25 @@ def expand_inputs(
     """Every file the inputs name, in order: globs and directories expand sorted by path.
 
     Inside directories, names starting with ``.`` or ``_`` (``.DS_Store``, ``_SUCCESS``) are
-    skipped, and so is anything under ``exclude`` (the job's own output and work directory).
+    skipped, and so is anything under ``exclude`` (the job's own output and work directory), or
+    that is one of them (an earlier ``--out ids.bin`` in a folder of inputs); an input named on its
+    own that is the job's output is an error: the job would replace what it reads.
     A file named twice is read once. Each file's format comes from ``reading``.
     """
-    excluded = [url.rstrip("/") + "/" for url in _urls(exclude, store)]
+    own = [url.rstrip("/") for url in _urls(exclude, store)]
     files: dict[str, InputFile] = {}
     for spec in inputs:
         found = [_with_format(file, reading) for file in _expand_one(str(spec), store)]
         if not found:
             raise BpeDaskError(f"no input files match {spec!r}")
         for file in found:
-            if not any(file.url.startswith(prefix) for prefix in excluded):
+            if file.url in own and _urls([str(spec)], store) == [file.url]:  # named on its own
+                raise BpeDaskError(f"input {shown(file.url)} is the job's own output (--out): it would "
+                                   "replace what it reads; write elsewhere")  # fmt: skip
+            if not any(file.url == url or file.url.startswith(url + "/") for url in own):
                 files.setdefault(file.url, file)
     return list(files.values())
+
 
 
 def _with_format(file: InputFile, reading: Reading) -> InputFile:
