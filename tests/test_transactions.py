@@ -10,8 +10,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import ClassVar
 
 import corpus
 import numpy as np
@@ -314,3 +316,64 @@ def test_a_bin_job_that_loses_the_race_leaves_the_winners_sidecar(tmp_path, monk
     sidecar = json.loads((tmp_path / "ids.bin.json").read_text())
     assert sidecar["tokens"] == won["tokens"] and sidecar["inputs"] == won["inputs"]
     assert np.fromfile(out, np.uint16).tolist() == tokenizer.encode(texts["a.txt"])
+
+
+class Streaming:
+    """The .bin's streaming task, watched from the test (the worker is a thread of this process)."""
+
+    started = threading.Event()
+    ended = threading.Event()
+    real: ClassVar[dict] = {}
+
+    @staticmethod
+    def slow_shard_ids(shard, store):
+        Streaming.started.set()
+        time.sleep(0.5)
+        return Streaming.real["ids"](shard, store)
+
+    @staticmethod
+    def stream(*args, **kwargs):
+        try:
+            return Streaming.real["stream"](*args, **kwargs)
+        finally:
+            Streaming.ended.set()
+
+
+def test_a_bin_streamed_on_a_users_cluster_is_not_committed_after_ctrl_c(tmp_path, monkeypatch):
+    """On a cluster the job does not own, cancelling does not stop the task that streams the shards
+    into the .bin: it went on, and committed the .bin seconds after the job had stopped (with
+    ``--overwrite``, replacing the previous one). It now hears that the job stopped, and commits
+    nothing."""
+    import signal
+
+    from distributed import Client, LocalCluster
+
+    import bpe_dask.jobs.encode as encode_job
+    import bpe_dask.stages.encode as encode_stage
+    from bpe_dask import encode
+
+    text = corpus.words_corpus(33, 20_000)
+    (tmp_path / "in.txt").write_text(text, encoding="utf-8")
+    vocab, merges = train_bpe(tmp_path / "in.txt", 300, [EOT], in_process=True)
+    tokenizer = Tokenizer(vocab, merges, [EOT])
+    (tmp_path / "out").mkdir()
+    Streaming.real.update(ids=encode_stage._shard_ids, stream=encode_job.stream_shards)
+    monkeypatch.setattr(encode_stage, "_shard_ids", Streaming.slow_shard_ids)
+    monkeypatch.setattr(encode_job, "stream_shards", Streaming.stream)
+
+    def press_ctrl_c() -> None:
+        if Streaming.started.wait(60):
+            os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C reaches the client
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the runner had
+    shape = {"processes": False, "n_workers": 1, "threads_per_worker": 2, "dashboard_address": ":0"}
+    try:
+        with LocalCluster(**shape) as cluster, Client(cluster.scheduler_address) as client:  # not the job's
+            threading.Thread(target=press_ctrl_c, daemon=True).start()
+            with pytest.raises(KeyboardInterrupt):
+                encode(str(tmp_path / "in.txt"), tokenizer, str(tmp_path / "out" / "ids.bin"), client=client,
+                       chunk_size="16KiB", work_dir=str(tmp_path / "work"))  # the shards stay: read on
+            assert Streaming.ended.wait(60)  # the streaming task went on to its end, the job stopped
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert sorted(os.listdir(tmp_path / "out")) == []

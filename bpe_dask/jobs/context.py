@@ -10,6 +10,7 @@ checked the workers, through ``run_tasks``, which turns a failure into one line.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import resource
@@ -24,7 +25,7 @@ from typing import Any
 
 from dask.base import tokenize
 from dask.delayed import Delayed
-from distributed import Client, LocalCluster, as_completed
+from distributed import Client, Event, LocalCluster, as_completed
 
 from bpe_dask import settings as config
 from bpe_dask.credentials import shown
@@ -276,8 +277,13 @@ def report_bad_records(bad: BadRecords) -> None:
 
 
 def run_tasks(client: Client, tasks: list[Delayed], progress: TaskProgress | PartitionProgress | None = None,
-              sizes: Sequence[int] = (), extra: Callable[[Any], int] | None = None) -> list:  # fmt: skip
+              sizes: Sequence[int] = (), extra: Callable[[Any], int] | None = None,
+              stop: str | None = None) -> list:  # fmt: skip
     """Compute ``tasks`` and gather their results; a failure cancels them all and is one line.
+
+    Cancelling does not stop a task already running on a cluster the job does not own: one that
+    commits an output at its end (``stages.encode.stream_shards``) is told through the Dask event
+    ``stop``, set here first, which it looks at just before committing (``stages.read_events.stopped``).
 
     The first ``len(sizes)`` tasks are map tasks over that many input bytes each: ``progress``
     hears how far each has read as it runs, and of each as it finishes (with ``extra`` of its
@@ -296,6 +302,9 @@ def run_tasks(client: Client, tasks: list[Delayed], progress: TaskProgress | Par
                     progress.task_done(size_of[future.key], result, future.key)
             return client.gather(futures)
     except BaseException:
+        if stop is not None:
+            with contextlib.suppress(Exception):  # the scheduler is gone: so are the tasks
+                Event(stop, client=client).set()
         client.cancel(futures)  # a failed job stops at once, before its work directory goes
         raise
 

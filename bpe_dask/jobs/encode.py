@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import time
+import uuid
 from collections.abc import Sequence
 from functools import partial as partial_function
 
@@ -269,8 +270,9 @@ def _publish_bin(client: Client, job: Job, shards: list[EncodedShard], out: str,
             ]
             run_tasks(client, writes)
     else:
-        streaming = dask.delayed(stream_shards, pure=False)(shards, out, store, overwrite)
-        run_tasks(client, [streaming])
+        stop = f"bpe-dask-stop-{uuid.uuid4().hex}"  # set if the job stops while the task streams
+        streaming = dask.delayed(stream_shards, pure=False)(shards, out, store, overwrite, stop)
+        run_tasks(client, [streaming], stop=stop)
     with atomic_file(f"{out}.json", store) as (fs, partial):
         fs.pipe_file(partial, (json.dumps(report, indent=2) + "\n").encode())
 

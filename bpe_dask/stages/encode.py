@@ -26,7 +26,7 @@ from bpe_dask.io.publish import atomic_file, output_file, write_bytes_atomically
 from bpe_dask.io.records import BadRecords, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.text import iter_texts, iter_utf8
-from bpe_dask.stages.read_events import ReadTally, reporter
+from bpe_dask.stages.read_events import ReadTally, reporter, stopped
 from bpe_dask.tokenizer import Tokenizer
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range encodes to.
@@ -226,17 +226,30 @@ def write_at(shard: EncodedShard, path: str, offset: int, store: Store = LOCAL) 
     return len(data)
 
 
-def stream_shards(shards: list[EncodedShard], url: str, store: Store = LOCAL, overwrite: bool = False) -> int:
+def stream_shards(
+    shards: list[EncodedShard], url: str, store: Store = LOCAL, overwrite: bool = False,
+    stop: str | None = None,
+) -> int:  # fmt: skip
     """Write the shards' ids in order into the file ``url`` (an object store's multipart upload, or a
     temporary local file), holding one shard at a time, and commit it (``publish.output_file``), the
     sidecar ``url + ".json"`` of an earlier run removed just before with ``overwrite``; returns the
-    bytes written."""
+    bytes written. Nothing is committed once the job has stopped (``read_events.stopped``)."""
     written = 0
-    unsidecar = (lambda: remove_sidecar(url, store)) if overwrite else (lambda: None)
-    with output_file(url, store, overwrite, unsidecar) as f:
+
+    def before_commit() -> None:
+        if stopped(stop):  # the client was interrupted meanwhile: the output stays as it was
+            raise JobStopped(f"the job stopped before {url} was committed")
+        if overwrite:
+            remove_sidecar(url, store)
+
+    with output_file(url, store, overwrite, before_commit) as f:
         for shard in shards:
             written += f.write(_shard_ids(shard, store))
     return written
+
+
+class JobStopped(Exception):
+    """A task's job stopped while it ran: what it would have committed is dropped."""
 
 
 def remove_sidecar(url: str, store: Store) -> None:

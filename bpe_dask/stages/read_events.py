@@ -26,7 +26,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from distributed import get_worker
+from distributed import Event, get_worker
 from distributed.worker import WORKER_ANY_RUNNING
 
 from bpe_dask import settings as config
@@ -110,3 +110,16 @@ class ReadTally:
         self.read = max(self.read, done)
         if self.then is not None:
             self.then(done, documents, last)
+
+
+def stopped(stop: str | None) -> bool:
+    """Whether the job a task belongs to has stopped (interrupted, or another task failed): the Dask
+    event ``stop`` its client sets (``jobs.context.run_tasks``). Asked by a task that would commit an
+    output, just before: a task already running on a cluster the job does not own is not stopped by
+    cancelling it. False outside a Dask task, or with no ``stop``."""
+    if stop is None:
+        return False
+    try:
+        return Event(stop).is_set()  # through this worker's client
+    except ValueError:  # no client: not in a Dask task
+        return False
