@@ -64,8 +64,32 @@ def test_a_job_on_our_own_local_cluster_does_register_its_plugin():
     ):
         names = check_workers(client)
         state = client.run(worker_state)
-    assert names == ["bpe-dask-quiet-user-errors"]
-    assert all("bpe-dask-quiet-user-errors" in s["plugins"] and s["filters"] >= 1 for s in state.values())
+    [name] = names
+    assert name.startswith("bpe-dask-quiet-user-errors-")
+    assert all(name in s["plugins"] and s["filters"] >= 1 for s in state.values())
+
+
+def test_two_jobs_on_one_cluster_each_take_their_own_plugin_off(caplog):
+    """Both jobs' plugins had one name: the first job to end took off the one the second still ran
+    with, and the second's, taking it off in turn, made the scheduler log a ValueError."""
+    from distributed import Client, LocalCluster
+
+    from bpe_dask.jobs.preflight import check_workers, unregister_plugins
+
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address="127.0.0.1:0") as cluster,
+        Client(cluster) as client,
+        caplog.at_level(logging.ERROR),
+    ):
+        first, second = check_workers(client), check_workers(client)
+        unregister_plugins(client, first)  # the first job ends
+        [state] = client.run(worker_state).values()
+        assert set(second) <= set(state["plugins"]) and not set(first) & set(state["plugins"])
+        assert state["filters"] >= 1  # the second job's workers still keep user errors quiet
+        unregister_plugins(client, second)
+        [state] = client.run(worker_state).values()
+    assert not [name for name in state["plugins"] if name.startswith("bpe-dask")]
+    assert not [r for r in caplog.records if "plugin" in r.getMessage().lower()], caplog.records
 
 
 @pytest.mark.parametrize(

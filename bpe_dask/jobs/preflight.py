@@ -71,10 +71,16 @@ def probe_path(url: str, options: dict, write: bool = False) -> str | None:
 class QuietUserErrors(WorkerPlugin):
     """Keeps workers from logging a traceback for a task that stopped on a user error.
 
-    The error still reaches the client, which reports it in one line.
+    The error still reaches the client, which reports it in one line. Each job's is its own (a
+    name of its own): two jobs on one cluster each take theirs off as they end, not the other's.
     """
 
-    name = "bpe-dask-quiet-user-errors"
+    PREFIX = "bpe-dask-quiet-user-errors"
+
+    def __init__(self) -> None:
+        import uuid
+
+        self.name = f"{self.PREFIX}-{uuid.uuid4().hex[:12]}"
 
     def setup(self, worker) -> None:
         import logging
