@@ -106,26 +106,29 @@ def expand_inputs(
     store: Store = LOCAL,
     exclude: Sequence[str] = (),
     reading: Reading = Reading(),
+    outputs: Sequence[str] = (),
 ) -> list[InputFile]:
     """Every file the inputs name, in order: globs and directories expand sorted by path.
 
     Inside directories, names starting with ``.`` or ``_`` (``.DS_Store``, ``_SUCCESS``) are
     skipped, and so is anything under ``exclude`` (the job's own output and work directory), or
-    that is one of them (an earlier ``--out ids.bin`` in a folder of inputs); an input named on its
-    own that is the job's output is an error: the job would replace what it reads.
+    that is one of ``outputs``, the files it writes (an earlier ``--out ids.bin`` in a folder of
+    inputs); an input named on its own that is one of them is an error: the job would replace what
+    it reads.
     A file named twice is read once. Each file's format comes from ``reading``.
     """
-    own = [url.rstrip("/") for url in _urls(exclude, store)]
+    under = [url.rstrip("/") + "/" for url in _urls(exclude, store)]
+    written = [url.rstrip("/") for url in _urls(outputs, store)]
     files: dict[str, InputFile] = {}
     for spec in inputs:
         found = [_with_format(file, reading) for file in _expand_one(str(spec), store)]
         if not found:
             raise BpeDaskError(f"no input files match {spec!r}")
         for file in found:
-            if file.url in own and _urls([str(spec)], store) == [file.url]:  # named on its own
+            if file.url in written and _urls([str(spec)], store) == [file.url]:  # named on its own
                 raise BpeDaskError(f"input {shown(file.url)} is the job's own output (--out): it would "
                                    "replace what it reads; write elsewhere")  # fmt: skip
-            if not any(file.url == url or file.url.startswith(url + "/") for url in own):
+            if file.url not in written and not any(file.url.startswith(prefix) for prefix in under):
                 files.setdefault(file.url, file)
     return list(files.values())
 

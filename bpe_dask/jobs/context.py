@@ -65,10 +65,15 @@ class Job:
         """A job that reads and writes ``urls``: an ``s3://`` job takes the AWS environment along."""
         return cls(options, Store.for_job(options.storage_options, urls, options.ship_credentials))
 
-    def find_inputs(self, inputs: Sequence[str], exclude: Sequence[str | None] = ()) -> None:
-        """The files the inputs name; the job's own outputs (``exclude``) are never read back as inputs."""
+    def find_inputs(
+        self, inputs: Sequence[str], exclude: Sequence[str | None] = (), outputs: Sequence[str | None] = ()
+    ) -> None:
+        """The files the inputs name; what the job writes is never read back as an input: anything
+        under ``exclude`` (its output and work directories) or one of ``outputs`` (files it writes),
+        which named as an input is an error."""
         self.files = expand_inputs(
-            inputs, self.store, exclude=[e for e in exclude if e], reading=self.options.reading()
+            inputs, self.store, exclude=[e for e in exclude if e], reading=self.options.reading(),
+            outputs=[o for o in outputs if o],
         )
 
     def check_pattern(self, pretokenizer: Pretokenizer) -> None:

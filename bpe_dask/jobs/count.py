@@ -158,7 +158,7 @@ def count_with(inputs: list[str], opts: JobOptions, out: str | None = None) -> C
     job = Job.start(opts, [*inputs, out, opts.work_dir])
     if out:
         check_output_file(out, opts.overwrite, job.store)
-    job.find_inputs(inputs, exclude=[out, opts.work_dir])
+    job.find_inputs(inputs, exclude=[out, opts.work_dir], outputs=[out])
     settings = opts.count_settings()
     pretokenizer = settings.pretokenizer()
     job.check_pattern(pretokenizer)

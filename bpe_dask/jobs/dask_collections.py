@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from dataclasses import dataclass, replace
 
 import dask
@@ -209,11 +210,14 @@ def count_parts(
     shard_dir = f"{work_dir.rstrip('/')}/shards"
     store = job.store
     finished = _finished(shard_dir, store)
+    # Task keys of this run's own: an earlier run's results for the same partitions may still be held
+    # by the scheduler, and its shards removed since (``forget_shards``).
+    run = uuid.uuid4().hex
     shards, paths = [], []
     for part, data in zip(documents.parts(job.options.on_bad_record), documents.partitions, strict=True):
         path = shard_path(shard_dir, part, settings)
         paths.append(path)
-        name = f"count-{tokenize(part.key(), settings.key(), shard_dir, store)}"
+        name = f"count-{tokenize(part.key(), settings.key(), shard_dir, store, run)}"
         if path.rpartition("/")[2] in finished:
             shards.append(dask.delayed(read_shard, pure=True)(path, store, dask_key_name=name))
         else:
@@ -359,10 +363,11 @@ def encode_parts(
     shared = client.scatter(tokenizer, broadcast=True, hash=False)
     key = encoding_key(tokenizer, separator, options.utf8_errors)
     finished = _finished(f"{work.rstrip('/')}/encoded", store)
+    run = uuid.uuid4().hex  # this run's own task keys, as count_parts's
     tasks = []
     for part, data in zip(documents.parts(options.on_bad_record), documents.partitions, strict=True):
         path = encoded_shard_path(work, part, key)
-        name = f"encode-{tokenize(part.key(), key, work)}"
+        name = f"encode-{tokenize(part.key(), key, work, run)}"
         if path.rpartition("/")[2] in finished and f"{path.rpartition('/')[2]}.json" in finished:
             where = (part.collection, part.index, part.index + 1, UNIT)
             tasks.append(dask.delayed(read_encoded_shard, pure=True)(path, shared, where, store,

@@ -112,7 +112,7 @@ def encode(
         check_output_dir(out, opts.overwrite, is_encoded_file, job.store)
     if collection is None:
         sidecar = f"{out}.json" if fmt == "bin" else None  # the .bin's, which a folder of inputs may hold
-        job.find_inputs(inputs, exclude=[out, sidecar, opts.work_dir])
+        job.find_inputs(inputs, exclude=[out, opts.work_dir], outputs=[out, sidecar])
     _check_separator(document_separator, tokenizer, job, records=collection is not None)
     job.check_pattern(tokenizer.pretokenizer)
     _say_format(out, fmt, tokenizer)

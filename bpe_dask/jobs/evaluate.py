@@ -52,7 +52,6 @@ TokenizerSource = PathLike | Tokenizer
 @dataclass(frozen=True)
 class Row:
     """One tokenizer at one vocabulary size, to measure."""
-
     name: str
     vocab_size: int
     tokenizer: Tokenizer  # whole: cut to ``vocab_size`` where it is measured (``_groups``)
@@ -284,7 +283,7 @@ def _report(job: Job, rows: list[Row], groups: list[Group], measured: list[list[
     """The report: what was read, and a row per tokenizer and size."""
     first = measured[0]  # every group reads the same text
     text_bytes, documents = sum(m.text_bytes for m in first), sum(m.documents for m in first)
-    job.unsized_read = sum(m.read_bytes for m in first)  # what the inputs of no known size held
+    job.unsized_read = sum(m.read_bytes for m in first)  # what inputs of no known size held
     bad = BadRecords()
     for m in first:
         bad.merge(m.bad_records)

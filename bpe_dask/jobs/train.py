@@ -92,7 +92,7 @@ def train(
     inputs, out = input_list(inputs), absolute(out)
     job = Job.start(opts, [*inputs, out, opts.work_dir])
     check_output_dir(out, opts.overwrite, is_output_file, job.store)
-    job.find_inputs(inputs, exclude=[out, opts.work_dir])
+    job.find_inputs(inputs, exclude=[out, opts.work_dir], outputs=[out])
     settings = opts.count_settings()
     job.check_pattern(settings.pretokenizer())
     if job.empty:  # nothing to count: no cluster to start, or to wait for

@@ -100,7 +100,7 @@ class Measured:
     documents: int
     tokens: tuple[int, ...]
     bad_records: BadRecords = field(default_factory=BadRecords)
-    read_bytes: int = 0  # the bytes read of an input whose size was not known (0 for any other)
+    read_bytes: int = field(default=0, repr=False)  # the bytes read of an input of no known size, else 0
 
 
 def measure_range(
