@@ -321,7 +321,7 @@ def test_what_a_partition_holds_becomes_documents_or_a_bad_element():
     assert texts(pd.Series(["a", None], dtype="string[pyarrow]"))[:2] == (["a"], 1)
     assert texts([b"ok", b"\xff bad", "lone \ud800"])[:2] == (["ok"], 2)
     # invalid UTF-8 read as U+FFFD, as bytes.decode(errors="replace") and a JSON Lines record's text do
-    assert texts([b"\xffx", "y\ud800"], utf8_errors="replace")[:2] == (["\ufffdx", "y" + "\ufffd" * 3], 0)
+    assert texts([b"\xffx", "y\ud800"], utf8_errors="replace")[:2] == (["\ufffdx", "y\ufffd"], 0)
     with pytest.raises(BpeDaskError, match=r"partition 4, element 1: invalid UTF-8 at byte 0"):
         texts(pd.Series([b"ok", b"\xff"], dtype=object), on_bad_record="error")
     with pytest.raises(BpeDaskError, match=r"partition 4, element 0: a dict, not a string"):

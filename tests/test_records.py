@@ -408,3 +408,18 @@ def test_a_compressed_input_is_logged_by_its_text_not_by_a_chunk_size(tmp_path, 
     )
     assert f"{format_bytes(len(text.encode()))} of text in {size} of input" in caplog.text
     assert report["text_bytes"] == len(text.encode()) > report["input_bytes"] == path.stat().st_size
+
+
+def test_a_lone_surrogate_replaced_is_the_text_the_tokenizer_encodes(tmp_path):
+    """JSON's ``\\ud800`` escape gives a lone surrogate. With ``utf8_errors="replace"`` it counted as three
+    U+FFFD (one per byte of its UTF-8), while the tokenizer encodes such text as tiktoken does: one
+    U+FFFD for each lone surrogate."""
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"text": "a \\ud800 b"}\n{"text": "ok \\udc4d\\ud83d"}\n', encoding="utf-8")
+    texts = [json.loads(line)["text"] for line in path.read_text().splitlines()]
+    assert texts == ["a \ud800 b", "ok \udc4d\ud83d"]  # as json.loads gives them: not valid Unicode
+    counted = count_words(path, [EOT], utf8_errors="replace", in_process=True).table()
+    got = dict(zip(counted["token"].to_pylist(), counted["count"].to_pylist(), strict=True))
+    assert got == reference.pretokenize(["a \ufffd b" + EOT + "ok \ufffd\ufffd"], [EOT])
+    tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], [EOT])
+    assert tokenizer.encode(texts[0]) == list("a \ufffd b".encode())

@@ -35,6 +35,7 @@ import pyarrow.compute as pc
 from bpe_dask.errors import BpeDaskError, InputError
 from bpe_dask.io.records import BadRecords, Documents, column_documents
 from bpe_dask.io.storage import describe
+from bpe_dask.rules.special_tokens import valid_text
 
 DEFAULT_BATCH_SIZE = 8192  # documents per batch, as rustbpe's buffer_size
 DEFAULT_BATCH_BYTES = 8 * 2**20  # and at most about this much text (the map tasks' block size)
@@ -91,7 +92,7 @@ class Batch:
                 raise InputError(f"element {self.first + k} of the iterable holds {what} "
                                  "(utf8_errors='replace' substitutes U+FFFD)") from None  # fmt: skip
         if isinstance(item, str):
-            return item.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
+            return valid_text(item).encode("utf-8")  # one U+FFFD a lone surrogate, as encoding does
         return bytes(item).decode("utf-8", "replace").encode("utf-8")
 
 

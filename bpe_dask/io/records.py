@@ -28,6 +28,7 @@ from bpe_dask.io.plan import ByteRange, Partition, RowGroups
 from bpe_dask.io.retries import is_transient
 from bpe_dask.io.storage import LOCAL, Store, describe
 from bpe_dask.io.text import ReadProgress, open_range, read_range
+from bpe_dask.rules.special_tokens import valid_text
 
 MAX_LINE = 1 << 28  # a JSON Lines record this long is more likely a file that is not JSON Lines
 
@@ -197,7 +198,8 @@ class _BadRecord(Exception):
 
 def _utf8(text: str, utf8_errors: str) -> bytes:
     """The text's UTF-8. JSON's ``\\ud800`` escapes give lone surrogates, which are not text: an
-    error, or U+FFFD."""
+    error, or U+FFFD, one for each, as the tokenizer encodes such text (``valid_text``, tiktoken's
+    rule): training and encoding see the same text."""
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
@@ -205,7 +207,7 @@ def _utf8(text: str, utf8_errors: str) -> bytes:
             raise _BadRecord(
                 "text holding a lone surrogate (an escape such as \\ud800), which is not valid Unicode"
             ) from None
-        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
+        return valid_text(text).encode("utf-8")
 
 
 def _json_kind(value: object) -> str:

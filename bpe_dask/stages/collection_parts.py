@@ -27,6 +27,7 @@ import pyarrow as pa
 from bpe_dask.errors import InputError
 from bpe_dask.io.records import BadRecords, Documents
 from bpe_dask.io.storage import LOCAL, Store
+from bpe_dask.rules.special_tokens import valid_text
 from bpe_dask.stages.count import CountSettings, Shard, add_documents, new_counter, write_shard
 from bpe_dask.stages.encode import EncodedShard, dtype_for, write_encoded_shard
 from bpe_dask.tokenizer import Tokenizer
@@ -185,7 +186,7 @@ def _utf8(element: object, utf8_errors: str) -> bytes:
         except UnicodeEncodeError:
             if utf8_errors == "strict":
                 raise _BadElement("text holding a lone surrogate, which is not valid Unicode") from None
-            return element.encode("utf-8", "surrogatepass").decode("utf-8", "replace").encode("utf-8")
+            return valid_text(element).encode("utf-8")  # one U+FFFD a lone surrogate, as encoding does
     if isinstance(element, (bytes, bytearray, memoryview)):
         data = bytes(element)
         try:
