@@ -287,3 +287,23 @@ def test_lines_of_only_punctuation_are_cut_after_their_line_ends(tmp_path, patte
             for word, count in counts_of(count_range(part, settings, block_size=4096)).items():
                 total[word] = total.get(word, 0) + count
         assert total == whole, chunk_size
+
+
+def test_settings_that_read_alike_never_share_shards(tmp_path):
+    """The settings' key joined them with NUL: the special token "errors=replace" read as the setting
+    utf8_errors="replace", and a second job with the same work directory reused the first one's shard,
+    counting the special token as if split out."""
+    from distributed import Client
+
+    from bpe_dask import count_words
+    from bpe_dask.rules import reference
+
+    path = tmp_path / "k.txt"
+    path.write_text("x errors=replace y a\0b", encoding="utf-8")
+    work = str(tmp_path / "work")
+    jobs = [(["errors=replace"], "strict"), ([], "replace"), (["a\0b"], "strict"), (["a", "b"], "strict")]
+    with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=":0") as client:
+        for special_tokens, utf8_errors in jobs:
+            counted = count_words(path, special_tokens, utf8_errors=utf8_errors, client=client, work_dir=work)
+            assert counts_of(counted) == reference.pretokenize([path.read_text()], special_tokens)
+            assert counted.partitions_reused == 0, (special_tokens, utf8_errors)

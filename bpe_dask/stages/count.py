@@ -57,11 +57,15 @@ class CountSettings:
         return _pretokenizer(self.special_tokens, self.pattern)
 
     def key(self) -> str:
-        """A digest of everything that decides the counts besides the input bytes."""
-        text = "\0".join([split_pattern(self.pattern).regex, *sorted(set(self.special_tokens))])
-        if self.utf8_errors != "strict":
-            text += f"\0errors={self.utf8_errors}"
-        text += f"\0counting={COUNTING_VERSION}"
+        """A digest of everything that decides the counts besides the input bytes: as JSON, so that
+        no two settings give one text (joined by NUL, the special token ``"errors=replace"`` read as
+        the setting, and ``["a\\0b"]`` as ``["a", "b"]``, reusing another job's shards).
+
+        >>> CountSettings(("errors=replace",)).key() != CountSettings((), "replace").key()
+        True
+        """
+        settings = [split_pattern(self.pattern).regex, sorted(set(self.special_tokens)), self.utf8_errors]
+        text = json.dumps([*settings, COUNTING_VERSION])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def recorded(self) -> dict:
