@@ -423,3 +423,14 @@ def test_a_lone_surrogate_replaced_is_the_text_the_tokenizer_encodes(tmp_path):
     assert got == reference.pretokenize(["a \ufffd b" + EOT + "ok \ufffd\ufffd"], [EOT])
     tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], [EOT])
     assert tokenizer.encode(texts[0]) == list("a \ufffd b".encode())
+
+
+def test_a_json_lines_file_that_starts_with_a_byte_order_mark(tmp_path):
+    """Windows tools start a UTF-8 file with a byte order mark: the first record was refused as bad
+    ("Unexpected UTF-8 BOM"), and the job stopped."""
+    path = tmp_path / "docs.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"text": "first record"}\n{"text": "second one"}\n')
+    counted = count_words(path, [EOT], in_process=True)
+    got = dict(zip(counted.table()["token"].to_pylist(), counted.table()["count"].to_pylist(), strict=True))
+    assert got == reference.pretokenize(["first record" + EOT + "second one"], [EOT])
+    assert counted.bad_records_skipped == 0

@@ -102,6 +102,8 @@ def _jsonl_documents(
         progress(done, records, last)
 
     for offset, line in _lines(part, store, batch_bytes, read):
+        if offset == 0 and line.startswith(b"\xef\xbb\xbf"):
+            line = line[3:]  # a UTF-8 byte order mark (Windows tools write one): not JSON, no text
         if not line.strip():
             continue  # a blank line (the last newline of a file, say) holds no record
         length, held = len(line), [line]
