@@ -132,7 +132,7 @@ def test_a_dask_collection_is_checked_on_its_first_partition_before_counting(tmp
 
     # A bad element in the first partition is left out of the sample; counting then says it.
     bag = dask.bag.from_sequence([None, *DOCUMENTS, "more, text;" * 1000], partition_size=len(DOCUMENTS) + 1)
-    with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=None) as client:
+    with Client(processes=False, n_workers=1, threads_per_worker=2, dashboard_address=":0") as client:
         with pytest.raises(BpeDaskError) as error:
             train(bag, 300, tmp_path / "tok", pattern=r"[a-z]+", strict_pattern=True, client=client,
                   work_dir=tmp_path / "work")  # fmt: skip
