@@ -203,6 +203,7 @@ def sample(tmp_path) -> Path:
         (["in.txt", "--vocab-size", "300", "--special-token", EOT, "--special-token", EOT],
          ["given twice"], 1),
         (["in.txt", "--vocab-size", "300", "--chunk-size", "lots"], ["not a size"], 2),
+        (["in.txt", "--vocab-size", "300", "--chunk-size", "1.5"], ["not a whole number of bytes"], 2),
         (["in.txt", "--vocab-size", "300", "--config", "nope.toml"], ["config file not found"], 2),
         (["in.txt"], ["--vocab-size is required"], 2),
         (["in.txt", "--vocab-size", "300", "--special-token", "\udcff"], ["not valid Unicode"], 1),

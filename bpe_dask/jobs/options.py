@@ -11,6 +11,7 @@ credentials) never show in a ``repr``.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -159,11 +160,23 @@ def input_list(inputs: PathLike | Sequence[PathLike]) -> list[str]:
 
 
 def parse_size(value: int | str, what: str = "size") -> int:
-    """Bytes from ``65536``, ``"65536"``, ``"64MiB"`` or ``"1.5GB"``."""
+    """Bytes from ``65536``, ``"65536"``, ``"64MiB"`` or ``"1.5GB"``; a fraction of a byte is refused
+    (``1.5`` was cut to 1 byte without a word).
+
+    >>> parse_size("1.5KB"), parse_size(" 64 MiB ")
+    (1500, 67108864)
+    >>> parse_size(1.5)
+    Traceback (most recent call last):
+    bpe_dask.errors.BpeDaskError: size 1.5 is not a whole number of bytes (use bytes, or e.g. 64MiB)
+    """
     try:
         size = value if isinstance(value, int) and not isinstance(value, bool) else parse_bytes(str(value))
-    except (ValueError, TypeError):
+        number, unit = re.fullmatch(r"\s*([-+\d.eE]+)\s*([A-Za-z]*)\s*", str(value)).groups()
+        exact = float(number) * (parse_bytes(f"1{unit}") if unit else 1)
+    except (ValueError, TypeError, AttributeError):
         raise BpeDaskError(f"not a size: {value!r} (use bytes, or e.g. 64MiB)") from None
+    if exact != size:
+        raise BpeDaskError(f"{what} {value!r} is not a whole number of bytes (use bytes, or e.g. 64MiB)")
     if size < 1:
         raise BpeDaskError(f"{what} must be positive, got {value!r}")
     return size
