@@ -377,3 +377,20 @@ def test_an_output_that_is_an_input_is_refused_or_left_out(tmp_path):
             "-q", cwd=tmp_path)  # fmt: skip
         report = json.loads((data / "ids.bin.json").read_text())
         assert report["inputs"] == [(data / "a.txt").as_uri()], report["inputs"]
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["train", "in.txt", "--vocab-size", "300", "--engine", "rust"],
+         "train: argument --engine: invalid choice"),
+        (["merge", "--vocab-size", "300", "--out", "o"], "merge: the following arguments are required"),
+        (["encode", "in.txt", "--tokenizer", "t", "--out", "o", "--format", "zip"],
+         "encode: argument --format"),
+    ],
+    ids=["choice", "missing", "format"],
+)
+def test_a_commands_argument_errors_have_the_one_prefix(sample, args, said):
+    """argparse's errors of a command began "bpe-dask train: error:", every other line "bpe-dask: error:"."""
+    done = run(*args, cwd=sample.parent, check=False)
+    assert_user_error(done, said, code=2)

@@ -195,7 +195,9 @@ class _Parser(argparse.ArgumentParser):
                 if word.startswith("--"):
                     message += did_you_mean(word.split("=")[0], known)
                     break
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        # One prefix for every error line, a command's included: "bpe-dask: error: train: ...".
+        command = self.prog.removeprefix("bpe-dask").strip()
+        self.exit(2, f"bpe-dask: error: {command + ': ' if command else ''}{message}\n")
 
 
 def _flags(parser: argparse.ArgumentParser) -> list[str]:
