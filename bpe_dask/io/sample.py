@@ -4,17 +4,19 @@ Takes an ``InputFile`` and a size; gives the first documents of the file, about 
 their UTF-8 in all: the start of a text file (decompressed, invalid UTF-8 read as U+FFFD), or the
 texts of the first records of a JSON Lines or Parquet file, read as the map tasks read them
 (``records``: a bad record stops the sample as it would stop the job, unless skipped). Reads only
-that much, whatever the file's size.
+that much, whatever the file's size. ``first_texts`` takes as much of documents already in hand
+(an iterable's, a Dask partition's).
 """
 
 from __future__ import annotations
 
 import codecs
+from collections.abc import Iterable
 from contextlib import closing
 
 from bpe_dask.io.inputs import InputFile
 from bpe_dask.io.plan import ByteRange, plan_row_groups
-from bpe_dask.io.records import iter_documents
+from bpe_dask.io.records import Documents, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.text import open_range, read_range
 
@@ -39,3 +41,19 @@ def sample_documents(file: InputFile, store: Store = LOCAL, size: int = SAMPLE_B
     with closing(iter_documents(part, store, utf8_errors="replace", batch_bytes=size)) as batches:
         first = next(batches, None)
     return [] if first is None else first.texts()
+
+
+def first_texts(batches: Iterable[Documents], size: int = SAMPLE_BYTES) -> list[str]:
+    """The first documents of ``batches``, about ``size`` bytes of UTF-8 in all; read no further.
+
+    >>> first_texts([Documents.joined([b"ab", b"cd"]), Documents.joined([b"ef"])], size=3)
+    ['ab', 'cd']
+    """
+    sample: list[str] = []
+    for documents in batches:
+        for text in documents.texts():
+            if size <= 0:
+                return sample
+            sample.append(text)
+            size -= len(text.encode())
+    return sample

@@ -32,7 +32,7 @@ from bpe_dask.io.counts_table import words_bytes, write_counts
 from bpe_dask.io.in_memory import Batch, arrow_batches
 from bpe_dask.io.outputs import check_output_dir, check_output_file
 from bpe_dask.io.records import BadRecords
-from bpe_dask.io.sample import SAMPLE_BYTES
+from bpe_dask.io.sample import SAMPLE_BYTES, first_texts
 from bpe_dask.io.storage import Store, absolute
 from bpe_dask.jobs import compression
 from bpe_dask.jobs.cluster import default_workers
@@ -244,14 +244,7 @@ def first_documents(batches: list[Batch], size: int = SAMPLE_BYTES) -> list[str]
     >>> first_documents([Batch(0, ["ab", "cd"], 4), Batch(2, ["ef"], 2)], size=3)
     ['ab', 'cd']
     """
-    sample: list[str] = []
-    for batch in batches:
-        for text in batch.documents("replace", BadRecords(), "skip").texts():
-            if size <= 0:
-                return sample
-            sample.append(text)
-            size -= len(text.encode())
-    return sample
+    return first_texts((batch.documents("replace", BadRecords(), "skip") for batch in batches), size)
 
 
 def describe_input(inputs: object) -> str:

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from bpe_dask.errors import InputError
 from bpe_dask.io.records import BadRecords, Documents
+from bpe_dask.io.sample import first_texts
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.rules.special_tokens import valid_text
 from bpe_dask.stages.count import CountSettings, Shard, add_documents, new_counter, write_shard
@@ -94,15 +95,8 @@ def sample_part(data: Iterable, part: CollectionPart, size: int) -> list[str]:
     >>> sample_part(["ab", None, "cd", "ef"], CollectionPart("the Dask Bag 'docs'", 0, "k"), 3)
     ['ab', 'cd']
     """
-    sample: list[str] = []
     lenient = replace(part, on_bad_record="skip")
-    for documents in part_documents(data, lenient, "replace", BadRecords(), batch_bytes=size):
-        for text in documents.texts():
-            if size <= 0:
-                return sample
-            sample.append(text)
-            size -= len(text.encode())
-    return sample
+    return first_texts(part_documents(data, lenient, "replace", BadRecords(), batch_bytes=size), size)
 
 
 def _is_series(data: object) -> bool:
