@@ -36,6 +36,7 @@ from bpe_dask.jobs.progress import TaskProgress
 from bpe_dask.jobs.wording import format_bytes
 from bpe_dask.stages.count import (
     CountSettings,
+    ShardTotals,
     count_range,
     count_range_to_shard,
     counting_engine,
@@ -272,14 +273,10 @@ def count_on_cluster(
     progress = TaskProgress("count", len(shards), job.input_bytes) if job.options.show_progress else None
     *finished, counts = run_tasks(client, [*shards, final], progress, [r.size for r in job.ranges])
     remove_files(partial_sums, store)
-    bad, specials = BadRecords(), SpecialsSeen()
-    for shard in finished:
-        bad.merge(shard.bad_records)
-        specials.merge(shard.specials)
-    text_bytes = sum(shard.text_bytes for shard in finished)
-    job.unsized_read = sum(shard.read_bytes for shard in finished)
-    say_text_bytes(job, text_bytes)
-    return counts, sum(shard.reused for shard in finished), bad, specials, text_bytes
+    totals = ShardTotals.of(finished)
+    job.unsized_read = totals.read_bytes
+    say_text_bytes(job, totals.text_bytes)
+    return counts, totals.reused, totals.bad, totals.specials, totals.text_bytes
 
 
 def say_text_bytes(job: Job, text_bytes: int) -> None:

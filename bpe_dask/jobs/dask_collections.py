@@ -61,7 +61,14 @@ from bpe_dask.stages.collection_parts import (
     encode_part_to_shard,
     sample_part,
 )
-from bpe_dask.stages.count import CountSettings, counting_engine, counts_compiled, read_shard, shard_path
+from bpe_dask.stages.count import (
+    CountSettings,
+    ShardTotals,
+    counting_engine,
+    counts_compiled,
+    read_shard,
+    shard_path,
+)
 from bpe_dask.stages.counters import COMPILED_MIN_BYTES, SpecialsSeen
 from bpe_dask.stages.encode import EncodedShard, encoding_key, read_encoded_shard
 from bpe_dask.stages.encode import shard_path as encoded_shard_path
@@ -229,14 +236,10 @@ def count_parts(
     text_bytes_of = lambda shard: shard.text_bytes  # noqa: E731
     *done, counts = run_tasks(client, [*shards, final], progress, [0] * len(shards), text_bytes_of)
     remove_files(partial_sums, store)
-    bad, specials = BadRecords(), SpecialsSeen()
-    for shard in done:
-        bad.merge(shard.bad_records)
-        specials.merge(shard.specials)
-    text_bytes = sum(shard.text_bytes for shard in done)
-    reused = sum(shard.reused for shard in done)
-    log.info("%s of text in %s, %s reused", format_bytes(text_bytes), plural(len(done), "partition"), reused)
-    return counts, reused, bad, specials, text_bytes, paths
+    totals = ShardTotals.of(done)
+    log.info("%s of text in %s, %s reused", format_bytes(totals.text_bytes), plural(len(done), "partition"),
+             totals.reused)  # fmt: skip
+    return counts, totals.reused, totals.bad, totals.specials, totals.text_bytes, paths
 
 
 def forget_shards(paths: list[str], store: Store) -> None:

@@ -17,7 +17,7 @@ import functools
 import gc
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -253,6 +253,27 @@ def _count_range_to_shard(
     progress = ReadTally(reporter(store, byte_range.size))
     counter = count_range(byte_range, settings, store, bad=bad, progress=progress)
     return write_shard(counter, bad, path, store, 0 if byte_range.file.sized else progress.read)
+
+
+@dataclass
+class ShardTotals:
+    """What a job's finished shards hold between them: the records left out, the special tokens
+    seen, the bytes of text counted, how many were reused, and what inputs of no known size held."""
+
+    bad: BadRecords
+    specials: SpecialsSeen
+    text_bytes: int
+    reused: int
+    read_bytes: int
+
+    @classmethod
+    def of(cls, shards: Sequence[Shard]) -> ShardTotals:
+        bad, specials = BadRecords(), SpecialsSeen()
+        for shard in shards:
+            bad.merge(shard.bad_records)
+            specials.merge(shard.specials)
+        return cls(bad, specials, sum(s.text_bytes for s in shards), sum(s.reused for s in shards),
+                   sum(s.read_bytes for s in shards))  # fmt: skip
 
 
 def read_shard(path: str, store: Store = LOCAL) -> Shard:
