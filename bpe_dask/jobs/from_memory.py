@@ -214,8 +214,7 @@ class _Pool:
             except BaseException as error:  # raised again in the iterating thread
                 with self.lock:
                     self.failed.append((batch.first, error))
-                    lowest = min(first for first, _ in self.failed)
-                    self.failed_at = lowest
+                    self.failed_at = min(first for first, _ in self.failed)
                 self.stop.set()
 
     def result(self) -> MemoryCounts:
