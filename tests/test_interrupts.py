@@ -333,3 +333,33 @@ def test_no_progress_line_follows_a_signal():
         bar(2)  # the report that was on its way
     assert "merge: 1/1,000" in stream.getvalue()
     assert "merge: 2/" not in stream.getvalue()
+
+
+def test_a_count_task_whose_worker_closed_while_it_read_writes_no_shard(tmp_path, monkeypatch):
+    """The job stopped (Ctrl-C) while a task of its cluster of threads finished reading: the job closed
+    the worker and removed its temporary work directory, and the task then wrote its shard there,
+    which made the directory again and left it behind (seen once in CI). The task now looks before
+    it writes."""
+    from bpe_dask.io.inputs import InputFile
+    from bpe_dask.io.plan import ByteRange
+    from bpe_dask.stages import count as count_stage
+    from bpe_dask.stages.read_events import ReadReporter, WorkerClosing
+
+    path = tmp_path / "in.txt"
+    path.write_text("hello world " * 100)
+    part = ByteRange(InputFile(path.as_uri(), path.stat().st_size, "v1"), 0, path.stat().st_size)
+    closed = [False]
+    worker = lambda store, size: ReadReporter(lambda *_: None, "count-1", 3600, size, lambda: closed[0])  # noqa: E731
+    real_count_range = count_stage.count_range
+
+    def read_then_closed(*args, **kwargs):
+        counter = real_count_range(*args, **kwargs)
+        closed[0] = True  # the job closed the worker as this task read its last block
+        return counter
+
+    monkeypatch.setattr(count_stage, "reporter", worker)
+    monkeypatch.setattr(count_stage, "count_range", read_then_closed)
+    shards = tmp_path / "work" / "shards"
+    with pytest.raises(WorkerClosing):
+        count_stage.count_range_to_shard(part, count_stage.CountSettings(), str(shards))
+    assert not (tmp_path / "work").exists()

@@ -252,6 +252,7 @@ def _count_range_to_shard(
     bad = BadRecords()
     progress = ReadTally(reporter(store, byte_range.size))
     counter = count_range(byte_range, settings, store, bad=bad, progress=progress)
+    progress.check()  # the job stopped while this task read: write nothing into its removed work directory
     return write_shard(counter, bad, path, store, 0 if byte_range.file.sized else progress.read)
 
 

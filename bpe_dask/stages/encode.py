@@ -130,6 +130,7 @@ def _encode_range_to_shard(
             parts.append(tokenizer.encode_array(text, dtype))
             text_bytes += len(text.encode("utf-8"))
     read_bytes = 0 if byte_range.file.sized else progress.read
+    progress.check()  # as a count task: nothing written once the job has stopped
     return write_encoded_shard(parts, dtype, path, where, bad, text_bytes, store, read_bytes)
 
 

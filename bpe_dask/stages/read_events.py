@@ -58,9 +58,16 @@ class ReadReporter:
         self.last = time.monotonic()
         self.sent = (0, 0)
 
-    def __call__(self, done: int, documents: int = 0, last: bool = False) -> None:
+    def check(self) -> None:
+        """Stop the task (``WorkerClosing``) if its worker is closing. Asked at every block, and before
+        the task writes what it read: a worker of threads closed as the job stopped (Ctrl-C) must not
+        write into the job's temporary work directory, which the job removes meanwhile (writing there
+        made it again, and left it behind)."""
         if self.closing():
             raise WorkerClosing("the worker is closing: the job stopped")
+
+    def __call__(self, done: int, documents: int = 0, last: bool = False) -> None:
+        self.check()
         now = time.monotonic()
         if last:
             due = documents > 0 and (done, documents) != self.sent
@@ -110,6 +117,11 @@ class ReadTally:
         self.read = max(self.read, done)
         if self.then is not None:
             self.then(done, documents, last)
+
+    def check(self) -> None:
+        """``ReadReporter.check``, in a Dask task."""
+        if self.then is not None:
+            self.then.check()
 
 
 def stopped(stop: str | None) -> bool:
