@@ -285,8 +285,10 @@ def test_pandas_and_dask_dataframe_load_only_for_a_collection(tmp_path):
     code = (
         "import sys, bpe_dask, dask.bag\n"
         "print('pandas' in sys.modules, 'dask.dataframe' in sys.modules)\n"
-        "from bpe_dask.jobs.dask_collections import documents_of\n"
-        "print(len(documents_of(dask.bag.from_sequence(['a b', 'c'], npartitions=2)).partitions))\n"
+        "from bpe_dask.io.documents import RecordPolicy\n"
+        "from bpe_dask.sources.collection import CollectionSource\n"
+        "bag = dask.bag.from_sequence(['a b', 'c'], npartitions=2)\n"
+        "print(len(CollectionSource.of(bag, 'text', RecordPolicy()).partitions))\n"
         "print('dask.dataframe' in sys.modules)\n"
     )
     done = subprocess.run(
@@ -301,13 +303,15 @@ def test_what_a_partition_holds_becomes_documents_or_a_bad_element():
     import pandas as pd
     import pyarrow as pa
 
-    from bpe_dask.io.records import BadRecords
-    from bpe_dask.stages.collection_parts import CollectionPart, part_documents
+    from bpe_dask.io.documents import BadRecords, RecordPolicy
+    from bpe_dask.sources.collection import CollectionPart
+    from bpe_dask.sources.part import PartReading
 
     def texts(data, utf8_errors="strict", batch_bytes=8 * 2**20, on_bad_record="skip"):
         bad = BadRecords()
-        part = CollectionPart("the Dask Series 'text'", 4, "k", on_bad_record)
-        batches = list(part_documents(data, part, utf8_errors, bad, batch_bytes))
+        part = CollectionPart("the Dask Series 'text'", 4, "k", RecordPolicy(on_bad_record))
+        reading = PartReading(None, utf8_errors=utf8_errors, block=batch_bytes)
+        batches = list(part.documents(reading, bad, data=data))
         return [t for batch in batches for t in batch.texts()], bad.count, len(batches)
 
     docs = ["a b", "", "é<|endoftext|>ü", "x" * 50]
@@ -338,13 +342,16 @@ def test_a_partition_is_told_while_another_thread_imports_pandas(monkeypatch):
 
     import pyarrow as pa
 
+    from bpe_dask.io.documents import BadRecords
     from bpe_dask.io.in_memory import holds_arrow_text
-    from bpe_dask.stages.collection_parts import CollectionPart, part_documents
+    from bpe_dask.sources.collection import CollectionPart
+    from bpe_dask.sources.part import PartReading
 
     monkeypatch.setitem(sys.modules, "pandas", types.ModuleType("pandas"))  # being imported: no Series yet
     monkeypatch.setitem(sys.modules, "datasets", types.ModuleType("datasets"))
     part = CollectionPart("the Dask Bag 'docs'", 0, "k")
-    assert [d.texts() for d in part_documents(["a b", b"c"], part)] == [["a b", "c"]]
+    batches = part.documents(PartReading(None), BadRecords(), data=["a b", b"c"])
+    assert [d.texts() for d in batches] == [["a b", "c"]]
     assert holds_arrow_text(pa.table({"text": ["a"]})) and not holds_arrow_text(iter(["a"]))
 
 

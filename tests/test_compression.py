@@ -104,7 +104,7 @@ BACKGROUND = r"""
 import sys
 import bpe_dask
 from distributed import Client
-from bpe_dask.jobs import publishing, train
+from bpe_dask.jobs import tokenizer_output as publishing, train
 
 imported = []
 def tokenizer_files(*args, **kwargs):  # what train runs in its background thread

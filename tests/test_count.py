@@ -16,7 +16,8 @@ from bpe_dask.io.inputs import expand_inputs
 from bpe_dask.io.plan import plan_ranges
 from bpe_dask.io.text import iter_texts, iter_utf8
 from bpe_dask.rules.pretokenize import Pretokenizer
-from bpe_dask.stages.count import CountSettings, count_range
+from bpe_dask.sources.files import FilePart
+from bpe_dask.stages.count import CountSettings, count_part
 
 EOT = "<|endoftext|>"
 
@@ -26,7 +27,8 @@ def counts_of_file(path, specials, block_size, chunk_size=1 << 30, engine="auto"
     total = {}
     for byte_range in plan_ranges(files, chunk_size, Pretokenizer(specials)):
         settings = CountSettings(tuple(specials), engine=engine)
-        for word, count in counts_of(count_range(byte_range, settings, block_size=block_size)).items():
+        counter = count_part(FilePart(byte_range), settings, block_size=block_size)
+        for word, count in counts_of(counter).items():
             total[word] = total.get(word, 0) + count
     return total
 
@@ -75,7 +77,7 @@ def test_invalid_utf8_in_a_compressed_file_names_the_decompressed_offset(tmp_pat
     with pytest.raises(
         BpeDaskError, match=r"bad.txt.gz: invalid UTF-8 at byte offset 1100 of the decompressed"
     ):
-        count_range(byte_range, CountSettings(), block_size=64)
+        count_part(FilePart(byte_range), CountSettings(), block_size=64)
 
 
 def test_invalid_utf8_offset_is_exact_in_any_block(tmp_path):
@@ -86,7 +88,7 @@ def test_invalid_utf8_offset_is_exact_in_any_block(tmp_path):
         messages = set()
         for byte_range in plan_ranges(expand_inputs([str(path)]), chunk_size, Pretokenizer()):
             try:
-                count_range(byte_range, CountSettings(), block_size=block_size)
+                count_part(FilePart(byte_range), CountSettings(), block_size=block_size)
             except BpeDaskError as error:
                 messages.add(str(error))
         assert len(messages) == 1
@@ -203,7 +205,8 @@ def test_utf8_errors_replace_counts_like_decoding_the_whole_file_with_replacemen
     for chunk_size, block_size in ((1 << 20, 1 << 20), (50, 7), (7, 3), (300, 64)):
         got = {}
         for byte_range in plan_ranges(expand_inputs([str(path)]), chunk_size, Pretokenizer([EOT])):
-            for word, count in counts_of(count_range(byte_range, settings, block_size=block_size)).items():
+            counter = count_part(FilePart(byte_range), settings, block_size=block_size)
+            for word, count in counts_of(counter).items():
                 got[word] = got.get(word, 0) + count
         assert got == want, (chunk_size, block_size)
 
@@ -284,7 +287,7 @@ def test_lines_of_only_punctuation_are_cut_after_their_line_ends(tmp_path, patte
     for chunk_size in (1 << 30, 5000):
         total = {}
         for part in plan_ranges(expand_inputs([str(path)]), chunk_size, Pretokenizer(pattern=pattern)):
-            for word, count in counts_of(count_range(part, settings, block_size=4096)).items():
+            for word, count in counts_of(count_part(FilePart(part), settings, block_size=4096)).items():
                 total[word] = total.get(word, 0) + count
         assert total == whole, chunk_size
 

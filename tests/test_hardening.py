@@ -277,10 +277,10 @@ class FakeClock:
 
 
 def test_task_progress_logs_at_a_steady_pace_with_rate_and_eta(caplog):
-    from bpe_dask.jobs.progress import LOG_EVERY, TaskProgress
+    from bpe_dask.jobs.progress import LOG_EVERY, MapProgress
 
     clock = FakeClock()
-    progress = TaskProgress("count", 100, 100 * 2**20, clock=clock, stream=io.StringIO())
+    progress = MapProgress("count", 100, 100 * 2**20, clock=clock, stream=io.StringIO())
     with caplog.at_level(logging.INFO, logger="bpe_dask.jobs.progress"):
         for _ in range(100):
             clock.now += 0.5  # 2 MiB/s

@@ -32,7 +32,8 @@ import os, sys, time
 import dask
 import fsspec.implementations.local as local
 from bpe_dask import cli
-from bpe_dask.jobs import context as job, count as count_job
+from bpe_dask.jobs import context as job, on_cluster
+from bpe_dask.sources import files
 
 phase = sys.argv[1]
 
@@ -47,15 +48,15 @@ def slowed(function, seconds=60):
     return slow
 
 if phase == "finding inputs":
-    job.Job.find_inputs = slowed(job.Job.find_inputs)
+    job.Job.find_source = slowed(job.Job.find_source)
 elif phase == "planning":
-    job.Job.plan = slowed(job.Job.plan)
+    files.FileSource.plan = slowed(files.FileSource.plan)
 elif phase == "reducing":  # the last task, on a worker, which inherits this stderr
-    reduce_tree = count_job.reduce_tree
+    reduce_tree = on_cluster.reduce_tree
     def slow_reduce(*args, **kwargs):
         final, partial_sums = reduce_tree(*args, **kwargs)
         return dask.delayed(slowed(lambda table: table, 20), pure=True)(final), partial_sums
-    count_job.reduce_tree = slow_reduce
+    on_cluster.reduce_tree = slow_reduce
 elif phase == "writing report.json":
     pipe_file = local.LocalFileSystem.pipe_file
     def slow_pipe_file(self, path, *args, **kwargs):
@@ -342,6 +343,7 @@ def test_a_count_task_whose_worker_closed_while_it_read_writes_no_shard(tmp_path
     it writes."""
     from bpe_dask.io.inputs import InputFile
     from bpe_dask.io.plan import ByteRange
+    from bpe_dask.sources.files import FilePart
     from bpe_dask.stages import count as count_stage
     from bpe_dask.stages.read_events import ReadReporter, WorkerClosing
 
@@ -350,16 +352,16 @@ def test_a_count_task_whose_worker_closed_while_it_read_writes_no_shard(tmp_path
     part = ByteRange(InputFile(path.as_uri(), path.stat().st_size, "v1"), 0, path.stat().st_size)
     closed = [False]
     worker = lambda store, size: ReadReporter(lambda *_: None, "count-1", 3600, size, lambda: closed[0])  # noqa: E731
-    real_count_range = count_stage.count_range
+    real_count_part = count_stage.count_part
 
     def read_then_closed(*args, **kwargs):
-        counter = real_count_range(*args, **kwargs)
+        counter = real_count_part(*args, **kwargs)
         closed[0] = True  # the job closed the worker as this task read its last block
         return counter
 
     monkeypatch.setattr(count_stage, "reporter", worker)
-    monkeypatch.setattr(count_stage, "count_range", read_then_closed)
-    shards = tmp_path / "work" / "shards"
+    monkeypatch.setattr(count_stage, "count_part", read_then_closed)
+    shard = tmp_path / "work" / "shards" / "part.parquet"
     with pytest.raises(WorkerClosing):
-        count_stage.count_range_to_shard(part, count_stage.CountSettings(), str(shards))
+        count_stage.count_part_to_shard(FilePart(part), count_stage.CountSettings(), str(shard))
     assert not (tmp_path / "work").exists()

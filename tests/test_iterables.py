@@ -130,14 +130,15 @@ def test_counts_written_by_count_from_iterator_merge_to_the_reference(tmp_path):
 def test_the_counts_are_let_go_before_the_merge_loop_runs(tmp_path, monkeypatch):
     """As ``train``'s: the counts table is handed to the merge, which lets it go once its words are
     laid out, rather than kept for the whole loop."""
-    from bpe_dask.jobs import from_memory, merging
+    from bpe_dask.jobs import counting as counting_stage
+    from bpe_dask.jobs import merging
 
     counted: list[weakref.ref] = []
-    count_here, merge_table = from_memory.count_here, merging.merge_table
+    count_here, merge_table = counting_stage.count_here, merging.merge_table
 
     def counting(*args, **kwargs):
         result = count_here(*args, **kwargs)
-        counted.append(weakref.ref(result.table))
+        counted.append(weakref.ref(result.counts))
         return result
 
     alive: list[bool] = []
@@ -146,7 +147,7 @@ def test_the_counts_are_let_go_before_the_merge_loop_runs(tmp_path, monkeypatch)
         watch = lambda _: alive.append(counted[0]() is not None)  # noqa: E731
         return merge_table(counts, vocab_size, special_tokens, watch, *rest)
 
-    monkeypatch.setattr(from_memory, "count_here", counting)
+    monkeypatch.setattr(counting_stage, "count_here", counting)
     monkeypatch.setattr(merging, "merge_table", merging_with_a_watch)
     train_from_iterator(corpus(40), 300, str(tmp_path / "tok"), [EOT], workers=2, engine="numba")
     assert counted and alive and not any(alive)
@@ -165,7 +166,7 @@ def test_an_element_that_is_not_text_is_named_with_its_type(tmp_path):
 def test_invalid_utf8_is_an_error_naming_the_element_or_replaced():
     # The joined bytes of the last two are valid UTF-8 ("é"), each alone is not: each is checked alone.
     documents = ["fine", b"caf\xc3\xa9", b"ab\xc3", b"\xa9cd", b"\xff\xfe x"]
-    with pytest.raises(BpeDaskError, match=r"element 2 of the iterable holds invalid UTF-8 at 2"):
+    with pytest.raises(BpeDaskError, match=r"element 2 of the iterable: invalid UTF-8 at byte 2"):
         count_from_iterator(documents, engine="numba", workers=2)
     with pytest.raises(BpeDaskError, match=r"element 1 .* lone surrogate"):
         count_from_iterator(["ok", "bad \ud800 text"])
@@ -228,7 +229,7 @@ def test_a_table_trains_the_reference_merges_and_its_problems_are_one_line(tmp_p
     report = train(table, 320, str(tmp_path / "tok"), [EOT], on_bad_record="skip")
     assert Tokenizer.load(tmp_path / "tok").merges == reference_merges(texts, 320, [EOT])
     assert report["bad_records_skipped"] == 12 and report["inputs"] == ["pyarrow.lib.Table"]
-    with pytest.raises(BpeDaskError, match=r"^row 1 \('text' column\): null \(--on-bad-record skip"):
+    with pytest.raises(BpeDaskError, match=r"^row 1 \('text' column\): null \(on_bad_record=\"skip\""):
         train(table, 320, str(tmp_path / "other"), [EOT])
     with pytest.raises(BpeDaskError, match=r"^no column 'body' \(columns: id, text\)"):
         count_words(table, text_column="body")
@@ -278,7 +279,7 @@ def test_the_lowest_failing_element_is_named_whichever_thread_fails_first(tmp_pa
     bad_later = b"\xfe" if later == "invalid UTF-8" else {"text": "x"}
     documents = [b"\xff", big, "fine", bad_later, "more"]
     for _ in range(3):
-        with pytest.raises(BpeDaskError, match=r"^element 0 of the iterable holds invalid UTF-8"):
+        with pytest.raises(BpeDaskError, match=r"^element 0 of the iterable: invalid UTF-8"):
             train_from_iterator(documents, 300, tmp_path / "tok", batch_size=2, workers=2, engine="numba")
         assert not (tmp_path / "tok").exists()
 
@@ -288,7 +289,7 @@ def test_an_iterables_error_after_a_bad_element_names_the_bad_element(tmp_path, 
     """Under 4 MiB the batches are all read ahead before any is counted: the iterable's error (a dict at
     element 3) came out first, though element 0 was already bad, as counting in order finds."""
     documents = [b"\xff", "fine", "x", {"text": "x"}]
-    with pytest.raises(BpeDaskError, match=r"^element 0 of the iterable holds invalid UTF-8"):
+    with pytest.raises(BpeDaskError, match=r"^element 0 of the iterable: invalid UTF-8"):
         train_from_iterator(documents, 300, tmp_path / "tok", batch_size=2, workers=workers)
     assert not (tmp_path / "tok").exists()
     with pytest.raises(BpeDaskError, match=r"^element 3 of the iterable is a dict"):

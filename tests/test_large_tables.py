@@ -15,7 +15,8 @@ from bpe_dask.io.inputs import expand_inputs
 from bpe_dask.io.plan import plan_ranges
 from bpe_dask.rules import reference
 from bpe_dask.rules.pretokenize import Pretokenizer
-from bpe_dask.stages.count import CountSettings, count_range_to_shard
+from bpe_dask.sources.files import FilePart
+from bpe_dask.stages.count import CountSettings, count_part_to_shard, shard_path
 from bpe_dask.stages.merge import train_merges
 from bpe_dask.stages.reduce import combine, sum_sorted
 from conftest import sum_counts
@@ -40,7 +41,9 @@ def test_tables_past_the_binary_limit_go_large_and_train_the_reference_merges(tm
     files = expand_inputs([str(tmp_path / "big.txt"), str(tmp_path / "small.txt")])
     ranges = plan_ranges(files, len(text.encode()) // 3, Pretokenizer([EOT]))
     settings = CountSettings((EOT,), engine=engine)
-    shards = [count_range_to_shard(r, settings, str(tmp_path / "shards")) for r in ranges]
+    parts = [FilePart(r, k) for k, r in enumerate(ranges)]
+    folder = str(tmp_path / "shards")
+    shards = [count_part_to_shard(p, settings, shard_path(folder, p, settings)) for p in parts]
     kinds = [token_type(read_counts(shard.path)) for shard in shards]
     assert pa.large_binary() in kinds and pa.binary() in kinds, kinds
     partial = combine(shards[:2], str(tmp_path / "partial.parquet"), engine=engine)

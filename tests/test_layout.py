@@ -16,8 +16,8 @@ MODULES = {
     if "__pycache__" not in path.parts
 }
 # Lowest first: a module may import its own layer and those below, never one above.
-LAYERS = ["base", "rules", "compiled", "io", "tokenizer", "stages", "jobs", "cli", "package"]
-BASE = {"credentials", "engines", "errors", "interrupts", "settings", "version"}
+LAYERS = ["base", "rules", "compiled", "io", "sources", "tokenizer", "stages", "jobs", "cli", "package"]
+BASE = {"credentials", "engines", "errors", "interrupts", "settings", "version", "wording"}
 
 
 def layer_of(module: str) -> str:

@@ -182,16 +182,17 @@ def test_a_training_job_warms_the_merge_loop_for_its_own_records_only():
 def test_train_lets_the_reduced_table_go_before_its_merge_loop_runs(tmp_path, monkeypatch):
     """``train`` merging here hands the reduce's table to the merge rather than keeping it for the
     whole loop: at 100 million words the table is gigabytes the loop's own records replace."""
-    from bpe_dask.jobs import count, merging, train
+    from bpe_dask.jobs import counting as counting_stage
+    from bpe_dask.jobs import merging, train
 
     corpus_file = tmp_path / "corpus.txt"
     corpus_file.write_text("low lower lowest newest widest<|endoftext|>the cat sat on the mat" * 40)
     counted: list[weakref.ref] = []
-    count_on_cluster, merge_table = count.count_on_cluster, merging.merge_table
+    count_on_cluster, merge_table = counting_stage.count_on_cluster, merging.merge_table
 
     def counting(*args, **kwargs):
         result = count_on_cluster(*args, **kwargs)
-        counted.append(weakref.ref(result[0]))
+        counted.append(weakref.ref(result.counts))
         return result
 
     alive: list[bool] = []
@@ -200,7 +201,7 @@ def test_train_lets_the_reduced_table_go_before_its_merge_loop_runs(tmp_path, mo
         watch = lambda _: alive.append(counted[0]() is not None)  # noqa: E731
         return merge_table(counts, vocab_size, special_tokens, watch, *rest)
 
-    monkeypatch.setattr(train, "count_on_cluster", counting)
+    monkeypatch.setattr(counting_stage, "count_on_cluster", counting)
     monkeypatch.setattr(merging, "merge_table", merging_with_a_watch)
     train.train(str(corpus_file), 270, str(tmp_path / "tok"), ["<|endoftext|>"], workers=1, engine="numba",
                 show_progress=False)  # fmt: skip

@@ -13,7 +13,8 @@ import regex
 from bpe_dask.io.inputs import expand_inputs
 from bpe_dask.io.plan import ByteRange, plan_ranges
 from bpe_dask.rules.pretokenize import Pretokenizer
-from bpe_dask.stages.count import CountSettings, count_range
+from bpe_dask.sources.files import FilePart
+from bpe_dask.stages.count import CountSettings, count_part
 
 # Written out again here, not imported, so the test does not trust the code under test.
 PATTERN = regex.compile(r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
@@ -42,7 +43,8 @@ def counts_of(counter) -> dict[bytes, int]:
 def range_counts(ranges: list[ByteRange], specials: list[str], engine: str = "auto") -> Counter[bytes]:
     total: Counter[bytes] = Counter()
     for byte_range in ranges:
-        total.update(counts_of(count_range(byte_range, CountSettings(tuple(specials), engine=engine))))
+        settings = CountSettings(tuple(specials), engine=engine)
+        total.update(counts_of(count_part(FilePart(byte_range), settings)))
     return total
 
 

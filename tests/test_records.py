@@ -19,9 +19,9 @@ import pytest
 from bpe_dask import BpeDaskError, Tokenizer, count_words, encode, train
 from bpe_dask.io.inputs import Reading, expand_inputs
 from bpe_dask.io.plan import ByteRange, RowGroups, plan_ranges
-from bpe_dask.jobs.wording import format_bytes
 from bpe_dask.rules import reference
 from bpe_dask.rules.pretokenize import Pretokenizer, split_pattern
+from bpe_dask.wording import format_bytes
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent
@@ -357,7 +357,8 @@ class _PieceSizes:
 def test_a_long_record_is_counted_in_safe_pieces_no_longer_than_a_block(tmp_path, engine, pattern):
     """A record longer than a block is counted in pieces cut at safe places (bounded memory, as for
     a text file), and the counts are the whole documents' (special tokens inside them included)."""
-    from bpe_dask.stages.count import CountSettings, count_range, new_counter
+    from bpe_dask.sources.files import FilePart
+    from bpe_dask.stages.count import CountSettings, count_part, new_counter
 
     long = [corpus.words_corpus(seed, 3000) for seed in (1, 2)]  # words, specials, punctuation
     docs = ["short one", long[0], "", "x" * 10, long[1], "tail"]
@@ -368,7 +369,7 @@ def test_a_long_record_is_counted_in_safe_pieces_no_longer_than_a_block(tmp_path
     for path in files:
         (part,) = plan_ranges(expand_inputs([str(path)]), 1 << 30, Pretokenizer([EOT]))
         spy = _PieceSizes(new_counter(settings, 1 << 30))
-        count_range(part, settings, block_size=500, counter=spy)
+        count_part(FilePart(part), settings, block_size=500, counter=spy)
         assert counts_of(spy.table()) == expected, path.name
         assert max(len(d.encode()) for d in docs) > 10_000 and 0 < spy.longest <= 500, path.name
 

@@ -146,7 +146,8 @@ def test_the_counting_engines_agree_across_blocks_and_ranges(tmp_path, name):
     from bpe_dask.io.inputs import expand_inputs
     from bpe_dask.io.plan import plan_ranges
     from bpe_dask.rules.pretokenize import Pretokenizer
-    from bpe_dask.stages.count import CountSettings, count_range
+    from bpe_dask.sources.files import FilePart
+    from bpe_dask.stages.count import CountSettings, count_part
 
     rng = random.Random(name)
     text = "".join(rng.choices([*CHARACTERS, *PIECES, EOT, EOT + " ", " " + EOT], k=4000))
@@ -160,7 +161,7 @@ def test_the_counting_engines_agree_across_blocks_and_ranges(tmp_path, name):
             total: dict[bytes, int] = {}
             for byte_range in plan_ranges(files, chunk_size, Pretokenizer([EOT], name)):
                 for word, count in counts_of(
-                    count_range(byte_range, settings, block_size=block_size)
+                    count_part(FilePart(byte_range), settings, block_size=block_size)
                 ).items():
                     total[word] = total.get(word, 0) + count
             totals[engine, chunk_size] = total

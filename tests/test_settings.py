@@ -17,8 +17,8 @@ from bpe_dask.io.inputs import expand_inputs
 from bpe_dask.io.plan import plan_ranges
 from bpe_dask.io.storage import Store
 from bpe_dask.io.text import iter_texts
-from bpe_dask.jobs.context import partition_size
 from bpe_dask.rules.pretokenize import Pretokenizer
+from bpe_dask.sources.files import partition_size
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent

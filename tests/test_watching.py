@@ -30,8 +30,8 @@ from test_plan import whole_counts
 from bpe_dask import count_words
 from bpe_dask.jobs import progress as progress_module
 from bpe_dask.jobs.cluster import dask_client
-from bpe_dask.jobs.progress import MergeProgress, TaskProgress
-from bpe_dask.jobs.wording import format_bytes
+from bpe_dask.jobs.progress import MapProgress, MergeProgress
+from bpe_dask.wording import format_bytes
 
 EOT = "<|endoftext|>"
 LINE = re.compile(r"(\w+): (\d+)/(\d+) partitions \((\d+)%\), ([\d.]+ \w+) of ([\d.]+ \w+)(.*)")
@@ -296,7 +296,7 @@ class FakeClock:
 
 def test_the_rate_starts_at_the_first_byte_and_reports_never_count_twice():
     clock, mib = FakeClock(), 2**20
-    bar = TaskProgress("count", 2, 200 * mib, clock=clock, stream=io.StringIO())
+    bar = MapProgress("count", 2, 200 * mib, clock=clock, stream=io.StringIO())
     bar.sizes = {"a": 100 * mib, "b": 100 * mib}
     clock.now = 6.0  # a fresh worker compiles: nothing read
     assert "nothing counted yet" in bar.line() and "ETA" not in bar.line()

@@ -9,7 +9,7 @@ UTF-8 buffer and the documents' ends) by ``Batch.documents``, where it is counte
 straight from its buffers, with no Python string per document. The one thread that iterates makes
 the batches; ``documents`` may run on any thread. An element that is neither ``str`` nor ``bytes``,
 an iterable that raises, and a missing text column are one-line errors naming the element or the
-columns; nulls and invalid UTF-8 are bad records, as in Parquet files (``records.column_documents``).
+columns; nulls and invalid UTF-8 are bad records, as for every source (``documents``).
 
 >>> batches = list(python_batches(["the cat", b"the hat", "sat"], batch_size=2))
 >>> [(batch.first, len(batch)) for batch in batches]
@@ -18,7 +18,7 @@ columns; nulls and invalid UTF-8 are bad records, as in Parquet files (``records
 ['the cat', 'the hat']
 >>> import pyarrow as pa
 >>> batches, rows = arrow_batches(pa.table({"text": ["a b", None, "c"]}), "text")
->>> rows, [batch.documents(on_bad_record="skip").texts() for batch in batches]
+>>> rows, [batch.documents(RecordPolicy("skip")).texts() for batch in batches]
 (3, [['a b', 'c']])
 """
 
@@ -33,9 +33,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bpe_dask.errors import BpeDaskError, InputError
-from bpe_dask.io.records import BadRecords, Documents, column_documents
+from bpe_dask.io.documents import (
+    STRICT,
+    BadRecords,
+    Documents,
+    RecordPolicy,
+    column_documents,
+    values_documents,
+)
 from bpe_dask.io.storage import describe
-from bpe_dask.rules.special_tokens import valid_text
 
 DEFAULT_BATCH_SIZE = 8192  # documents per batch, as rustbpe's buffer_size
 DEFAULT_BATCH_BYTES = 8 * 2**20  # and at most about this much text (the map tasks' block size)
@@ -55,57 +61,24 @@ class Batch:
     def __len__(self) -> int:
         return len(self.items)
 
-    def documents(
-        self, utf8_errors: str = "strict", bad: BadRecords | None = None, on_bad_record: str = "error"
-    ) -> Documents:
-        """The batch as ``Documents``; an Arrow batch's nulls and invalid UTF-8 go by
-        ``on_bad_record`` (skipped ones are added to ``bad``), a Python element's invalid UTF-8 is
-        an error, or U+FFFD with ``utf8_errors="replace"``."""
+    def documents(self, policy: RecordPolicy = STRICT, bad: BadRecords | None = None) -> Documents:
+        """The batch as ``Documents``; a bad element or row (``io.documents``' rule) goes by ``policy``,
+        skipped ones added to ``bad``."""
         bad = BadRecords() if bad is None else bad
         if isinstance(self.items, list):
-            return self._python_documents(utf8_errors)
-        of = f"({self.column!r} column)" if self.column else "of the array"
-        where = lambda row: f"row {self.first + row} {of}"  # noqa: E731
-        return column_documents(self.items, utf8_errors, bad, on_bad_record, where)
+            try:  # text, as it nearly always is: one pass
+                if all(isinstance(item, str) for item in self.items):
+                    return Documents.joined([item.encode("utf-8") for item in self.items])
+            except UnicodeEncodeError:  # a lone surrogate: element by element
+                pass
+            return values_documents(self.items, policy, bad, self._element)
+        return column_documents(self.items, policy, bad, self._row)
 
-    def _python_documents(self, utf8_errors: str) -> Documents:
-        try:
-            encoded = [item.encode("utf-8") if isinstance(item, str) else bytes(item) for item in self.items]
-        except UnicodeEncodeError:  # a lone surrogate ("\ud800"): not text
-            encoded = [self._utf8(k, item, utf8_errors) for k, item in enumerate(self.items)]
-        documents = Documents.joined(encoded)
-        if all(isinstance(item, str) for item in self.items) or _valid_documents(documents):
-            return documents
-        return Documents.joined([self._utf8(k, item, utf8_errors) for k, item in enumerate(encoded)])
+    def _element(self, k: int) -> str:
+        return f"element {self.first + k} of the iterable"
 
-    def _utf8(self, k: int, item: str | bytes, utf8_errors: str) -> bytes:
-        """One element's UTF-8: checked, or mended with U+FFFD under ``utf8_errors="replace"``."""
-        try:
-            if isinstance(item, str):
-                return item.encode("utf-8")
-            bytes(item).decode("utf-8")
-            return bytes(item)
-        except UnicodeError as error:
-            if utf8_errors == "strict":
-                what = "a lone surrogate" if isinstance(item, str) else "invalid UTF-8"
-                what += f" at {error.start}"
-                raise InputError(f"element {self.first + k} of the iterable holds {what} "
-                                 "(utf8_errors='replace' substitutes U+FFFD)") from None  # fmt: skip
-        if isinstance(item, str):
-            return valid_text(item).encode("utf-8")  # one U+FFFD a lone surrogate, as encoding does
-        return bytes(item).decode("utf-8", "replace").encode("utf-8")
-
-
-def _valid_documents(documents: Documents) -> bool:
-    """Whether every document is valid UTF-8: the joined bytes are, and no document starts inside a
-    character (a continuation byte), so each is whole characters. Decoded once, for the check only."""
-    data = documents.data
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    starts = documents.ends[:-1][documents.ends[:-1] < len(data)]
-    return not ((np.frombuffer(data, np.uint8)[starts] & 0xC0) == 0x80).any()
+    def _row(self, k: int) -> str:
+        return f"row {self.first + k} " + (f"({self.column!r} column)" if self.column else "of the array")
 
 
 def python_batches(
@@ -117,8 +90,10 @@ def python_batches(
     that is not text, or an iterable that raises, stops it with one line naming the element."""
     if isinstance(iterable, (str, bytes, bytearray)) or hasattr(iterable, "__fspath__"):
         # A str is an iterable of characters, each of which would be a document.
-        raise BpeDaskError(f"expected an iterable of documents, got a {type(iterable).__name__}: pass a list "
-                           "of texts, or a file's name to train / count_words")  # fmt: skip
+        raise BpeDaskError(
+            f"expected an iterable of documents, got a {type(iterable).__name__}: pass a list "
+            "of texts, or a file's name to train / count_words"
+        )
     try:
         iterator = iter(iterable)
     except TypeError:
@@ -132,13 +107,16 @@ def python_batches(
         except StopIteration:
             break
         except Exception as error:
-            raise InputError(f"the iterable raised {type(error).__name__} at element {index}: "
-                             f"{describe(error)}") from error  # fmt: skip
+            raise InputError(
+                f"the iterable raised {type(error).__name__} at element {index}: {describe(error)}"
+            ) from error
         if not isinstance(item, (str, bytes, bytearray)):
             # Hugging Face's trainer also takes batches (lists of texts): say how to pass those.
             hint = " (batches of documents? itertools.chain.from_iterable gives their documents)"
-            raise InputError(f"element {index} of the iterable is a {type(item).__name__}, not str or bytes"
-                             + (hint if isinstance(item, (list, tuple)) else ""))  # fmt: skip
+            raise InputError(
+                f"element {index} of the iterable is a {type(item).__name__}, not str or bytes"
+                + (hint if isinstance(item, (list, tuple)) else "")
+            )
         items.append(item)
         size += len(item)
         if len(items) >= batch_size or size >= batch_bytes:
@@ -165,15 +143,21 @@ def _hf_kind(inputs: object) -> str | None:
     if not any(kind.__module__.startswith("datasets.") for kind in type(inputs).__mro__):
         return None
     import datasets  # imported already by whoever made the object: waits for an import under way
-    kinds = {"dataset": datasets.Dataset, "iterable": datasets.IterableDataset,
-             "dict": (datasets.DatasetDict, datasets.IterableDatasetDict)}  # fmt: skip
+
+    kinds = {
+        "dataset": datasets.Dataset,
+        "iterable": datasets.IterableDataset,
+        "dict": (datasets.DatasetDict, datasets.IterableDatasetDict),
+    }
     return next((kind for kind, types in kinds.items() if isinstance(inputs, types)), None)
 
 
 def arrow_batches(
-    source: object, text_column: str = "text", batch_size: int = DEFAULT_BATCH_SIZE,
+    source: object,
+    text_column: str = "text",
+    batch_size: int = DEFAULT_BATCH_SIZE,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
-) -> tuple[Iterator[Batch], int | None]:  # fmt: skip
+) -> tuple[Iterator[Batch], int | None]:
     """The text column of ``source`` (``holds_arrow_text``) in batches, and its rows when known.
     A missing or non-text column is an error before any batch."""
     kind = _hf_kind(source)
@@ -212,15 +196,22 @@ def arrow_batches(
 
 def _check_column(names: list[str], text_column: str) -> None:
     if text_column not in names:
-        raise BpeDaskError(f"no column {text_column!r} (columns: {', '.join(names)}); text_column names "
-                           "the one holding the text")  # fmt: skip
+        raise BpeDaskError(
+            f"no column {text_column!r} (columns: {', '.join(names)}); text_column names "
+            "the one holding the text"
+        )
 
 
 def _check_text(kind: pa.DataType, what: str) -> None:
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
-    texts = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary,
-             pa.types.is_string_view)  # fmt: skip
+    texts = (
+        pa.types.is_string,
+        pa.types.is_large_string,
+        pa.types.is_binary,
+        pa.types.is_large_binary,
+        pa.types.is_string_view,
+    )
     if not any(is_text(kind) for is_text in texts):
         raise BpeDaskError(f"{what} holds {kind}, not text ({TEXT_TYPES})")
 
@@ -234,8 +225,9 @@ def _guarded(batches: Iterable) -> Iterator:
         except StopIteration:
             return
         except Exception as error:
-            raise InputError(f"the dataset raised {type(error).__name__} after giving {done:,} rows: "
-                             f"{describe(error)}") from error  # fmt: skip
+            raise InputError(
+                f"the dataset raised {type(error).__name__} after giving {done:,} rows: {describe(error)}"
+            ) from error
         done += batch.num_rows
         yield batch
 

@@ -126,12 +126,13 @@ def expand_inputs(
             raise BpeDaskError(f"no input files match {spec!r}")
         for file in found:
             if file.url in written and _urls([str(spec)], store) == [file.url]:  # named on its own
-                raise BpeDaskError(f"input {shown(file.url)} is the job's own output (--out): it would "
-                                   "replace what it reads; write elsewhere")  # fmt: skip
+                raise BpeDaskError(
+                    f"input {shown(file.url)} is the job's own output (--out): it would "
+                    "replace what it reads; write elsewhere"
+                )
             if file.url not in written and not any(file.url.startswith(prefix) for prefix in under):
                 files.setdefault(file.url, file)
     return list(files.values())
-
 
 
 def _with_format(file: InputFile, reading: Reading) -> InputFile:
@@ -172,12 +173,15 @@ def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str) -> list[Inp
         entries = fs.find(path, detail=True)
         earlier = _earlier_outputs(entries, path.rstrip("/"))
         for directory in earlier:
-            log.info("skipping %s: an earlier bpe-dask output (it holds _SUCCESS and report.json)",
-                     fs.unstrip_protocol(directory))  # fmt: skip
+            log.info(
+                "skipping %s: an earlier bpe-dask output (it holds _SUCCESS and report.json)",
+                fs.unstrip_protocol(directory),
+            )
         entries = {
-            p: e for p, e in entries.items()
+            p: e
+            for p, e in entries.items()
             if not _is_hidden(p[len(path) :]) and not any(p.startswith(d + "/") for d in earlier)
-        }  # fmt: skip
+        }
     elif fs.exists(path):
         entries = {path: fs.info(path)}
     else:
@@ -204,10 +208,12 @@ def _earlier_outputs(entries: dict, top: str) -> list[str]:
     enough: Spark and Hadoop leave one beside the Parquet files they write.)"""
     names = set(entries)
     return [
-        p.removesuffix("/_SUCCESS") for p in sorted(names)
-        if p.endswith("/_SUCCESS") and p.removesuffix("/_SUCCESS") != top
+        p.removesuffix("/_SUCCESS")
+        for p in sorted(names)
+        if p.endswith("/_SUCCESS")
+        and p.removesuffix("/_SUCCESS") != top
         and p.removesuffix("_SUCCESS") + "report.json" in names
-    ]  # fmt: skip
+    ]
 
 
 def _is_hidden(relative_path: str) -> bool:
@@ -216,8 +222,16 @@ def _is_hidden(relative_path: str) -> bool:
 
 def _version_of(info: dict) -> str:
     """What changes when the file changes: size plus mtime or ETag, whichever the store has."""
-    for field in ("ETag", "etag", "md5Hash", "mtime", "LastModified", "last_modified", "Last-Modified",
-                  "created"):  # fmt: skip
+    for field in (
+        "ETag",
+        "etag",
+        "md5Hash",
+        "mtime",
+        "LastModified",
+        "last_modified",
+        "Last-Modified",
+        "created",
+    ):
         if info.get(field) is not None:
             return f"{info['size']}:{field}={info[field]}"
     return f"{info['size']}"
@@ -232,8 +246,13 @@ def text_column_index(file: InputFile, schema: pa.Schema) -> int:
         )
     field = schema.field(name)
     kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
-    textual = (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view, pa.types.is_binary,
-               pa.types.is_large_binary)  # fmt: skip
+    textual = (
+        pa.types.is_string,
+        pa.types.is_large_string,
+        pa.types.is_string_view,
+        pa.types.is_binary,
+        pa.types.is_large_binary,
+    )
     if not any(is_kind(kind) for is_kind in textual):
         raise BpeDaskError(f"{file.name}: column {name!r} holds {field.type}, not text")
     leaves_before = sum(_leaf_count(schema.field(i).type) for i in range(schema.get_field_index(name)))

@@ -96,8 +96,9 @@ def plan_ranges(
     files = list(files)
     parquet = [file for file in files if file.format == "parquet"]
     with ThreadPoolExecutor(16) as pool:  # a store answers many footer reads at once
-        groups = dict(zip(parquet, pool.map(lambda f: plan_row_groups(f, chunk_size, store),
-                                           parquet), strict=True))  # fmt: skip
+        groups = dict(
+            zip(parquet, pool.map(lambda f: plan_row_groups(f, chunk_size, store), parquet), strict=True)
+        )
     ranges: list[Partition] = []
     for file in files:
         if file.format == "parquet":
@@ -162,8 +163,9 @@ def _file_cuts(
             "%s: the server does not serve byte ranges (it answers a range request with the whole file), "
             "so its %s bytes are one task, read as a stream: to have it cut into partitions, serve it from "
             "a server that does, or download it first",
-            file.name, f"{file.size:,}",
-        )  # fmt: skip
+            file.name,
+            f"{file.size:,}",
+        )
         return []
     cuts: list[int] = []
     for target in range(chunk_size, file.size, chunk_size):

@@ -35,10 +35,20 @@ _LASTING = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectory
 _LASTING_ERRNOS = {errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EINVAL, errno.ENAMETOOLONG}
 # Network errors of the libraries under fsspec that reach a task untranslated (aiohttp, botocore).
 _TRANSIENT_NAMES = {
-    "ClientOSError", "ServerDisconnectedError", "ClientPayloadError", "ClientConnectionError",
-    "ReadTimeoutError", "ConnectTimeoutError", "EndpointConnectionError", "ConnectionClosedError",
-    "ResponseStreamingError", "IncompleteReadError", "SlowDown", "ServiceUnavailable", "Throttling",
-}  # fmt: skip
+    "ClientOSError",
+    "ServerDisconnectedError",
+    "ClientPayloadError",
+    "ClientConnectionError",
+    "ReadTimeoutError",
+    "ConnectTimeoutError",
+    "EndpointConnectionError",
+    "ConnectionClosedError",
+    "ResponseStreamingError",
+    "IncompleteReadError",
+    "SlowDown",
+    "ServiceUnavailable",
+    "Throttling",
+}
 # HTTP statuses that say "not now" (a timeout, too many requests, a server or gateway in trouble).
 _TRANSIENT_STATUSES = {408, 425, 429, 500, 502, 503, 504}
 

@@ -14,9 +14,10 @@ import codecs
 from collections.abc import Iterable
 from contextlib import closing
 
+from bpe_dask.io.documents import Documents
 from bpe_dask.io.inputs import InputFile
 from bpe_dask.io.plan import ByteRange, plan_row_groups
-from bpe_dask.io.records import Documents, iter_documents
+from bpe_dask.io.records import iter_documents
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.text import open_range, read_range
 

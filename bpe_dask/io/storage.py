@@ -125,8 +125,10 @@ class Store:
         except ValueError as error:
             if "Protocol not known" not in str(error):
                 raise
-            raise BpeDaskError(f"{url}: no filesystem reads {get_protocol(url)}:// (fsspec's are listed by "
-                               "fsspec.available_protocols())") from None  # fmt: skip
+            raise BpeDaskError(
+                f"{url}: no filesystem reads {get_protocol(url)}:// (fsspec's are listed by "
+                "fsspec.available_protocols())"
+            ) from None
 
     def setting(self, name: str) -> Any:
         return config.setting(name, self.settings)

@@ -249,9 +249,14 @@ def read_range(stream: BinaryIO, size: int, byte_range: ByteRange) -> bytes:
 
 # Failures that reading again cannot fix: the file is gone or forbidden, or the archive is corrupt.
 _LASTING = (
-    FileNotFoundError, PermissionError, IsADirectoryError, EOFError, zlib.error, lzma.LZMAError,
+    FileNotFoundError,
+    PermissionError,
+    IsADirectoryError,
+    EOFError,
+    zlib.error,
+    lzma.LZMAError,
     gzip.BadGzipFile,
-)  # fmt: skip
+)
 
 
 def _read_error(byte_range: ByteRange, error: Exception) -> BpeDaskError:
@@ -270,8 +275,10 @@ def _uncut_error(byte_range: ByteRange, offset: int, max_uncut: int, pattern: Sp
         f"after byte offset {offset}{_of_decompressed(byte_range)}"
     )
     if pattern.cut_rule is None:  # only special tokens cut the text
-        return InputError(f"{where} (no special token; a split pattern of your own is cut only there): "
-                          "put special tokens between documents, or use a built-in pattern")  # fmt: skip
+        return InputError(
+            f"{where} (no special token; a split pattern of your own is cut only there): "
+            "put special tokens between documents, or use a built-in pattern"
+        )
     return InputError(
         f"{where} (no special token, and nowhere the {pattern.name} pattern may be cut: a run of letters, "
         "of digits, of punctuation or of whitespace): a single pre-token that long cannot be counted"

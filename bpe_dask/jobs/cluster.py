@@ -202,14 +202,26 @@ def _local_client(workers: int, in_threads: bool = False, warm_up: WarmUp = NO_W
     if workers > cores:  # each runs one task at a time: more than the cores only take turns
         kind = "threads" if in_threads else "worker processes"
         cost = "" if in_threads else ", and each costs start-up time and memory"
-        log.warning("--workers %d on %d cores: the %s will take turns on them%s; --workers %d is the most "
-                    "that runs at once", workers, cores, kind, cost, cores)  # fmt: skip
+        log.warning(
+            "--workers %d on %d cores: the %s will take turns on them%s; --workers %d is the most "
+            "that runs at once",
+            workers,
+            cores,
+            kind,
+            cost,
+            cores,
+        )
     if in_threads:  # the job's tasks run here: warming up here too, from now on
         threading.Thread(target=_warm_up, args=(warm_up.patterns, warm_up.stages), daemon=True).start()
         # One worker in this process, on loopback TCP: its dashboard link then names 127.0.0.1, where
         # the dashboard listens (an in-process ``inproc://`` cluster would name the machine's address).
-        shape = {"n_workers": 1, "threads_per_worker": workers, "processes": False, "protocol": "tcp://",
-                 "host": "127.0.0.1"}  # fmt: skip
+        shape = {
+            "n_workers": 1,
+            "threads_per_worker": workers,
+            "processes": False,
+            "protocol": "tcp://",
+            "host": "127.0.0.1",
+        }
     else:
         shape = {"n_workers": workers, "threads_per_worker": 1, "processes": True}
     # Distributed's statistical profiler samples the worker's stack every 10 ms; on pure-Python

@@ -44,14 +44,21 @@ class Curve:
 
     def tokens(self) -> list[int]:
         """The tokens at each size, ``first_size`` first."""
-        return list(itertools.accumulate(self.savings, lambda tokens, saved: tokens - saved,
-                                         initial=self.byte_tokens + self.special_tokens))  # fmt: skip
+        return list(
+            itertools.accumulate(
+                self.savings,
+                lambda tokens, saved: tokens - saved,
+                initial=self.byte_tokens + self.special_tokens,
+            )
+        )
 
     def rows(self) -> list[tuple[int, int, float]]:
         """``(vocab_size, tokens, bytes_per_token)`` at each size."""
         text_bytes = self.byte_tokens + self.special_bytes
-        return [(self.first_size + k, tokens, round(text_bytes / tokens, 4) if tokens else 0.0)
-                for k, tokens in enumerate(self.tokens())]  # fmt: skip
+        return [
+            (self.first_size + k, tokens, round(text_bytes / tokens, 4) if tokens else 0.0)
+            for k, tokens in enumerate(self.tokens())
+        ]
 
     def csv(self) -> str:
         lines = ["vocab_size,tokens,bytes_per_token", *(f"{v},{t},{b:g}" for v, t, b in self.rows())]
@@ -61,8 +68,12 @@ class Curve:
         """What ``report.json`` says of it: the final size's tokens and bytes per token, the special
         tokens seen, and the knee."""
         _, tokens, bytes_per_token = self.rows()[-1]
-        return {"tokens": tokens, "bytes_per_token": bytes_per_token,
-                "special_tokens_seen": self.special_tokens, "knee": self.knee()}  # fmt: skip
+        return {
+            "tokens": tokens,
+            "bytes_per_token": bytes_per_token,
+            "special_tokens_seen": self.special_tokens,
+            "knee": self.knee(),
+        }
 
     def knee(self, step: int = STEP, gain: float = GAIN) -> int | None:
         """The first vocabulary size from which ``step`` more tokens of vocabulary save less than
@@ -102,8 +113,14 @@ def plot(curves: Mapping[str, Curve], title: str = "Compression of the training 
             at = rows[knee - curve.first_size]
             axes.axvline(knee, color=line.get_color(), linestyle=":", linewidth=1)
             note = f"{knee:,}: {STEP:,} more save < {GAIN:.0%}"
-            axes.annotate(note, (at[0], at[2]), textcoords="offset points", xytext=(6, -14), fontsize=8,
-                          color=line.get_color())  # fmt: skip
+            axes.annotate(
+                note,
+                (at[0], at[2]),
+                textcoords="offset points",
+                xytext=(6, -14),
+                fontsize=8,
+                color=line.get_color(),
+            )
     axes.set_xlabel("vocabulary size")
     axes.set_ylabel("bytes per token")
     axes.set_title(title)

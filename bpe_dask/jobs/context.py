@@ -1,11 +1,11 @@
-"""What every job shares: options and inputs in; planned byte ranges, a cluster and finished tasks out.
+"""What every job shares: options in; a store, a place to run, and finished tasks out.
 
 Every job opens the same way: ``Job.start`` makes the job's ``Store`` (the storage options with
 what the environment adds, and the ``bpe-dask`` settings) once, on the client; the job checks its
-output, and ``Job.plan`` expands the inputs and cuts them into byte ranges. Its tasks then run on
-``Job.cluster`` (the given client, a scheduler, or a LocalCluster) once ``Job.preflight`` has
-checked the workers, through ``run_tasks``, which turns a failure into one line. The jobs
-(``jobs.count``, ``jobs.train``, ``jobs.encode``) are built from these.
+output and finds its source (``sources.source``). Its stages then run in a ``Run``
+(``Job.running``): here, or on ``Job.cluster`` (the given client, a scheduler, or a LocalCluster)
+once ``Job.preflight`` has checked the workers, with a work directory; tasks run through
+``run_tasks``, which turns a failure into one line.
 """
 
 from __future__ import annotations
@@ -23,130 +23,74 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from dask.base import tokenize
 from dask.delayed import Delayed
-from distributed import Client, Event, LocalCluster, as_completed
+from distributed import Client, Event, LocalCluster, as_completed, get_client
 
-from bpe_dask import settings as config
-from bpe_dask.credentials import shown
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.inputs import InputFile, expand_inputs
-from bpe_dask.io.plan import Partition, plan_ranges
-from bpe_dask.io.records import BadRecords
-from bpe_dask.io.sample import sample_documents
+from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.storage import Store, describe, is_local, required_packages
-from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp, dask_client, default_workers, failures_explained
+from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp, dask_client, failures_explained
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.jobs.preflight import Place, check_workers, unregister_plugins
-from bpe_dask.jobs.progress import PartitionProgress, TaskProgress
-from bpe_dask.jobs.wording import format_bytes, plural
+from bpe_dask.jobs.progress import MapProgress
 from bpe_dask.rules.pretokenize import Pretokenizer
-from bpe_dask.stages.count import CountSettings
+from bpe_dask.sources.source import Source, input_urls, source_of
+from bpe_dask.wording import plural
 
 log = logging.getLogger(__name__)
 
 TINY_CHUNK = 4096  # an explicit chunk size below this is likely a unit left out ("64" for 64MiB)
 
 
+@dataclass(frozen=True)
+class Run:
+    """Where a job's stages run: on ``client``'s cluster, with the work directory ``work``; or here,
+    in this process (both ``None``)."""
+
+    client: Client | None
+    work: str | None
+
+
 @dataclass
 class Job:
-    """One run of a job: its options, the ``Store`` its tasks take, and its plan."""
+    """One run of a job: its options, and the ``Store`` its tasks take."""
 
     options: JobOptions
     store: Store
-    files: list[InputFile] = field(default_factory=list)
-    ranges: list[Partition] = field(default_factory=list)
     plugins: list[str] = field(default_factory=list)  # registered on the workers by ``preflight``
-    unsized_read: int = 0  # the bytes read of the inputs whose size was not known, once counted
     _scratch_beside: str = ""  # where ``work_directory`` made the temporary one, for messages
 
     @classmethod
-    def start(cls, options: JobOptions, urls: Sequence[str | None]) -> Job:
-        """A job that reads and writes ``urls``: an ``s3://`` job takes the AWS environment along."""
-        return cls(options, Store.for_job(options.storage_options, urls, options.ship_credentials))
+    def start(cls, options: JobOptions, inputs: Any, urls: Sequence[str | None] = ()) -> Job:
+        """A job that reads ``inputs`` and writes ``urls``: an ``s3://`` job takes the AWS
+        environment along."""
+        named = [*input_urls(inputs), *urls]
+        return cls(options, Store.for_job(options.storage_options, named, options.ship_credentials))
 
-    def find_inputs(
-        self, inputs: Sequence[str], exclude: Sequence[str | None] = (), outputs: Sequence[str | None] = ()
-    ) -> None:
-        """The files the inputs name; what the job writes is never read back as an input: anything
-        under ``exclude`` (its output and work directories) or one of ``outputs`` (files it writes),
-        which named as an input is an error."""
-        self.files = expand_inputs(
-            inputs, self.store, exclude=[e for e in exclude if e], reading=self.options.reading(),
-            outputs=[o for o in outputs if o],
+    def find_source(
+        self,
+        inputs: Any,
+        exclude: Sequence[str | None] = (),
+        outputs: Sequence[str | None] = (),
+        **iterating: Any,
+    ) -> Source:
+        """What ``inputs`` are (``sources.source_of``), what the job writes left out. A Dask
+        collection runs on the cluster the job was given, else on the current ``distributed``
+        client, whose cluster holds what the collection was persisted on, else on a LocalCluster."""
+        opts = self.options
+        source = source_of(
+            inputs,
+            self.store,
+            opts.reading(),
+            opts.utf8_errors,
+            exclude=exclude,
+            outputs=outputs,
+            **iterating,
         )
-
-    def check_pattern(self, pretokenizer: Pretokenizer) -> None:
-        """A split pattern of one's own may leave characters out of every pre-token, and such text is
-        never counted (``'\\w+'`` drops spaces and punctuation): say how many characters of a sample of
-        the first input it drops, in a warning, or, with ``strict_pattern``, an error before any work."""
-        if pretokenizer.pattern.builtin or not self.files:
-            return
-        sample = sample_documents(self.files[0], self.store)
-        check_sample(pretokenizer, sample, f"a sample of {self.files[0].name}", self.options.strict_pattern)
-
-    def plan(self, pretokenizer: Pretokenizer, threads: int | None = None) -> None:
-        """The files cut into byte ranges: ``--chunk-size`` bytes each, or sized for ``threads`` worker
-        threads (``None``: as large as a task may be, for counting in this process)."""
-        chunk_size = self.options.chunk_size or partition_size(self.input_bytes, threads, self.store.settings)
-        self.ranges = plan_ranges(self.files, chunk_size, pretokenizer, self.store)
-        compressed = sum(1 for f in self.files if f.compression)
-        if compressed == len(self.files):  # the chunk size cuts nothing: the sizes are not the text's
-            sizes = f"{format_bytes(self.input_bytes)} compressed, {plural(len(self.ranges), 'partition')} " \
-                "(a compressed file is read whole, as one task)"
-        else:
-            whole = f" ({compressed} compressed, each read whole as one task)" if compressed else ""
-            sizes = f"{format_bytes(self.input_bytes)}{whole}, {plural(len(self.ranges), 'partition')} of " \
-                f"about {format_bytes(chunk_size)}"
-        log.info("%s, %s", plural(len(self.files), "input file"), sizes)
-        if pretokenizer.pattern.cut_rule is None and any(
-            f.size > chunk_size and not f.has_records for f in self.files
-        ):
-            log.warning(
-                "the split pattern is a regex of your own, with no rule for where its text may be cut: "
-                "text files are cut only where a special token starts, so a long document without one "
-                "is one task"
-            )
-        if self.options.chunk_size and chunk_size < TINY_CHUNK and len(self.ranges) > 1:
-            log.warning(
-                "--chunk-size %d is %d bytes, so %s, each a Dask task; sizes take units (e.g. %dMiB)",
-                chunk_size, chunk_size, plural(len(self.ranges), "partition"), chunk_size,
-            )  # fmt: skip
-
-    @property
-    def input_bytes(self) -> int:
-        """The inputs' bytes: their sizes, and, once read, what a file whose server gave no size held."""
-        return sum(f.size for f in self.files) + self.unsized_read
-
-    @property
-    def empty(self) -> bool:
-        """Whether the inputs hold nothing to read: no bytes (and no file whose size its server kept)."""
-        return all(f.sized and not f.size for f in self.files)
-
-    def key(self, settings: CountSettings) -> str:
-        """A digest of the planned ranges and the settings: a name for what this job counts."""
-        return tokenize([r.key() for r in self.ranges], settings.key())
-
-    @property
-    def largest_range(self) -> int:
-        return max((r.text_bytes for r in self.ranges), default=0)
-
-    def expected_largest_range(self) -> int:
-        """About the largest partition ``plan`` will make on the embedded cluster, from the files' sizes
-        before it plans: what decides which compiled loops its workers warm up as they start (a
-        compressed file is one partition, of more text than its size)."""
-        threads = self.options.workers or default_workers()  # the embedded cluster's: one per worker
-        chunk = self.options.chunk_size or partition_size(self.input_bytes, threads, self.store.settings)
-        return max((f.size if f.compression else min(f.size, chunk) for f in self.files), default=0)
-
-    @property
-    def input_urls(self) -> list[str]:
-        return [f.url for f in self.files]
-
-    @property
-    def inputs_shown(self) -> list[str]:
-        """The input URLs as reports name them: a web URL's credentials hidden (``web.shown``)."""
-        return [shown(f.url) for f in self.files]
+        if source.kind == "collection" and not opts.wants_cluster:
+            with contextlib.suppress(ValueError):  # no client: the job starts a LocalCluster
+                self.options = JobOptions.of(opts, client=get_client())
+        return source
 
     @property
     def embedded(self) -> bool:
@@ -173,13 +117,16 @@ class Job:
                 if self.plugins and (opts.client or opts.on_scheduler):  # it outlives the job
                     unregister_plugins(client, self.plugins)
 
-    def preflight(self, client: Client, work_dir: str | None, outputs: Sequence[str | None] = ()) -> None:
-        """Check before any task that every worker can read the inputs and write the work directory
-        (if the tasks write one) and the ``outputs`` the tasks write (all absolute by now:
-        ``storage.absolute``)."""
-        urls = [*self.input_urls, *[u for u in (work_dir, *outputs) if u]]
-        packages = required_packages(urls, [f.compression for f in self.files])
-        places = [Place(url, "input") for url in self.input_urls[:1]]
+    def preflight(
+        self, client: Client, work_dir: str | None, source: object = None, outputs: Sequence[str | None] = ()
+    ) -> None:
+        """Check before any task that every worker can read the inputs (of a ``FileSource``) and
+        write the work directory (if the tasks write one) and the ``outputs`` the tasks write (all
+        absolute by now: ``storage.absolute``)."""
+        inputs = [f.url for f in getattr(source, "files", [])]
+        urls = [*inputs, *[u for u in (work_dir, *outputs) if u]]
+        packages = required_packages(urls, [f.compression for f in getattr(source, "files", [])])
+        places = [Place(url, "input") for url in inputs[:1]]
         if work_dir and self.options.work_dir:
             places.append(Place(work_dir, "--work-dir", True))
         elif work_dir:  # the job's own scratch space: the user can only name another
@@ -196,6 +143,45 @@ class Job:
             store=self.store,
             ship_package=self.options.ship_package,
         )
+
+    @contextmanager
+    def running(
+        self,
+        source: Source,
+        here: bool,
+        pretokenizer: Pretokenizer,
+        in_threads: bool = False,
+        warm_up: WarmUp = NO_WARM_UP,
+        beside: str | None = None,
+        outputs: Sequence[str | None] = (),
+        writes: bool = True,
+    ) -> Iterator[Run]:
+        """Where the job's stages run, once the split pattern is checked on a sample of ``source``:
+        here (no cluster, no work directory) or, unless ``here``, on the job's cluster
+        (``cluster``: ``in_threads``, ``warm_up``) with a work directory (``work_directory``:
+        ``beside``; none for tasks that write nothing, ``writes=False``), the workers checked first
+        (``preflight``: ``outputs``, the files its tasks write). A collection's sample is taken on
+        its cluster."""
+        if source.kind != "collection":
+            self.check_pattern(source, pretokenizer)
+        if here:
+            yield Run(None, None)
+            return
+        scratch = self.work_directory(beside) if writes else nullcontext(None)
+        with scratch as work, self.cluster(in_threads, warm_up) as client:
+            self.preflight(client, work, source, outputs)
+            if source.kind == "collection":
+                self.check_pattern(source, pretokenizer, client)
+            yield Run(client, work)
+
+    def check_pattern(self, source: Source, pretokenizer: Pretokenizer, client: Client | None = None) -> None:
+        """A split pattern of one's own may leave characters out of every pre-token, and such text is
+        never counted (``'\\w+'`` drops spaces and punctuation): say how many characters of a sample
+        of the input it drops, in a warning, or, with ``strict_pattern``, an error before any work."""
+        if pretokenizer.pattern.builtin:
+            return
+        documents, what = source.sample(lambda tasks: run_tasks(client, tasks))
+        check_sample(pretokenizer, documents, what, self.options.strict_pattern)
 
     @contextmanager
     def work_directory(self, beside: str | None = None) -> Iterator[str]:
@@ -229,20 +215,6 @@ class Job:
             shutil.rmtree(temporary, ignore_errors=True)
 
 
-def partition_size(input_bytes: int, threads: int | None, settings: dict | None = None) -> int:
-    """Bytes per map task when none is given: about ``bpe-dask.partitions-per-thread`` tasks per
-    worker thread, so that every thread has work and one that finishes early takes another, within
-    ``bpe-dask.partition-min`` (each partition costs a dict of its own words, a shard and a share of
-    the reduce) and ``bpe-dask.partition-max`` (a task's memory, and the work lost with a worker).
-    ``threads=None``: as large as a task may be."""
-    largest = config.size("partition-max", settings)
-    if threads is None:
-        return largest
-    per_thread = config.count("partitions-per-thread", settings, least=1)
-    wanted = -(-input_bytes // max(1, per_thread * threads))
-    return max(min(config.size("partition-min", settings), largest), min(largest, wanted))
-
-
 def cluster_threads(client: Client) -> int:
     return sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()) or 1
 
@@ -250,8 +222,7 @@ def cluster_threads(client: Client) -> int:
 def check_sample(pretokenizer: Pretokenizer, documents: Sequence[str], what: str, strict: bool) -> None:
     """``Job.check_pattern`` on ``documents``, a sample of the input that ``what`` names: a warning,
     or with ``strict`` an error, if the split pattern leaves any of their characters out of every
-    pre-token (special tokens aside). Documents held in memory and Dask collections are checked on
-    their first documents (``jobs.from_memory``, ``jobs.dask_collections``).
+    pre-token (special tokens aside).
 
     >>> from bpe_dask.rules.pretokenize import Pretokenizer
     >>> check_sample(Pretokenizer([], r"\\w+"), ["a b!"], "the first document", strict=True)
@@ -281,18 +252,24 @@ def report_bad_records(bad: BadRecords) -> None:
         log.warning("skipped %s; the first: %s", plural(bad.count, "bad record"), bad.first)
 
 
-def run_tasks(client: Client, tasks: list[Delayed], progress: TaskProgress | PartitionProgress | None = None,
-              sizes: Sequence[int] = (), extra: Callable[[Any], int] | None = None,
-              stop: str | None = None) -> list:  # fmt: skip
+def run_tasks(
+    client: Client,
+    tasks: list[Delayed],
+    progress: MapProgress | None = None,
+    sizes: Sequence[int | None] = (),
+    measure: Callable[[Any], tuple[int, int]] | None = None,
+    stop: str | None = None,
+) -> list:
     """Compute ``tasks`` and gather their results; a failure cancels them all and is one line.
 
     Cancelling does not stop a task already running on a cluster the job does not own: one that
     commits an output at its end (``stages.encode.stream_shards``) is told through the Dask event
     ``stop``, set here first, which it looks at just before committing (``stages.read_events.stopped``).
 
-    The first ``len(sizes)`` tasks are map tasks over that many input bytes each: ``progress``
-    hears how far each has read as it runs, and of each as it finishes (with ``extra`` of its
-    result, such as its tokens).
+    The first ``len(sizes)`` tasks are map tasks over that many input bytes each (``None``: known
+    once done): ``progress`` hears how far each has read as it runs, and of each as it finishes,
+    with what ``measure`` tells of its result: its bytes (where its size was not known) and a
+    second quantity, such as its tokens.
     """
     size_of = {task.key: size for task, size in zip(tasks, sizes, strict=False)}
     listening = progress.listening(client, size_of) if progress is not None else nullcontext()
@@ -303,8 +280,9 @@ def run_tasks(client: Client, tasks: list[Delayed], progress: TaskProgress | Par
                 for future in as_completed(futures[: len(sizes)]):
                     if future.status != "finished":
                         break  # gathering raises its error
-                    result = extra(future.result()) if extra else 0
-                    progress.task_done(size_of[future.key], result, future.key)
+                    size, extra = measure(future.result()) if measure else (0, 0)
+                    known = size_of[future.key]
+                    progress.task_done(size if known is None else known, extra, future.key)
             return client.gather(futures)
     except BaseException:
         if stop is not None:

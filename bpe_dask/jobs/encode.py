@@ -1,10 +1,11 @@
 """The encode job: inputs and a trained tokenizer in, token ids out, in the layout model trainers read.
 
-``encode`` plans byte ranges as counting does and encodes each in a Dask task that writes a shard
-of ids into the work directory (``encoding``; a re-run with the same ``--work-dir`` reuses the
-finished ones). Then, on the cluster, the output appears whole: a directory of ``.npy`` shards with
-``index.json`` and ``report.json``, or one flat ``.bin`` file of ``uint16`` / ``uint32`` ids (what
-nanoGPT and the CS336 training loop ``np.memmap``) with a JSON sidecar saying its dtype and length.
+``encode`` finds the source as counting does and encodes each of its parts in a Dask task that
+writes a shard of ids into the work directory (``stages.encode``; a re-run with the same
+``--work-dir`` reuses the finished ones). Then, on the cluster, the output appears whole: a
+directory of ``.npy`` shards with ``index.json`` and ``report.json``, or one flat ``.bin`` file of
+``uint16`` / ``uint32`` ids (what nanoGPT and the CS336 training loop ``np.memmap``) with a JSON
+sidecar saying its dtype and length.
 """
 
 from __future__ import annotations
@@ -16,43 +17,39 @@ import time
 import uuid
 from collections.abc import Sequence
 from functools import partial as partial_function
+from typing import Any
 
 import dask
-from dask.base import tokenize
 from distributed import Client
 
 from bpe_dask.credentials import shown
 from bpe_dask.errors import BpeDaskError, UsageError
+from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.outputs import check_output_dir, check_output_file
 from bpe_dask.io.publish import atomic_file, staged_directory
-from bpe_dask.io.records import BadRecords
 from bpe_dask.io.storage import Store, absolute, is_local
-from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp
-from bpe_dask.jobs.context import Job, cluster_threads, is_embedded, report_bad_records, run_tasks
-from bpe_dask.jobs.dask_collections import (
-    UNKNOWN_SIZE,
-    DocumentCollection,
-    collection_options,
-    documents_of,
-    encode_parts,
-    forget_shards,
-    is_collection,
-)
-from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character, input_list
-from bpe_dask.jobs.progress import TaskProgress
+from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp, default_workers
+from bpe_dask.jobs.context import Job, Run, cluster_threads, is_embedded, report_bad_records, run_tasks
+from bpe_dask.jobs.on_cluster import forget_shards, map_parts
+from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character
+from bpe_dask.jobs.progress import MapProgress
+from bpe_dask.sources.collection import UNKNOWN_SIZE
+from bpe_dask.sources.part import Part
+from bpe_dask.sources.source import Source
 from bpe_dask.stages.encode import (
     EncodedShard,
     copy_shard,
     dtype_for,
-    encode_range_to_shard,
+    encode_part_to_shard,
     encoding_key,
     is_encoded_file,
+    read_encoded_shard,
     remove_sidecar,
     shard_name,
     shard_path,
     stream_shards,
     write_at,
-)  # fmt: skip
+)
 from bpe_dask.tokenizer import Tokenizer
 from bpe_dask.version import __version__
 
@@ -62,7 +59,7 @@ log = logging.getLogger(__name__)
 
 
 def encode(
-    inputs: PathLike | Sequence[PathLike],
+    inputs: Any,
     tokenizer: PathLike | Tokenizer,
     out: PathLike,
     special_tokens: Sequence[str] | None = None,
@@ -82,7 +79,7 @@ def encode(
     that token's id. A tokenizer directory whose split pattern is not built in is refused unless
     ``trust_pattern`` (``Tokenizer.load``). ``options`` are ``JobOptions`` fields; a
     ``work_dir`` keeps the shards, so that a re-run after an interruption reuses them. ``inputs`` may
-    be a Dask DataFrame column or Bag of documents instead (``dask_collections``), encoded as records.
+    be a Dask DataFrame column or Bag of documents instead (``sources.collection``), encoded as records.
 
     >>> import numpy as np
     >>> from distributed import Client
@@ -95,49 +92,45 @@ def encode(
     ('uint16', [256, 33, 257, 256])
     """
     started = time.perf_counter()
-    opts = JobOptions.of(**options)
-    out = os.fspath(out)
+    opts, out = JobOptions.of(**options), absolute(os.fspath(out))
     fmt = output_format(out, format)
-    collection = None
-    if is_collection(inputs):  # a Dask DataFrame column or Bag: a task per partition, on its cluster
-        collection, opts = documents_of(inputs, opts.text_column), collection_options(opts)
-    inputs, out = input_list(inputs) if collection is None else [], absolute(os.fspath(out))
-    source = tokenizer if isinstance(tokenizer, Tokenizer) else absolute(os.fspath(tokenizer))
-    job = Job.start(opts, [*inputs, out, opts.work_dir, source if isinstance(source, str) else None])
-    tokenizer = _tokenizer(source, special_tokens, opts.engine, job.store, trust_pattern)
+    given = tokenizer if isinstance(tokenizer, Tokenizer) else absolute(os.fspath(tokenizer))
+    job = Job.start(opts, inputs, [out, opts.work_dir, given if isinstance(given, str) else None])
+    tokenizer = _tokenizer(given, special_tokens, opts.engine, job.store, trust_pattern)
     check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
-    if fmt == "bin":
+    if fmt == "bin":  # 1. the output may be written
         check_output_file(out, opts.overwrite, job.store)
     else:
         check_output_dir(out, opts.overwrite, is_encoded_file, job.store)
-    if collection is None:
-        sidecar = f"{out}.json" if fmt == "bin" else None  # the .bin's, which a folder of inputs may hold
-        job.find_inputs(inputs, exclude=[out, opts.work_dir], outputs=[out, sidecar])
-    _check_separator(document_separator, tokenizer, job, records=collection is not None)
-    job.check_pattern(tokenizer.pretokenizer)
+    sidecar = f"{out}.json" if fmt == "bin" else None  # the .bin's, which a folder of inputs may hold
+    source = job.find_source(inputs, exclude=[out, opts.work_dir], outputs=[out, sidecar])  # 2.
+    _check_source(source, document_separator, tokenizer)
     _say_format(out, fmt, tokenizer)
-    # The compiled encoder releases the GIL: a LocalCluster the job starts runs it in threads here.
-    size = job.input_bytes if collection is None else UNKNOWN_SIZE
-    in_threads = job.starts_cluster and tokenizer.uses_compiled(size)
-    warm_up = WarmUp((tokenizer.pretokenizer.pattern.name,), ("encode",))  # an encode task's loop
-    compiled = in_threads or tokenizer.uses_compiled(job.expected_largest_range())
-    scratch = job.work_directory(beside=None if job.embedded else out)
-    with scratch as work, job.cluster(in_threads, warm_up if compiled else NO_WARM_UP) as client:
-        job.preflight(client, work, [out])
-        if collection is None:
-            job.plan(tokenizer.pretokenizer, cluster_threads(client))
-            shards = _encode_ranges(client, job, tokenizer, work, document_separator)
-        else:
-            shards = encode_parts(client, job, collection, tokenizer, work, document_separator)
-        report = _report(job, shards, tokenizer, source, fmt, started, collection)
+    in_threads, warm_up = _placement(job, source, tokenizer)  # 3. where it is encoded
+    scratch = None if job.embedded else out
+    with job.running(source, False, tokenizer.pretokenizer, in_threads, warm_up, scratch, [out]) as run:
+        shards = _encode_parts(run, job, source, tokenizer, document_separator)  # 4. encode
+        report = _report(job, source, shards, tokenizer, given, fmt, started)  # 5. report
         report["document_separator"] = document_separator
-        if fmt == "npy":
-            _publish_shards(client, job, shards, out, report)
-        else:
-            _publish_bin(client, job, shards, out, report)
-    if collection is not None:
+        publish = _publish_shards if fmt == "npy" else _publish_bin
+        publish(run.client, job, shards, out, report)  # 6. publish
+    if source.kind == "collection":  # a re-run of a finished job must not reuse them
         forget_shards([shard.path for shard in shards], job.store)
     return report
+
+
+def _placement(job: Job, source: Source, tokenizer: Tokenizer) -> tuple[bool, WarmUp]:
+    """Whether a LocalCluster the job starts runs the tasks in threads of this process (the compiled
+    encoder releases the GIL), and what its workers warm up: an encode task's loop, where it runs."""
+    size = source.known_bytes if source.kind == "files" else UNKNOWN_SIZE
+    in_threads = job.starts_cluster and tokenizer.uses_compiled(size)
+    threads = job.options.workers or default_workers()
+    largest = (
+        source.expected_largest_part(threads, job.options.chunk_size) if source.kind == "files" else size
+    )
+    compiled = in_threads or tokenizer.uses_compiled(largest)
+    warm_up = WarmUp((tokenizer.pretokenizer.pattern.name,), ("encode",))
+    return in_threads, warm_up if compiled else NO_WARM_UP
 
 
 def output_format(out: str, format: str | None) -> str:
@@ -188,7 +181,13 @@ def _tokenizer(
     return Tokenizer(source.vocab, source.merges, tokens, source.pretokenizer.pattern, engine)
 
 
-def _check_separator(separator: str | None, tokenizer: Tokenizer, job: Job, records: bool = False) -> None:
+def _check_source(source: Source, separator: str | None, tokenizer: Tokenizer) -> None:
+    """Encoded are files and Dask collections; a separator follows records only."""
+    if source.kind == "memory":
+        raise BpeDaskError(
+            "encode writes the ids of files or of a Dask collection: for documents held here, use "
+            "Tokenizer.encode_batch"
+        )
     if separator is None:
         return
     if separator not in tokenizer.special_ids:
@@ -196,34 +195,55 @@ def _check_separator(separator: str | None, tokenizer: Tokenizer, job: Job, reco
         raise BpeDaskError(
             f"document separator {separator!r} is not a special token of the tokenizer ({known})"
         )
-    if not records and not any(file.has_records for file in job.files):
+    if source.kind == "files" and not source.has_records:
         raise BpeDaskError(
             "--document-separator applies to inputs of records (Parquet, JSON Lines): text holds its own"
         )
 
 
-def _encode_ranges(
-    client: Client, job: Job, tokenizer: Tokenizer, work: str, separator: str | None
+def _encode_parts(
+    run: Run, job: Job, source: Source, tokenizer: Tokenizer, separator: str | None
 ) -> list[EncodedShard]:
+    """A shard of ids per part, in the parts' order: each document of records followed by
+    ``separator``'s id; a finished shard is reused."""
+    opts, client = job.options, run.client
+    if source.kind == "collection":
+        parts = source.parts()
+    else:
+        parts = source.plan(tokenizer.pretokenizer, opts.chunk_size, cluster_threads(client))
     shared = client.scatter(tokenizer, broadcast=True, hash=False)
-    options = job.options
-    key = encoding_key(tokenizer, separator, options.utf8_errors)
-    tasks = [
-        dask.delayed(encode_range_to_shard, pure=True)(
-            r, shared, shard_path(work, r, key), job.store, options.utf8_errors, separator,
-            dask_key_name=f"encode-{tokenize(r.key(), key, work)}",
-        )
-        for r in job.ranges
-    ]  # fmt: skip
-    progress = (
-        TaskProgress("encode", len(tasks), job.input_bytes, "tokens") if options.show_progress else None
+    key = encoding_key(tokenizer, separator, opts.utf8_errors)
+    paths = [shard_path(run.work, part, key) for part in parts]
+    tasks = map_parts(
+        source, parts, _encode, [shared, opts.utf8_errors, separator], "encode", paths, job.store, _reuse
     )
-    shards = run_tasks(client, tasks, progress, [r.size for r in job.ranges], lambda shard: shard.tokens)
+    progress = None
+    if opts.show_progress:
+        total_bytes = source.known_bytes if source.kind == "files" else None
+        progress = MapProgress("encode", len(tasks), total_bytes, extra="tokens")
+    sizes = [part.size for part in parts]
+    shards = run_tasks(client, tasks, progress, sizes, lambda shard: (shard.text_bytes, shard.tokens))
     bad = BadRecords()
     for shard in shards:
         bad.merge(shard.bad_records)
     report_bad_records(bad)
     return shards
+
+
+def _encode(
+    part: Part,
+    tokenizer: Tokenizer,
+    utf8_errors: str,
+    separator: str | None,
+    path: str,
+    store: Store,
+    data: object = None,
+) -> EncodedShard:
+    return encode_part_to_shard(part, tokenizer, path, store, utf8_errors, separator, data)
+
+
+def _reuse(path: str, part: Part, store: Store, tokenizer: Tokenizer, *_: object) -> EncodedShard:
+    return read_encoded_shard(path, tokenizer, part.place, store)
 
 
 def _publish_shards(client: Client, job: Job, shards: list[EncodedShard], out: str, report: dict) -> None:
@@ -236,11 +256,20 @@ def _publish_shards(client: Client, job: Job, shards: list[EncodedShard], out: s
             for shard, name in zip(shards, names, strict=True)
         ]
         run_tasks(client, copies)
-        index = {"dtype": report["dtype"], "shards": [
-            {"shard": name, "input": shown(s.input), "start": s.start, "end": s.end, "unit": s.unit,
-             "tokens": s.tokens}
-            for name, s in zip(names, shards, strict=True)
-        ]}  # fmt: skip
+        index = {
+            "dtype": report["dtype"],
+            "shards": [
+                {
+                    "shard": name,
+                    "input": shown(s.input),
+                    "start": s.start,
+                    "end": s.end,
+                    "unit": s.unit,
+                    "tokens": s.tokens,
+                }
+                for name, s in zip(names, shards, strict=True)
+            ],
+        }
         fs, path = store.fs(staging)
         fs.pipe_file(f"{path}/index.json", (json.dumps(index, indent=1) + "\n").encode())
         fs.pipe_file(f"{path}/report.json", (json.dumps(report, indent=2) + "\n").encode())
@@ -277,18 +306,24 @@ def _publish_bin(client: Client, job: Job, shards: list[EncodedShard], out: str,
         fs.pipe_file(partial, (json.dumps(report, indent=2) + "\n").encode())
 
 
-def _report(job: Job, shards: list[EncodedShard], tokenizer: Tokenizer, source: str | Tokenizer, fmt: str,
-            started: float, collection: DocumentCollection | None = None) -> dict:  # fmt: skip
+def _report(
+    job: Job,
+    source: Source,
+    shards: list[EncodedShard],
+    tokenizer: Tokenizer,
+    given: str | Tokenizer,
+    fmt: str,
+    started: float,
+) -> dict:
     seconds = time.perf_counter() - started
     tokens = sum(s.tokens for s in shards)
     text_bytes = sum(s.text_bytes for s in shards)
-    job.unsized_read = sum(s.read_bytes for s in shards)  # what the inputs of no known size held
-    input_bytes = job.input_bytes if collection is None else text_bytes  # a collection's input is its text
+    read = getattr(source, "known_bytes", 0) + sum(s.read_bytes for s in shards)  # and of no known size
     reused = sum(s.reused for s in shards)
     return {
         "version": __version__,
-        "inputs": job.inputs_shown if collection is None else [collection.description],
-        "tokenizer": source if isinstance(source, str) else None,
+        "inputs": source.shown,
+        "tokenizer": given if isinstance(given, str) else None,
         "special_tokens": tokenizer.special_tokens,
         "vocab_size": len(tokenizer.vocab),
         "format": fmt,
@@ -299,10 +334,10 @@ def _report(job: Job, shards: list[EncodedShard], tokenizer: Tokenizer, source: 
         "shards_reused": reused,
         "shards_computed": len(shards) - reused,
         "bad_records_skipped": sum(s.bad_records.count for s in shards),
-        "input_bytes": input_bytes,
+        "input_bytes": read,
         "text_bytes": text_bytes,
         "bytes_per_token": text_bytes / tokens if tokens else None,
         "seconds": seconds,
-        "bytes_per_second": input_bytes / seconds,
+        "bytes_per_second": read / seconds,
         "tokens_per_second": tokens / seconds,
     }

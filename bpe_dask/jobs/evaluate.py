@@ -24,24 +24,25 @@ from dataclasses import dataclass
 
 import dask
 from dask.base import tokenize
-from distributed import Client
 
 from bpe_dask import interrupts
-from bpe_dask import settings as config
 from bpe_dask.errors import BpeDaskError
+from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.publish import publish_directory
-from bpe_dask.io.records import BadRecords
 from bpe_dask.io.storage import Store, absolute, describe
-from bpe_dask.jobs.context import Job, cluster_threads, report_bad_records, run_tasks
-from bpe_dask.jobs.count import counting_cluster, counting_warm_up
-from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character, input_list
-from bpe_dask.jobs.progress import TaskProgress
-from bpe_dask.jobs.wording import format_bytes, plural
+from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp
+from bpe_dask.jobs.context import Job, Run, cluster_threads, report_bad_records, run_tasks
+from bpe_dask.jobs.counting import placement
+from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character
+from bpe_dask.jobs.progress import MapProgress
+from bpe_dask.sources.files import FileSource
+from bpe_dask.sources.source import input_list
 from bpe_dask.stages.count import CountSettings
-from bpe_dask.stages.evaluate import Measure, Measured, measure_range, nested, pieces_at
+from bpe_dask.stages.evaluate import Measure, Measured, measure_part, nested, pieces_at
 from bpe_dask.tokenizer import Tokenizer
 from bpe_dask.version import __version__
+from bpe_dask.wording import format_bytes, plural
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ TokenizerSource = PathLike | Tokenizer
 @dataclass(frozen=True)
 class Row:
     """One tokenizer at one vocabulary size, to measure."""
+
     name: str
     vocab_size: int
     tokenizer: Tokenizer  # whole: cut to ``vocab_size`` where it is measured (``_groups``)
@@ -103,54 +105,55 @@ def evaluate(
             f"evaluate takes each tokenizer's own special tokens and split pattern, not {refused[0]}"
         )
     opts = JobOptions.of(**options)
-    inputs, out = input_list(inputs), absolute(os.fspath(out)) if out is not None else None
+    out = absolute(os.fspath(out)) if out is not None else None
     sources = _named(tokenizers)
     paths = [source for _, source in sources if isinstance(source, str)]
-    job = Job.start(opts, [*inputs, out, *paths])
+    job = Job.start(opts, inputs, [out, *paths])
     loaded = {name: _load(source, opts.engine, job.store, trust_pattern) for name, source in sources}
     rows = _rows(loaded, dict(sources), _checked_sizes(vocab_sizes))
     for tokenizer in loaded.values():
         check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
-    if out:
+    if out:  # 1. the output may be written
         check_output_dir(out, opts.overwrite, lambda name: name in FILES, job.store)
-    job.find_inputs(inputs, exclude=[out])
+    source = job.find_source(input_list(inputs), exclude=[out])  # 2. what the input is: files
     groups = _groups(rows, opts)
-    for settings, _, _ in groups:
-        job.check_pattern(settings.pretokenizer())  # text a pattern leaves out has bytes but no tokens
-    in_process = opts.in_process
-    if job.empty:  # nothing to read: no cluster to start, or to wait for
-        in_process = True
-    elif in_process is None:  # as counting: starting a cluster costs seconds
-        small = job.input_bytes <= config.size("in-process-limit", job.store.settings)
-        in_process = small and not opts.wants_cluster
-    if in_process:
-        measured = [_measure_here(job, settings, measures) for settings, measures, _ in groups]
-    else:
-        resolved = [(*counting_cluster(job, settings), rest) for settings, *rest in groups]
-        groups, in_threads = [(s, *rest) for s, _, rest in resolved], all(t for _, t, _ in resolved)
-        with job.cluster(in_threads, counting_warm_up(job, [g[0] for g in groups], ("evaluate",))) as client:
-            job.preflight(client, None)  # the tasks read the inputs and write nothing
-            measured = _measure_on_cluster(client, job, groups)
-    report = _report(job, rows, groups, measured, started)
+    for settings, _, _ in groups[1:]:  # text a pattern leaves out has bytes but no tokens
+        job.check_pattern(source, settings.pretokenizer())
+    wheres = [placement(job, source, g[0], small_here=True, stages=("evaluate",)) for g in groups]  # 3.
+    groups = [(where.settings, *rest) for where, (_, *rest) in zip(wheres, groups, strict=True)]
+    in_threads = all(where.in_threads for where in wheres)
+    patterns = tuple(
+        dict.fromkeys(p for where in wheres for p in where.warm_up.patterns if where.warm_up.stages)
+    )
+    warm_up = WarmUp(patterns, ("evaluate",)) if patterns else NO_WARM_UP
+    pretokenizer = groups[0][0].pretokenizer()
+    with job.running(source, wheres[0].here, pretokenizer, in_threads, warm_up, writes=False) as run:
+        measured = _measure(run, job, source, groups)  # 4. measure
+    report = _report(job, source, rows, groups, measured, started)  # 5. report
     if out:
-        files = {"evaluation.json": json.dumps(report, indent=2) + "\n",
-                 "evaluation.png": plot(report, job.store)}  # fmt: skip
+        files = {
+            "evaluation.json": json.dumps(report, indent=2) + "\n",
+            "evaluation.png": plot(report, job.store),
+        }
         interrupts.check()  # nothing is published after a signal
-        publish_directory(out, files, job.store, overwrite=opts.overwrite)
+        publish_directory(out, files, job.store, overwrite=opts.overwrite)  # 6. publish
         log.info("wrote %s/evaluation.json and evaluation.png", out)
     return report
 
 
-def _named(tokenizers: TokenizerSource | Sequence[TokenizerSource] | Mapping[str, TokenizerSource]
-           ) -> list[tuple[str, str | Tokenizer]]:  # fmt: skip
+def _named(
+    tokenizers: TokenizerSource | Sequence[TokenizerSource] | Mapping[str, TokenizerSource],
+) -> list[tuple[str, str | Tokenizer]]:
     """Each tokenizer under its name in the report (a path as given; ``tokenizer 1``, ... for objects),
     paths made absolute."""
     if isinstance(tokenizers, Mapping):
         named = list(tokenizers.items())
     else:
         given = [tokenizers] if isinstance(tokenizers, (str, os.PathLike, Tokenizer)) else list(tokenizers)
-        named = [(os.fspath(t) if not isinstance(t, Tokenizer) else f"tokenizer {k}", t)
-                 for k, t in enumerate(given, 1)]  # fmt: skip
+        named = [
+            (os.fspath(t) if not isinstance(t, Tokenizer) else f"tokenizer {k}", t)
+            for k, t in enumerate(given, 1)
+        ]
     if not named:
         raise BpeDaskError("no tokenizer to evaluate")
     names = [name for name, _ in named]
@@ -198,26 +201,32 @@ def _checked_sizes(vocab_sizes: Sequence[int] | None) -> list[int]:
 def _rows(loaded: dict[str, Tokenizer], sources: dict[str, str | Tokenizer], sizes: list[int]) -> list[Row]:
     """Each tokenizer at each size it can be cut to, then at its own. A size no tokenizer can be cut
     to is an error; one that only some can, is left out for the others, with a line saying so."""
+
     def bounds(tokenizer: Tokenizer) -> tuple[int, int]:  # the bytes and special tokens; every id
         return 256 + len(tokenizer.special_tokens), len(tokenizer.vocab)
 
     for size in sizes:
         if all(size < bounds(t)[0] for t in loaded.values()):
             name = min(loaded, key=lambda n: bounds(loaded[n])[0])
-            raise BpeDaskError(f"vocabulary size {size:,} is smaller than {name}'s 256 bytes and "
-                               f"{plural(len(loaded[name].special_tokens), 'special token')}")  # fmt: skip
+            raise BpeDaskError(
+                f"vocabulary size {size:,} is smaller than {name}'s 256 bytes and "
+                f"{plural(len(loaded[name].special_tokens), 'special token')}"
+            )
         if all(size > bounds(t)[1] for t in loaded.values()):
             name = max(loaded, key=lambda n: bounds(loaded[n])[1])
-            raise BpeDaskError(f"vocabulary size {size:,} is larger than the tokenizers: {name} has "
-                               f"{bounds(loaded[name])[1]:,} ids")  # fmt: skip
+            raise BpeDaskError(
+                f"vocabulary size {size:,} is larger than the tokenizers: {name} has "
+                f"{bounds(loaded[name])[1]:,} ids"
+            )
     rows = []
     for name, tokenizer in loaded.items():
         first, whole = bounds(tokenizer)
         source = sources[name] if isinstance(sources[name], str) else None
         for size in sizes:
             if not first <= size <= whole:
-                log.info("%s takes %s to %s ids: not measured at %s", name, f"{first:,}", f"{whole:,}",
-                         f"{size:,}")  # fmt: skip
+                log.info(
+                    "%s takes %s to %s ids: not measured at %s", name, f"{first:,}", f"{whole:,}", f"{size:,}"
+                )
             elif size < whole:
                 rows.append(Row(name, size, tokenizer, source))
         rows.append(Row(name, whole, tokenizer, source))
@@ -231,8 +240,12 @@ def _groups(rows: list[Row], opts: JobOptions) -> list[Group]:
     by_settings: dict[CountSettings, dict[str, list[int]]] = {}
     for k, row in enumerate(rows):
         tokenizer = row.tokenizer
-        settings = CountSettings(tuple(tokenizer.special_tokens), opts.utf8_errors,
-                                 tokenizer.pretokenizer.pattern.spec, opts.engine)  # fmt: skip
+        settings = CountSettings(
+            tuple(tokenizer.special_tokens),
+            opts.utf8_errors,
+            tokenizer.pretokenizer.pattern.spec,
+            opts.engine,
+        )
         by_settings.setdefault(settings, {}).setdefault(row.name, []).append(k)
     groups = []
     for settings, by_name in by_settings.items():
@@ -241,65 +254,84 @@ def _groups(rows: list[Row], opts: JobOptions) -> list[Group]:
             tokenizer = rows[members[0]].tokenizer
             whole = len(tokenizer.vocab)
             if nested(tokenizer):
-                pieces = [None if rows[k].vocab_size == whole else pieces_at(tokenizer, rows[k].vocab_size)
-                          for k in members]  # fmt: skip
+                pieces = [
+                    None if rows[k].vocab_size == whole else pieces_at(tokenizer, rows[k].vocab_size)
+                    for k in members
+                ]
                 measures.append(Measure(tokenizer, tuple(pieces)))
             else:
                 log.info("%s: its merges do not nest, so each size is encoded apart", rows[members[0]].name)
-                measures += [Measure(tokenizer if rows[k].vocab_size == whole else
-                                     tokenizer.truncated(rows[k].vocab_size)) for k in members]  # fmt: skip
+                measures += [
+                    Measure(
+                        tokenizer if rows[k].vocab_size == whole else tokenizer.truncated(rows[k].vocab_size)
+                    )
+                    for k in members
+                ]
             order += members
         groups.append((settings, measures, order))
     return groups
 
 
-def _measure_here(job: Job, settings: CountSettings, measures: list[Measure]) -> list[Measured]:
-    job.plan(settings.pretokenizer())
-    return [measure_range(r, measures, settings, job.store) for r in job.ranges]
-
-
-def _measure_on_cluster(client: Client, job: Job, groups: list[Group]) -> list[list[Measured]]:
-    """A task per partition and group, each tokenizer sent to every worker once."""
-    threads, tag = cluster_threads(client), uuid.uuid4().hex  # a key of this job's own: nothing to reuse
+def _measure(run: Run, job: Job, source: FileSource, groups: list[Group]) -> list[list[Measured]]:
+    """Each group's measures of every part: here, or as a task per part and group on the cluster,
+    each tokenizer sent to every worker once."""
+    if run.client is None:
+        store = job.store
+        chunk = job.options.chunk_size
+        return [
+            [
+                measure_part(part, measures, settings, store)
+                for part in source.plan(settings.pretokenizer(), chunk)
+            ]
+            for settings, measures, _ in groups
+        ]
+    client, threads, tag = run.client, cluster_threads(run.client), uuid.uuid4().hex  # nothing to reuse
     tasks, sizes, counts = [], [], []
     for g, (settings, measures, _) in enumerate(groups):
-        job.plan(settings.pretokenizer(), threads)
+        parts = source.plan(settings.pretokenizer(), job.options.chunk_size, threads)
         shared = [client.scatter(measure, broadcast=True, hash=False) for measure in measures]
         tasks += [
-            dask.delayed(measure_range, pure=True)(
-                r, shared, settings, job.store, dask_key_name=f"evaluate-{tokenize(tag, g, r.key())}"
+            dask.delayed(measure_part, pure=True)(
+                part, shared, settings, job.store, dask_key_name=f"evaluate-{tokenize(tag, g, part.key())}"
             )
-            for r in job.ranges
+            for part in parts
         ]
-        sizes += [r.size for r in job.ranges]
-        counts.append(len(job.ranges))
-    progress = TaskProgress("evaluate", len(tasks), sum(sizes)) if job.options.show_progress else None
-    measured = run_tasks(client, tasks, progress, sizes)
+        sizes += [part.size for part in parts]
+        counts.append(len(parts))
+    total = source.known_bytes * len(groups)
+    progress = MapProgress("evaluate", len(tasks), total) if job.options.show_progress else None
+    measured = run_tasks(client, tasks, progress, sizes, lambda m: (m.text_bytes, 0))
     return [measured[sum(counts[:g]) : sum(counts[: g + 1])] for g in range(len(groups))]
 
 
-def _report(job: Job, rows: list[Row], groups: list[Group], measured: list[list[Measured]],
-            started: float) -> dict:  # fmt: skip
+def _report(
+    job: Job,
+    source: FileSource,
+    rows: list[Row],
+    groups: list[Group],
+    measured: list[list[Measured]],
+    started: float,
+) -> dict:
     """The report: what was read, and a row per tokenizer and size."""
     first = measured[0]  # every group reads the same text
     text_bytes, documents = sum(m.text_bytes for m in first), sum(m.documents for m in first)
-    job.unsized_read = sum(m.read_bytes for m in first)  # what inputs of no known size held
+    read = source.known_bytes + sum(m.read_bytes for m in first)  # and what inputs of no known size held
     bad = BadRecords()
     for m in first:
         bad.merge(m.bad_records)
     report_bad_records(bad)
-    records = bool(job.files) and all(f.has_records for f in job.files)
+    records = source.all_records
     tokens = [0] * len(rows)
     for (_, _, order), parts in zip(groups, measured, strict=True):
         for position, k in enumerate(order):
             tokens[k] = sum(m.tokens[position] for m in parts)
     if not text_bytes:
-        log.warning("the inputs hold no text (%s)", format_bytes(job.input_bytes))
+        log.warning("the inputs hold no text (%s)", format_bytes(read))
     seconds = time.perf_counter() - started
     return {
         "version": __version__,
-        "inputs": job.inputs_shown,
-        "input_bytes": job.input_bytes,
+        "inputs": source.shown,
+        "input_bytes": read,
         "text_bytes": text_bytes,
         "documents": documents if records else None,
         "bad_records_skipped": bad.count,
@@ -329,10 +361,14 @@ def _described(rows: list[Row]) -> dict[str, dict]:
     described = {}
     for row in rows:
         tokenizer = row.tokenizer
-        described.setdefault(row.name, {
-            "source": row.source, "special_tokens": tokenizer.special_tokens,
-            "pattern": tokenizer.pretokenizer.pattern.spec,
-        })  # fmt: skip
+        described.setdefault(
+            row.name,
+            {
+                "source": row.source,
+                "special_tokens": tokenizer.special_tokens,
+                "pattern": tokenizer.pretokenizer.pattern.spec,
+            },
+        )
         described[row.name]["vocab_size"] = len(tokenizer.vocab)
     return described
 
@@ -351,10 +387,12 @@ def table(report: dict) -> str:
         lines.append(line)
     widths = [max(len(line[k]) for line in lines) for k in range(len(header))]
     return "\n".join(
-        "  ".join(cell.ljust(width) if k == 0 else cell.rjust(width)
-                  for k, (cell, width) in enumerate(zip(line, widths, strict=True))).rstrip()
+        "  ".join(
+            cell.ljust(width) if k == 0 else cell.rjust(width)
+            for k, (cell, width) in enumerate(zip(line, widths, strict=True))
+        ).rstrip()
         for line in lines
-    )  # fmt: skip
+    )
 
 
 def training_curve(source: str | None, store: Store) -> list[tuple[int, float]]:
@@ -381,14 +419,28 @@ def plot(report: dict, store: Store) -> bytes:
     figure = Figure(figsize=(7, 4.2), dpi=110)
     axes = figure.subplots()
     for name, described in report["tokenizers"].items():
-        points = [(r["vocab_size"], r["bytes_per_token"]) for r in report["results"]
-                  if r["tokenizer"] == name and r["bytes_per_token"] is not None]  # fmt: skip
-        (line,) = axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", linewidth=1.6,
-                            label=f"{name}: held-out text")  # fmt: skip
+        points = [
+            (r["vocab_size"], r["bytes_per_token"])
+            for r in report["results"]
+            if r["tokenizer"] == name and r["bytes_per_token"] is not None
+        ]
+        (line,) = axes.plot(
+            [p[0] for p in points],
+            [p[1] for p in points],
+            marker="o",
+            linewidth=1.6,
+            label=f"{name}: held-out text",
+        )
         curve = training_curve(described["source"], store)
         if curve:
-            axes.plot([c[0] for c in curve], [c[1] for c in curve], linestyle="--", linewidth=1,
-                      color=line.get_color(), label=f"{name}: training data")  # fmt: skip
+            axes.plot(
+                [c[0] for c in curve],
+                [c[1] for c in curve],
+                linestyle="--",
+                linewidth=1,
+                color=line.get_color(),
+                label=f"{name}: training data",
+            )
     axes.set_xlabel("vocabulary size")
     axes.set_ylabel("bytes per token")
     axes.set_title(f"Compression of {format_bytes(report['text_bytes'])} of held-out text")

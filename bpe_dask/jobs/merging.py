@@ -1,8 +1,9 @@
-"""Merging in a job: a counts table in, what the merge loop learned out, run here or on a worker.
+"""The merge stage of a job: the counts in, what the merge loop learned out, run here or on a worker.
 
-``merge_table`` runs the merge loop (``stages.merge``) in this process; ``merge_on_cluster`` runs it
-as one Dask task on the worker with the most memory, which reads the counts where it runs and
-reports progress to the client; ``merge_here`` runs it on the client with a progress bar. ``Limits``
+``merge_counts`` runs the merge loop where the counts are: ``merge_on_cluster`` as one Dask task on
+the worker with the most memory, which reads the counts where it runs and reports progress to the
+client; ``merge_here`` on the client with a progress bar; ``merge_table`` is the loop
+(``stages.merge``) in this process. ``Limits``
 are the options that may stop the loop early; ``Merged`` is what it learned, and what it cost.
 """
 
@@ -23,7 +24,8 @@ from bpe_dask.io.counts_table import read_counts, words_bytes
 from bpe_dask.io.storage import Store
 from bpe_dask.jobs import progress
 from bpe_dask.jobs.cluster import failures_explained
-from bpe_dask.jobs.context import Job, peak_rss_bytes
+from bpe_dask.jobs.context import Job, Run, is_embedded, peak_rss_bytes
+from bpe_dask.jobs.counted import Counted
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.stages.merge import laid_out, train_merges
 
@@ -99,12 +101,27 @@ def merge_table(
         unique_words, byte_tokens = words.num_rows, words_bytes(words)
     else:
         unique_words, byte_tokens = words.rows, words.byte_tokens
-    vocab, merges = train_merges(words, vocab_size, special_tokens, report_progress, engine=engine,
-                                 **asdict(limits), stopped=lambda *why: stops.append(Stop(*why)),
-                                 savings=savings)  # fmt: skip
+    vocab, merges = train_merges(
+        words,
+        vocab_size,
+        special_tokens,
+        report_progress,
+        engine=engine,
+        **asdict(limits),
+        stopped=lambda *why: stops.append(Stop(*why)),
+        savings=savings,
+    )
     seconds = time.perf_counter() - started
-    return Merged(vocab, merges, unique_words, peak_rss_bytes(), seconds, stops[0] if stops else None,
-                  byte_tokens, savings)  # fmt: skip
+    return Merged(
+        vocab,
+        merges,
+        unique_words,
+        peak_rss_bytes(),
+        seconds,
+        stops[0] if stops else None,
+        byte_tokens,
+        savings,
+    )
 
 
 def merge_on_worker(
@@ -122,6 +139,25 @@ def merge_on_worker(
     return merge_table(reading, vocab_size, special_tokens, report, engine, limits)
 
 
+def merge_counts(job: Job, run: Run, counted: Counted, vocab_size: int, limits: Limits) -> Merged:
+    """The merge loop over what was counted: on the cluster's roomiest worker where the counts are in
+    a file (``merges_on_worker``), else here, the table handed over to the loop."""
+    if isinstance(counted.counts, str) and run.client is not None:
+        return merge_on_cluster(
+            run.client, counted.counts, vocab_size, job.options.special_tokens, job, limits
+        )
+    return merge_here(counted.hand_over, vocab_size, job.options, limits)  # read there, then let go
+
+
+def merges_on_worker(job: Job, run: Run) -> bool:
+    """Whether the merge loop runs on a worker: when asked to, or by default on a cluster that is not
+    an embedded LocalCluster, so that the client never holds the word counts."""
+    merge_on = job.options.merge_on
+    return run.client is not None and (
+        merge_on == "worker" or (merge_on == "auto" and not is_embedded(run.client))
+    )
+
+
 def merge_on_cluster(
     client: Client, counts_url: str, vocab_size: int, special_tokens: Sequence[str], job: Job, limits: Limits
 ) -> Merged:
@@ -134,10 +170,19 @@ def merge_on_cluster(
         progress.subscribe(client, bar)
     log.info("running the merge loop on %s", roomiest)
     future = client.submit(
-        merge_on_worker, counts_url, vocab_size, special_tokens, job.store, job.options.engine,
-        limits, key=f"merge-{tokenize(counts_url, vocab_size, special_tokens, limits)}",
-        workers=[roomiest], allow_other_workers=True, pure=False, priority=100,
-    )  # fmt: skip
+        merge_on_worker,
+        counts_url,
+        vocab_size,
+        special_tokens,
+        job.store,
+        job.options.engine,
+        limits,
+        key=f"merge-{tokenize(counts_url, vocab_size, special_tokens, limits)}",
+        workers=[roomiest],
+        allow_other_workers=True,
+        pure=False,
+        priority=100,
+    )
     with failures_explained(client):
         merged = future.result()
     _end_early(bar, merged)

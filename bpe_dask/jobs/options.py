@@ -22,7 +22,7 @@ from distributed import Client
 from bpe_dask.engines import check_engine
 from bpe_dask.errors import BpeDaskError, UsageError
 from bpe_dask.io.inputs import Reading
-from bpe_dask.io.storage import absolute, lower_scheme
+from bpe_dask.io.storage import absolute
 from bpe_dask.io.text import check_utf8_errors
 from bpe_dask.jobs.cluster import scheduler_address
 from bpe_dask.rules.pretokenize import check_special_tokens, split_pattern
@@ -145,18 +145,10 @@ def check_replacement_character(special_tokens: Sequence[str], utf8_errors: str)
     """With invalid UTF-8 read as U+FFFD, a special token holding U+FFFD would match text that is
     not there, and differently depending on where a range starts: refuse it."""
     if utf8_errors == "replace" and any("\ufffd" in token for token in special_tokens):
-        raise BpeDaskError("a special token holding U+FFFD cannot be told apart from invalid UTF-8 read as "
-                           "U+FFFD (--utf8-errors replace)")  # fmt: skip
-
-
-def input_list(inputs: PathLike | Sequence[PathLike]) -> list[str]:
-    """Inputs given as one path or URL, or as a list of them, as a list of strings."""
-    if isinstance(inputs, (str, os.PathLike)):
-        return [lower_scheme(os.fspath(inputs))]
-    paths = isinstance(inputs, Sequence) and all(isinstance(i, (str, os.PathLike)) for i in inputs)
-    if not paths or not inputs:
-        raise BpeDaskError(f"inputs must be a path or URL, or a list of them; got {inputs!r}")
-    return [lower_scheme(os.fspath(i)) for i in inputs]
+        raise BpeDaskError(
+            "a special token holding U+FFFD cannot be told apart from invalid UTF-8 read as "
+            "U+FFFD (--utf8-errors replace)"
+        )
 
 
 def parse_size(value: int | str, what: str = "size") -> int:

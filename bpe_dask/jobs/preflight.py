@@ -259,9 +259,11 @@ def _ask_workers(client: Client, place: Place, url: str, store: Store) -> None:
             f"{few} see {where}: the tasks {'write' if place.writes else 'read'} it, so {give} on "
             "storage every worker reaches at the same path (a shared filesystem, or e.g. s3://bucket/prefix)"
         )
-    credentials = "" if is_local(place.url) else (
-        "; workers use their own credentials (--ship-credentials sends this machine's)"
-    )  # fmt: skip
+    credentials = (
+        ""
+        if is_local(place.url)
+        else ("; workers use their own credentials (--ship-credentials sends this machine's)")
+    )
     raise BpeDaskError(
         f"{few} {'write beside' if place.writes else 'see'} {what} {shown} ({why}){credentials}"
     )

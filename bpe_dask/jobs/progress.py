@@ -1,19 +1,18 @@
-"""Progress on stderr: a job's map phase as it runs, and merges done in the merge loop.
+"""Progress on stderr: a job's map phase as it runs (``MapProgress``), and the merge loop's merges
+(``MergeProgress``).
 
-Takes counts of what is done as it happens (tasks finished, and how far running tasks have read,
-which they report as Dask events: ``stages.read_events``; merges done, from this process or, as
-events, from the worker that runs the loop); gives one line that redraws in place on a terminal,
-and, elsewhere (a log file, CI, ``nohup``), a log line at a steady pace and one at the end:
+Takes counts of what is done as it happens (tasks finished, documents counted, and how far running
+tasks have read, which they report as Dask events: ``stages.read_events``; merges done, from this
+process or, as events, from the worker that runs the loop); gives one line that redraws in place
+on a terminal, and, elsewhere (a log file, CI, ``nohup``), a log line at a steady pace and one at
+the end:
 
     count: 9/16 partitions (56%), 36.6 MiB of 62.0 MiB, 11.8 MiB/s, ETA 2.2 s
-    count: 12,288/50,000 documents (25%), 36.6 MiB, 11.8 MiB/s, ETA 2.2 s   (documents held in memory)
-    count: 3/8 partitions (38%), 12.00 MiB of text, 4.00 MiB/s, ETA 6.1 s   (a Dask collection's partitions)
     merge: 12,000/31,743 (38%), 2,350 merges/s, ETA 6.4 s
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
 import threading
@@ -25,8 +24,8 @@ from contextlib import contextmanager
 from distributed import Client, get_worker
 
 from bpe_dask import interrupts
-from bpe_dask.jobs.wording import format_bytes, format_seconds
 from bpe_dask.stages.read_events import TOPIC as READ_TOPIC
+from bpe_dask.wording import format_bytes, format_seconds
 
 log = logging.getLogger(__name__)
 
@@ -61,23 +60,44 @@ class _Line:
         return self.clock() - self.started
 
 
-class TaskProgress(_Line):
-    """``count: 9/16 partitions (56%), 36.6 MiB of 62.0 MiB, 11.8 MiB/s, ETA 2.2 s``.
+class MapProgress(_Line):
+    """A map phase's line, whatever the source:
 
-    Hears of each task as it finishes (``task_done``), and, while ``listening``, of how far each
-    running task has read (``task_read``: the tasks' ``stages.read_events``), so a long partition or
-    a one-task ``.gz`` shows its progress as it runs; the line is redrawn every ``TICK`` seconds
-    meanwhile. A task's reports count up to its size, its latest replacing the earlier ones (a task
-    tried again starts from 0); once it finishes, its exact size replaces them, and later reports
-    are ignored. The rate, and so the ETA, is that of the bytes read since the first was counted:
-    a worker's first task loads or compiles the compiled code before it counts anything, and that
-    wait is not the pace of the work. Until then the line says so. ``extra`` names a second quantity
-    to report a rate of (tokens), from the finished tasks' share of it per byte.
+        count: 9/16 partitions (56%), 36.6 MiB of 62.0 MiB, 11.8 MiB/s, ETA 2.2 s
+        count: 3/8 partitions (38%), 12.00 MiB of text, 4.00 MiB/s, ETA 6.1 s
+        count: 12,288/50,000 documents (25%), 36.6 MiB of text, 11.8 MiB/s, ETA 2.2 s
+
+    ``total`` units (partitions, or documents held in memory; ``None`` when not known) of
+    ``total_bytes`` of input (``None`` when known only once read: a collection's partitions, a
+    batch of documents; then the bytes are those of the text). Hears of work as it is done
+    (``task_done``: a task, or ``units`` documents), and, while ``listening``, of how far each
+    running task has read (``task_read``: the tasks' ``stages.read_events``), so a long partition
+    shows its progress as it runs; the line is redrawn every ``TICK`` seconds meanwhile. A task's
+    reports count up to its size, its latest replacing the earlier ones (a task tried again starts
+    from 0); once it finishes, its exact size replaces them. The rate, and so the ETA, is that of
+    the bytes (or, with no total of bytes, the units) done since the first were counted: a fresh
+    worker loads or compiles its code before it counts anything, and that wait is not the pace of
+    the work. ``extra`` names a second quantity to report a rate of (tokens). Safe to call from
+    several threads.
     """
 
-    def __init__(self, label: str, tasks: int, total_bytes: int, extra: str = "", **line) -> None:
+    def __init__(
+        self,
+        label: str,
+        total: int | None,
+        total_bytes: int | None = None,
+        unit: str = "partitions",
+        extra: str = "",
+        **line,
+    ) -> None:
         super().__init__(**line)
-        self.label, self.tasks, self.total_bytes, self.extra = label, tasks, total_bytes, extra
+        self.label, self.total, self.total_bytes, self.unit, self.extra = (
+            label,
+            total,
+            total_bytes,
+            unit,
+            extra,
+        )
         self.done = self.done_bytes = self.done_extra = 0
         self.sizes: dict = {}  # the tasks' keys, and each one's size, while ``listening``
         self.reading: dict = {}  # running tasks: the bytes each has read
@@ -85,7 +105,8 @@ class TaskProgress(_Line):
         self.ended: set = set()  # tasks finished: their exact sizes are counted
         self.first: tuple[float, int] | None = None  # when the first byte was counted, and the bytes then
         self.latest = (self.started, 0)  # the last time the bytes read grew, and to what
-        self.lock = threading.Lock()  # reports come on the client's event loop, finished tasks here
+        self.first_unit: tuple[float, int] | None = None  # when the first unit was done, and the units then
+        self.lock = threading.Lock()  # reports come on the client's event loop and from threads
 
     @contextmanager
     def listening(self, client: Client, sizes: dict) -> Iterator[None]:
@@ -127,25 +148,34 @@ class TaskProgress(_Line):
                 return  # another job's task, on a shared scheduler
             if documents:
                 self.documents[key] = max(documents, self.documents.get(key, 0))
-            if key in self.ended:
-                return  # its exact size is counted
+            if key in self.ended or self.total_bytes is None:
+                return  # its exact size is counted, or sizes are known only once done
             self.reading[key] = max(0, min(done, self.sizes[key]))
             self._seen()
             self.show(self.line(), last=False)
 
-    def task_done(self, size: int, extra: int = 0, key: object = None) -> None:
+    def task_done(self, size: int, extra: int = 0, key: object = None, units: int = 1) -> None:
+        """``units`` done (a task, or documents), of ``size`` bytes, with ``extra`` (tokens)."""
         with self.lock:
-            self.done += 1
+            self.done += units
             self.done_bytes += size
             self.done_extra += extra
             if key is not None:
                 self.ended.add(key)
                 self.reading.pop(key, None)
+            if self.first_unit is None:
+                self.first_unit = (self.clock(), self.done)
             self._seen()
-            self.show(self.line(), last=self.done >= self.tasks)
+            self.show(self.line(), last=self.total is not None and self.done >= self.total)
+
+    def end(self) -> None:
+        """The last line, once everything is done (where the total was not known)."""
+        with self.lock:
+            self.show(self.line(), last=True)
 
     def read_bytes(self) -> int:
-        return min(self.total_bytes, self.done_bytes + sum(self.reading.values()))
+        read = self.done_bytes + sum(self.reading.values())
+        return read if self.total_bytes is None else min(self.total_bytes, read)
 
     def _seen(self) -> None:
         now, read = self.clock(), self.read_bytes()
@@ -155,109 +185,54 @@ class TaskProgress(_Line):
             self.latest = (now, read)
 
     def line(self) -> str:
-        read = self.read_bytes()
-        percent = 100 * read / self.total_bytes if self.total_bytes else 100
-        parts = [
-            f"{self.label}: {self.done:,}/{self.tasks:,} partitions ({percent:.0f}%)",
-            f"{format_bytes(read)} of {format_bytes(self.total_bytes)}",
-        ]
+        read, total, finished = (
+            self.read_bytes(),
+            self.total,
+            self.total is not None and self.done >= self.total,
+        )
+        if total is None:
+            parts = [f"{self.label}: {self.done:,} {self.unit}"]
+        else:
+            if self.total_bytes is not None:
+                share = read / self.total_bytes if self.total_bytes else 1
+            else:
+                share = self.done / total if total else 1
+            parts = [f"{self.label}: {self.done:,}/{total:,} {self.unit} ({100 * share:.0f}%)"]
+        if self.total_bytes is None:
+            parts.append(f"{format_bytes(read)} of text")
+        else:
+            parts.append(f"{format_bytes(read)} of {format_bytes(self.total_bytes)}")
         if self.documents:
             parts.append(f"{sum(self.documents.values()):,} documents")
         (since, read_then), (now, read_now) = self.first or self.latest, self.latest
-        if self.done >= self.tasks and not now > since:  # one report only: the whole job's pace
+        if finished and not now > since:  # one report only: the whole job's pace
             (since, read_then), now = (self.started, 0), self.clock()
         if now > since and read_now > read_then:
             rate = (read_now - read_then) / (now - since)  # up to the last report: no dip between reports
             parts.append(f"{format_bytes(rate)}/s")
             if self.extra and self.done_bytes:
                 parts.append(f"{rate * self.done_extra / self.done_bytes:,.0f} {self.extra}/s")
-            if self.done < self.tasks:
-                remaining = (self.total_bytes - read) / rate - (self.clock() - now)
+            remaining = self._remaining(read, rate, now)
+            if remaining is not None and not finished:
                 parts.append(f"ETA {format_seconds(max(0.0, remaining))}")
         else:
             parts.append(f"{format_seconds(self.elapsed())} so far")
-            if self.first is None:
+            if self.first is None and self.total_bytes is not None:
                 parts.append("nothing counted yet (a fresh worker compiles its code first)")
         return ", ".join(parts)
 
-
-class PartitionProgress(_Line):
-    """``count: 3/8 partitions (38%), 12.00 MiB of text, 4.00 MiB/s, ETA 6.1 s`` as the partitions of a
-    Dask collection are done (``jobs.dask_collections``): their sizes are known only once counted,
-    so the share and the ETA go by partitions, from the pace since the first finished (the first
-    waits for its partition to be computed, and a fresh worker's code to load). Takes what
-    ``run_tasks`` gives a ``TaskProgress``: each finished task, with ``extra`` its text's bytes.
-    """
-
-    def __init__(self, label: str, tasks: int, **line) -> None:
-        super().__init__(**line)
-        self.label, self.tasks = label, tasks
-        self.done = self.bytes = 0
-        self.first: float | None = None  # when the first partition finished
-        self.lock = threading.Lock()
-
-    def listening(self, client: Client, sizes: dict) -> contextlib.nullcontext:
-        return contextlib.nullcontext()  # a partition's tasks say nothing while they run
-
-    def task_done(self, size: int, extra: int = 0, key: object = None) -> None:
-        with self.lock:
-            self.done += 1
-            self.bytes += extra
-            self.first = self.clock() if self.first is None else self.first
-            self.show(self.line(), last=self.done >= self.tasks)
-
-    def line(self) -> str:
-        percent = 100 * self.done / self.tasks if self.tasks else 100
-        parts = [f"{self.label}: {self.done:,}/{self.tasks:,} partitions ({percent:.0f}%)",
-                 f"{format_bytes(self.bytes)} of text"]  # fmt: skip
-        seconds = self.elapsed()
-        if seconds > 0 and self.bytes:
-            parts.append(f"{format_bytes(self.bytes / seconds)}/s")
-        since = self.clock() - (self.first or self.clock())
-        if 1 < self.done < self.tasks and since > 0:
-            pace = since / (self.done - 1)  # seconds a partition, after the first
-            parts.append(f"ETA {format_seconds(pace * (self.tasks - self.done))}")
-        return ", ".join(parts)
-
-
-class DocumentProgress(_Line):
-    """``count: 12,288/50,000 documents (25%), 36.6 MiB, 11.8 MiB/s, ETA 2.2 s`` as documents held in
-    memory are counted (``jobs.from_memory``): of ``length`` documents when it is known (HF's
-    trainer's ``length``), else without a percentage or an ETA. Safe to call from several threads;
-    redrawn at most every ``every`` seconds."""
-
-    def __init__(self, length: int | None, every: float = 0.2, **line) -> None:
-        super().__init__(**line)
-        self.length, self.every = length, every
-        self.documents = self.bytes = 0
-        self.shown = -every
-        self.lock = threading.Lock()
-
-    def counted(self, documents: int, size: int) -> None:
-        with self.lock:
-            self.documents += documents
-            self.bytes += size
-            if self.clock() - self.shown >= self.every:
-                self.shown = self.clock()
-                self.show(self.line(), last=False)
-
-    def end(self) -> None:
-        with self.lock:
-            self.show(self.line(last=True), last=True)
-
-    def line(self, last: bool = False) -> str:
-        seconds = self.elapsed()
-        text = f"count: {self.documents:,}"
-        if self.length:
-            text += f"/{self.length:,} documents ({100 * self.documents / self.length:.0f}%)"
+    def _remaining(self, read: int, rate: float, now: float) -> float | None:
+        """Seconds left: by the bytes where their total is known, else by the units done since the first."""
+        if self.total_bytes is not None:
+            return (self.total_bytes - read) / rate - (self.clock() - now)
+        if self.total is None or self.first_unit is None:
+            return None
+        (since, units_then), units = self.first_unit, self.done
+        if self.unit == "partitions":  # the first waited for its partition and a fresh worker's code
+            pace = (self.clock() - since) / (units - units_then) if units > units_then else None
         else:
-            text += " documents"
-        text += f", {format_bytes(self.bytes)}"
-        if seconds > 0 and self.documents:
-            text += f", {format_bytes(self.bytes / seconds)}/s"
-            if self.length and self.documents < self.length and not last:
-                text += f", ETA {format_seconds(seconds * (self.length - self.documents) / self.documents)}"
-        return text
+            pace = self.elapsed() / units if units else None
+        return None if pace is None else pace * (self.total - units)
 
 
 class MergeProgress(_Line):
@@ -270,8 +245,9 @@ class MergeProgress(_Line):
     state and compiling it (numba, on a fresh install) come before any merge, and are not its pace.
     """
 
-    def __init__(self, total: int, window: float = 5.0, min_seconds: float = 2.0, min_fraction: float = 0.02,
-                 **line) -> None:  # fmt: skip
+    def __init__(
+        self, total: int, window: float = 5.0, min_seconds: float = 2.0, min_fraction: float = 0.02, **line
+    ) -> None:
         super().__init__(**line)
         self.total, self.window, self.min_seconds, self.min_fraction = (
             total,

@@ -1,11 +1,9 @@
 """The training jobs: inputs (or counts) in, a trained tokenizer out.
 
-``train`` is the whole job: count (``count_job``), run the merge loop (``merging``) on the client or
-on the worker with the most memory, and publish the tokenizer directory with its report.
-``merge`` runs the merge loop on a counts table that ``bpe-dask count`` wrote. ``train_bpe`` is the
-CS336-compatible entry point: vocabulary and merges back, no files. ``train_from_iterator``, and
-``train`` of an Arrow table or a Hugging Face dataset, count documents held in this process
-(``from_memory``), then merge and publish the same way.
+``train`` is the whole job, as named steps: find the source, decide where to count it, count
+(``counting``), merge (``merging``), report, publish. ``train_from_iterator`` is ``train`` of the
+documents an iterable gives; ``merge`` runs the merge loop on a counts table that ``count_words``
+wrote; ``train_bpe`` is the CS336-compatible entry point: vocabulary and merges back, no files.
 """
 
 from __future__ import annotations
@@ -14,39 +12,40 @@ import logging
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
+from typing import Any
+
+from dask.base import tokenize
 
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.counts_table import counts_table, read_counts, recorded_settings
-from bpe_dask.io.in_memory import DEFAULT_BATCH_SIZE, holds_arrow_text, python_batches
+from bpe_dask.io.counts_table import read_counts, recorded_settings
+from bpe_dask.io.in_memory import DEFAULT_BATCH_SIZE
 from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.storage import Store, absolute
 from bpe_dask.io.tokenizer_formats import check_special_token_names
 from bpe_dask.jobs import compression
-from bpe_dask.jobs.context import (
-    Job,
-    cluster_threads,
-    is_embedded,
-    other_processes_peak_rss_bytes,
-    report_bad_records,
+from bpe_dask.jobs.context import Job, other_processes_peak_rss_bytes
+from bpe_dask.jobs.counting import Placement, count_source, placement
+from bpe_dask.jobs.merging import (
+    Limits,
+    Merges,
+    Vocab,
+    merge_counts,
+    merge_here,
+    merge_table,
+    merges_on_worker,
 )
-from bpe_dask.jobs.count import count_on_cluster, count_with, counting_cluster, counting_warm_up
-from bpe_dask.jobs.dask_collections import is_collection, train_collection
-from bpe_dask.jobs.from_memory import train_here
-from bpe_dask.jobs.merging import Limits, Merges, Vocab, merge_here, merge_on_cluster, merge_table
-from bpe_dask.jobs.options import JobOptions, PathLike, input_list, positive_int
-from bpe_dask.jobs.publishing import (
+from bpe_dask.jobs.on_cluster import forget_shards
+from bpe_dask.jobs.options import JobOptions, PathLike, positive_int
+from bpe_dask.jobs.report import input_bytes, read_report, training_report
+from bpe_dask.jobs.tokenizer_output import (
     compression_curve,
     is_output_file,
-    merge_and_publish,
     publish_tokenizer,
-    tokenizer_files,
-    training_report,
     warn_if_empty,
     warn_if_short,
 )
 from bpe_dask.rules.pretokenize import split_pattern
-from bpe_dask.stages.count import counting_engine
+from bpe_dask.sources.source import Source
 from bpe_dask.stages.counters import SpecialsSeen
 from bpe_dask.stages.merge import warm_up
 
@@ -55,9 +54,9 @@ PLOT_EARLY = 16 * 2**20  # input bytes below which compression.png's library loa
 
 
 def train(
-    inputs: PathLike | Sequence[PathLike],
+    inputs: Any,
     vocab_size: int,
-    out: str,
+    out: PathLike,
     special_tokens: Sequence[str] = (),
     *,
     min_frequency: int = 0,
@@ -69,11 +68,10 @@ def train(
     Returns the report (also written as ``out/report.json``). ``min_frequency`` and
     ``max_token_length`` (bytes) are the ``Limits`` of the merge loop. ``options`` are ``JobOptions``
     fields; ``merge_on`` is ``"client"``, ``"worker"``, or ``"auto"``: on a worker when the cluster
-    is not an embedded LocalCluster, so the client never holds the word counts. ``inputs`` may also
-    be text in memory: a ``pyarrow`` Table (its ``text_column``), RecordBatch or string array, a
-    Hugging Face ``datasets.Dataset`` or ``IterableDataset``, anything giving an Arrow stream,
-    counted in this process from its Arrow buffers (``train_from_iterator`` says how); or a Dask
-    DataFrame column or Bag of documents, counted on its cluster (``dask_collections``).
+    is not an embedded LocalCluster, so the client never holds the word counts. ``inputs`` are
+    paths, URLs or globs, or any other source (``sources.source``): a Dask DataFrame column or Bag
+    of documents, counted on its cluster; Arrow text held here (a ``pyarrow`` Table, a Hugging Face
+    dataset), counted on threads of this process.
 
     >>> from distributed import Client
     >>> _ = open("corpus.txt", "w").write("low lower lowest<|endoftext|>newest widest")
@@ -82,78 +80,14 @@ def train(
     >>> report["num_merges"], open("tokenizer/merges.txt").read().splitlines()
     (3, ['w e', 's t', 'l o'])
     """
-    started = time.perf_counter()
-    opts = _training_options(vocab_size, special_tokens, options)
-    limits = Limits(min_frequency, max_token_length)
-    if is_collection(inputs):  # a Dask DataFrame column or Bag: a map task per partition, on its cluster
-        return train_collection(inputs, vocab_size, out, opts, limits, started)
-    if holds_arrow_text(inputs):  # an Arrow table or a dataset: counted here, from its buffers
-        return train_here(None, inputs, None, vocab_size, out, opts, limits, started)
-    inputs, out = input_list(inputs), absolute(out)
-    job = Job.start(opts, [*inputs, out, opts.work_dir])
-    check_output_dir(out, opts.overwrite, is_output_file, job.store)
-    job.find_inputs(inputs, exclude=[out, opts.work_dir], outputs=[out])
-    settings = opts.count_settings()
-    job.check_pattern(settings.pretokenizer())
-    if job.empty:  # nothing to count: no cluster to start, or to wait for
-        return _train_on_nothing(job, vocab_size, out, limits, started)
-    settings, in_threads = counting_cluster(job, settings)
-    if opts.merge_on != "worker" and job.starts_cluster:
-        warm_up(opts.engine, job.input_bytes, vocab_size)  # the merge loop compiles (or loads) meanwhile
-    background = ThreadPoolExecutor(1)
-    # Drawing compression.png imports matplotlib: 0.6 s of Python, holding the GIL. In the background,
-    # finished before the cluster closes (compression.load_plotting says why): for a large input once
-    # counting, which keeps every core busy and takes the GIL between blocks, is done and the merge
-    # loop, which releases the GIL, leaves a core free (on 65 MB, 0.7 s less a run); for a small one,
-    # whose counting is over sooner than the import, at once, while the cluster starts.
-    plotting = background.submit(compression.load_plotting) if job.input_bytes < PLOT_EARLY else None
-    cluster = job.cluster(in_threads, counting_warm_up(job, [settings]))
-    with job.work_directory(beside=None if job.embedded else out) as work, cluster as client:
-        job.preflight(client, work)  # the tokenizer is published from here, not by the tasks
-        job.plan(settings.pretokenizer(), cluster_threads(client))
-        log.info("counting with %s", counting_engine(settings, job.largest_range))
-        on_worker = opts.merge_on == "worker" or (opts.merge_on == "auto" and not is_embedded(client))
-        # The merge reads the counts where it runs: from the work directory on a worker; here, from
-        # the reduce's own result, with no file in between.
-        counts_file = f"{work.rstrip('/')}/counts/{job.key(settings)}.parquet" if on_worker else None
-        # The counts file is the job's own, named after what it sums: a re-run may write it again.
-        counts, reused, bad, specials, text_bytes = count_on_cluster(
-            client, job, settings, work, counts_file, overwrite=True
-        )  # unpacked at once: a tuple kept of them would keep the table through the merge
-        count_seconds = time.perf_counter() - started
-        plotting = plotting or background.submit(compression.load_plotting)
-        if on_worker:
-            merged = merge_on_cluster(client, counts, vocab_size, opts.special_tokens, job, limits)
-        else:  # handed over, not kept here: the merge lets the table go once its words are laid out
-            handed, counts = [counts], None
-            merged = merge_here(handed.pop, vocab_size, opts, limits)
-        workers_peak = other_processes_peak_rss_bytes(client)
-        # The tokenizer's files take a moment to make (tiktoken's ranks are checked): made while the
-        # cluster closes, with everything they import already imported.
-        curve = compression_curve(merged, opts.special_tokens, specials)
-        plotting.result()
-        files = background.submit(tokenizer_files, merged, opts.special_tokens, opts.pattern, curve)
-        background.shutdown(wait=False)  # the thread ends with its task
-    report_bad_records(bad)
-    warn_if_empty(merged.unique_words, job.input_bytes)
-    report = training_report(
-        {"inputs": job.inputs_shown, "input_bytes": job.input_bytes, "text_bytes": text_bytes,
-         "partitions": len(job.ranges),
-         "partitions_reused": reused, "partitions_computed": len(job.ranges) - reused,
-         "utf8_errors": opts.utf8_errors, "bad_records_skipped": bad.count, "pattern": opts.pattern},
-        merged, opts.special_tokens, vocab_size, limits, {"count": count_seconds},
-    )  # fmt: skip
-    report["merge_ran_on"] = "worker" if on_worker else "client"
-    report["workers_peak_rss_bytes"] = workers_peak
-    report["timings"]["total"] = time.perf_counter() - started
-    publish_tokenizer(out, merged, opts, report, job.store, limits, files.result(), curve)
-    return report
+    opts = training_options(vocab_size, special_tokens, options)
+    return _train(inputs, vocab_size, out, opts, Limits(min_frequency, max_token_length), {})
 
 
 def train_from_iterator(
     iterable: Iterable[str | bytes],
     vocab_size: int,
-    out: str,
+    out: PathLike,
     special_tokens: Sequence[str] = (),
     *,
     pattern: str = "gpt2",
@@ -178,28 +112,97 @@ def train_from_iterator(
     >>> report["documents"], open("tokenizer/merges.txt").read().splitlines()
     (2, ['w e', 's t', 'l o'])
     """
+    opts = training_options(vocab_size, special_tokens, {**options, "pattern": pattern})
+    iterating = {"documents": True, "batch_size": positive_int(batch_size, "batch_size"), "length": length}
+    return _train(iterable, vocab_size, out, opts, Limits(min_frequency, max_token_length), iterating)
+
+
+def _train(
+    inputs: Any, vocab_size: int, out: PathLike, opts: JobOptions, limits: Limits, iterating: dict
+) -> dict:
+    """The training job's steps, for any source."""
     started = time.perf_counter()
-    opts = _training_options(vocab_size, special_tokens, {**options, "pattern": pattern})
-    limits = Limits(min_frequency, max_token_length)
-    batches = python_batches(iterable, positive_int(batch_size, "batch_size"))
-    return train_here(batches, iterable, length, vocab_size, out, opts, limits, started)
+    job, out = Job.start(opts, inputs, [out, opts.work_dir]), absolute(out)
+    check_output_dir(out, opts.overwrite, is_output_file, job.store)  # 1. the output may be written
+    source = job.find_source(inputs, exclude=[out, opts.work_dir], **iterating)  # 2. what the input is
+    where = placement(job, source, job.options.count_settings())  # 3. where it is counted
+    plotting = _Plotting(early=_small(source, where))
+    if not where.here and job.options.merge_on != "worker" and job.starts_cluster:
+        warm_up(opts.engine, input_bytes_known(source), vocab_size)  # the merge loop compiles meanwhile
+    scratch = None if job.embedded else out
+    with (
+        plotting,
+        job.running(
+            source, where.here, where.settings.pretokenizer(), where.in_threads, where.warm_up, beside=scratch
+        ) as run,
+    ):
+        on_worker = merges_on_worker(job, run)
+        counts_file = f"{run.work.rstrip('/')}/counts/{_digest(source, where)}.parquet" if on_worker else None
+        counted = count_source(job, source, where, run, counts_file)  # 4. count
+        timings = {"count": time.perf_counter() - started}
+        plotting.start()
+        merged = merge_counts(job, run, counted, vocab_size, limits)  # 5. merge
+        workers_peak = other_processes_peak_rss_bytes(run.client) if run.client is not None else None
+    warn_if_empty(merged.unique_words, input_bytes(source, counted))
+    read = read_report(source, counted, opts.utf8_errors, opts.pattern)  # 6. report
+    report = training_report(read, merged, opts.special_tokens, vocab_size, limits, timings)
+    report["merge_ran_on"] = "worker" if on_worker else "client"
+    if workers_peak is not None:
+        report["workers_peak_rss_bytes"] = workers_peak
+    report["timings"]["total"] = time.perf_counter() - started
+    curve = compression_curve(merged, opts.special_tokens, counted.specials)
+    publish_tokenizer(out, merged, opts, report, job.store, limits, curve=curve)  # 7. publish
+    if source.kind == "collection":  # a re-run of a finished job must not reuse them
+        forget_shards(counted.shards, job.store)
+    return report
 
 
-def _train_on_nothing(job: Job, vocab_size: int, out: str, limits: Limits, started: float) -> dict:
-    """``train`` of inputs that hold no bytes, here: the bytes and the special tokens, no merges."""
-    opts = job.options
-    job.plan(opts.count_settings().pretokenizer())
-    base = {"inputs": job.inputs_shown, "input_bytes": 0, "text_bytes": 0, "partitions": len(job.ranges),
-            "partitions_reused": 0, "partitions_computed": len(job.ranges), "utf8_errors": opts.utf8_errors,
-            "bad_records_skipped": 0, "pattern": opts.pattern}  # fmt: skip
-    return merge_and_publish(counts_table({}), SpecialsSeen(), base, vocab_size, out, opts, job.store, limits,
-                             started, {"count": 0.0})  # fmt: skip
+def input_bytes_known(source: Source) -> int:
+    """The input's bytes as known before it is read (files' sizes; 0 for other sources)."""
+    return getattr(source, "known_bytes", 0)
+
+
+def _small(source: Source, where: Placement) -> bool:
+    """Whether the input is known to be small before it is counted: files, or documents held here
+    all read ahead, of under ``PLOT_EARLY`` bytes."""
+    if source.kind == "files":
+        return source.known_bytes < PLOT_EARLY
+    return source.kind == "memory" and not source.more and where.size < PLOT_EARLY
+
+
+def _digest(source: Source, where: Placement) -> str:
+    """A name for what the job counts: its inputs, as they are now, and the settings."""
+    if source.kind == "collection":
+        inputs = [part.key() for part in source.parts()]
+    else:
+        inputs = [f.identity() for f in source.files]
+    return tokenize(inputs, where.settings.key())
+
+
+class _Plotting:
+    """``compression.png``'s library (matplotlib: 0.6 s of Python, holding the GIL), loaded in the
+    background: ``early`` (a small input, whose counting is over sooner than the import) as the job
+    starts, else once counting (which takes the GIL between blocks) is done, while the merge loop,
+    which releases it, leaves a core free. Finished before the job goes on past the ``with``."""
+
+    def __init__(self, early: bool) -> None:
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="bpe-dask-plotting")
+        self.loading = self.pool.submit(compression.load_plotting) if early else None
+
+    def start(self) -> None:
+        self.loading = self.loading or self.pool.submit(compression.load_plotting)
+
+    def __enter__(self) -> _Plotting:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.shutdown(wait=True)  # an import under way is finished, never left behind
 
 
 def merge(
-    counts: str,
+    counts: PathLike,
     vocab_size: int,
-    out: str,
+    out: PathLike,
     special_tokens: Sequence[str] | None = None,
     *,
     min_frequency: int = 0,
@@ -229,10 +232,10 @@ def merge(
     recorded = recorded_settings(counts, Store(JobOptions.of(**options).storage_options))
     special_tokens = _special_tokens_for(counts, special_tokens, recorded)
     options = {**options, "pattern": _pattern_for(counts, options.get("pattern"), recorded)}
-    opts = _training_options(vocab_size, special_tokens, options)
-    job = Job.start(opts, [counts, out])
+    opts = training_options(vocab_size, special_tokens, options)
+    job = Job.start(opts, None, [counts, out])
     check_output_dir(out, opts.overwrite, is_output_file, job.store)
-    merged = merge_here(partial(read_counts, counts, job.store), vocab_size, opts, limits)
+    merged = merge_here(lambda: read_counts(counts, job.store), vocab_size, opts, limits)
     warn_if_empty(merged.unique_words, None)
     base = {"counts": counts, "counted_with": recorded, "pattern": opts.pattern}
     report = training_report(base, merged, opts.special_tokens, vocab_size, limits, {})
@@ -246,6 +249,7 @@ def merge(
 
 
 def _special_tokens_for(counts: str, given: Sequence[str] | None, recorded: dict | None) -> Sequence[str]:
+    """The special tokens the counts were made with; others given are refused."""
     if recorded is None:
         return given or ()
     counted_with = recorded.get("special_tokens", [])
@@ -274,7 +278,7 @@ def _pattern_for(counts: str, given: str | None, recorded: dict | None) -> str:
 
 
 def train_bpe(
-    input_path: PathLike | Sequence[PathLike],
+    input_path: Any,
     vocab_size: int,
     special_tokens: Sequence[str] = (),
     *,
@@ -293,16 +297,19 @@ def train_bpe(
     >>> vocab[256], merges
     (b'<|endoftext|>', [(b'w', b'e'), (b's', b't'), (b'l', b'o')])
     """
-    opts = _training_options(vocab_size, special_tokens, options)
+    from bpe_dask.jobs.count import count_with
+
+    opts = training_options(vocab_size, special_tokens, options)
     limits = Limits(min_frequency, max_token_length)
-    counted = count_with(input_list(input_path), opts)
+    counted = count_with(input_path, opts)
     warn_if_empty(counted.table().num_rows, counted.input_bytes)
     merged = merge_table(counted.table(), vocab_size, opts.special_tokens, engine=opts.engine, limits=limits)
     warn_if_short(merged, vocab_size, limits)
     return merged.vocab, merged.merges
 
 
-def _training_options(vocab_size: int, special_tokens: Sequence[str], options: dict) -> JobOptions:
+def training_options(vocab_size: int, special_tokens: Sequence[str], options: dict) -> JobOptions:
+    """The options of a training job, checked, with its vocabulary size."""
     opts = JobOptions.of(special_tokens=special_tokens, **options)
     check_special_token_names(opts.special_tokens)
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):

@@ -1,14 +1,13 @@
-"""Counting (the map stage): one partition in, one word-count Parquet shard out.
+"""Counting (the map stage): one part in, its pre-token counts out, and a word-count Parquet shard.
 
-Takes a partition (a ``ByteRange`` of text, or of records: ``records``) and the ``CountSettings`` of
-the job; reads a text range as blocks cut at safe places (``blocks``), records as batches of
-documents that each stand alone (a document longer than a block in pieces cut at safe places, so
-memory stays bounded either way), counts their pre-tokens with one of two engines (the ``regex``
-module through ``pretokenize``, the reference, or the compiled scanners of ``compiled.Counter``;
-both give the same counts) and writes ``token: binary, count: int64``
-(``large_binary`` past 2 GiB of tokens: ``counts_table``), sorted by token, to a shard. The
-shard's name is derived from the range's identity and the settings, so a re-run reuses finished
-shards and never confuses them with other work.
+Takes a part of any source (``sources.part``) and the ``CountSettings`` of the job; reads it as
+documents (a text in blocks cut at safe places, records as documents that each stand alone, one
+longer than a block counted in pieces cut at safe places, so memory stays bounded either way),
+counts their pre-tokens with one of two engines (the ``regex`` module through ``pretokenize``,
+the reference, or the compiled scanners of ``compiled.Counter``; both give the same counts) and
+writes ``token: binary, count: int64`` (``large_binary`` past 2 GiB of tokens: ``counts_table``),
+sorted by token, to a shard. The shard's name is made of the part's key and the settings, so a
+re-run reuses finished shards and never confuses them with other work.
 """
 
 from __future__ import annotations
@@ -16,23 +15,27 @@ from __future__ import annotations
 import functools
 import gc
 import hashlib
+import itertools
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
 
 from bpe_dask.engines import check_pattern, use_compiled
 from bpe_dask.io.counts_table import words_bytes, write_counts
-from bpe_dask.io.plan import Partition
-from bpe_dask.io.records import BadRecords, Documents, iter_documents
+from bpe_dask.io.documents import BadRecords, Documents
 from bpe_dask.io.storage import LOCAL, Store
-from bpe_dask.io.text import ReadProgress, check_utf8_errors, iter_texts, iter_utf8
+from bpe_dask.io.text import ReadProgress, check_utf8_errors
 from bpe_dask.rules.pretokenize import Pretokenizer, split_pattern
+from bpe_dask.sources.part import Part, PartReading, read_bytes
 from bpe_dask.stages.counters import COMPILED_MIN_BYTES, CompiledCounter, RegexCounter, SpecialsSeen
 from bpe_dask.stages.read_events import ReadTally, reporter
+
+Counter = RegexCounter | CompiledCounter
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range counts
 # to, so that shards an older version left in a work directory are counted again, not reused.
@@ -70,8 +73,12 @@ class CountSettings:
 
     def recorded(self) -> dict:
         """The settings as the counts file records them (``counts_table.recorded_settings``)."""
-        return {"special_tokens": list(self.special_tokens), "utf8_errors": self.utf8_errors,
-                "pattern": self.pattern, "counting_version": COUNTING_VERSION}  # fmt: skip
+        return {
+            "special_tokens": list(self.special_tokens),
+            "utf8_errors": self.utf8_errors,
+            "pattern": self.pattern,
+            "counting_version": COUNTING_VERSION,
+        }
 
 
 @functools.lru_cache(maxsize=8)
@@ -100,11 +107,12 @@ TEXT_BYTES_KEY = b"bpe_dask.text_bytes"
 READ_BYTES_KEY = b"bpe_dask.read_bytes"
 
 
-def shard_path(shard_dir: str, byte_range: Partition, settings: CountSettings) -> str:
-    return f"{shard_dir.rstrip('/')}/{byte_range.key()}-{settings.key()}.parquet"
+def shard_path(shard_dir: str, part: Part, settings: CountSettings) -> str:
+    """Where a part's shard is: named after what the part holds and what decides its counts."""
+    return f"{shard_dir.rstrip('/')}/{part.key()}-{settings.key()}.parquet"
 
 
-def new_counter(settings: CountSettings, size: int = COMPILED_MIN_BYTES) -> RegexCounter | CompiledCounter:
+def new_counter(settings: CountSettings, size: int = COMPILED_MIN_BYTES) -> Counter:
     """A counter for the settings' pattern and about ``size`` bytes of text: the compiled scanner for
     a built-in pattern (``engine="auto"``: for enough text), else the ``regex`` module, which stays
     the reference."""
@@ -114,8 +122,9 @@ def new_counter(settings: CountSettings, size: int = COMPILED_MIN_BYTES) -> Rege
 
 def counts_compiled(settings: CountSettings, size: int) -> bool:
     """Whether ``new_counter`` gives the compiled scanner for ``size`` bytes of text."""
-    return use_compiled(settings.engine, size, COMPILED_MIN_BYTES,
-                        builtin_pattern=split_pattern(settings.pattern).builtin)  # fmt: skip
+    return use_compiled(
+        settings.engine, size, COMPILED_MIN_BYTES, builtin_pattern=split_pattern(settings.pattern).builtin
+    )
 
 
 def counting_engine(settings: CountSettings, size: int) -> str:
@@ -125,42 +134,58 @@ def counting_engine(settings: CountSettings, size: int) -> str:
     return f"the regex module ({split_pattern(settings.pattern).name} pattern)"
 
 
-def count_range(
-    byte_range: Partition,
+@dataclass
+class Seen:
+    """What a part held: its documents, and their bytes of text."""
+
+    documents: int = 0
+    text_bytes: int = 0
+
+
+def count_part(
+    part: Part,
     settings: CountSettings,
     store: Store = LOCAL,
-    block_size: int | None = None,
-    counter: RegexCounter | CompiledCounter | None = None,
+    counter: Counter | None = None,
     bad: BadRecords | None = None,
     progress: ReadProgress | None = None,
-) -> RegexCounter | CompiledCounter:
-    """The pre-token counts of one partition, added into ``counter`` when given (``counter.table()``);
-    records skipped as bad are added to ``bad``; ``progress`` hears how far the reading has got.
-    ``block_size``: ``bpe-dask.block-size`` of ``store``."""
-    block_size = block_size or store.size("block-size")
+    data: Any = None,
+    seen: Seen | None = None,
+    block_size: int | None = None,
+) -> Counter:
+    """The pre-token counts of one part, added into ``counter`` when given (``counter.table()``);
+    records skipped as bad are added to ``bad``; ``progress`` hears how far the reading has got;
+    ``data`` is what the part's task was handed (``Part.documents``); ``seen`` tallies the
+    documents and text read (all of it, counted or not); ``block_size`` is
+    ``bpe-dask.block-size`` of ``store`` unless given. Without a ``counter``, the
+    engine is picked for the part's text: its size where known, else its first two batches."""
+    bad = BadRecords() if bad is None else bad
     pretokenizer = settings.pretokenizer()
-    counter = new_counter(settings, byte_range.text_bytes) if counter is None else counter
-    errors = settings.utf8_errors
+    text_bytes = getattr(part, "text_bytes", None)
+    held: list[Documents] = []
+    if counter is None and text_bytes is not None:
+        counter = new_counter(settings, text_bytes)
+    compiled = isinstance(counter, CompiledCounter)
+    reading = PartReading(pretokenizer, store, settings.utf8_errors, compiled, block_size)
+    batches = part.documents(reading, bad, progress, data)
+    if counter is None:  # a part of unknown size: its first batch, or more than one, decides
+        held = list(itertools.islice(batches, 2))
+        size = sum(len(d.data) for d in held) if len(held) < 2 else 2 * reading.block_size
+        counter = new_counter(settings, size)
+    limit = reading.block_size
     with _without_cycle_collection():
-        if byte_range.file.has_records:
-            batches = iter_documents(byte_range, store, utf8_errors=errors, bad=bad, batch_bytes=block_size,
-                                     progress=progress)  # fmt: skip
-            for documents in batches:
-                add_documents(counter, documents, pretokenizer, block_size)
-        elif isinstance(counter, CompiledCounter) and errors == "strict":  # its scanner reads UTF-8
-            for data in iter_utf8(byte_range, pretokenizer, store, block_size=block_size, progress=progress):
-                counter.add_utf8(data)
-        else:
-            for text in iter_texts(
-                byte_range, pretokenizer, store, utf8_errors=errors, block_size=block_size, progress=progress
-            ):
-                counter.add(text)
+        for documents in itertools.chain(held, batches):
+            if seen is not None:
+                seen.documents += len(documents)
+                seen.text_bytes += len(documents.data)
+            if part.stand_alone:
+                add_documents(counter, documents, pretokenizer, limit)
+            else:  # a text's blocks, cut at safe places already
+                counter.add_documents(documents)
     return counter
 
 
-def add_documents(
-    counter: RegexCounter | CompiledCounter, documents: Documents, pretokenizer: Pretokenizer, limit: int
-) -> None:
+def add_documents(counter: Counter, documents: Documents, pretokenizer: Pretokenizer, limit: int) -> None:
     """Count the documents; one longer than ``limit`` bytes is counted in pieces of at most ``limit``
     bytes cut at safe places, as a text file is read in blocks, so that a long record takes no more
     memory than the same text in a text file (why the pieces count as the whole would:
@@ -232,28 +257,23 @@ def _without_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def count_range_to_shard(
-    byte_range: Partition, settings: CountSettings, shard_dir: str, store: Store = LOCAL
+def count_part_to_shard(
+    part: Part, settings: CountSettings, path: str, store: Store = LOCAL, data: Any = None
 ) -> Shard:
-    """Count one range and write its shard, or reuse the shard a previous run finished.
-
-    A failure that may be transient (a dropped connection, say) is retried in place.
-    """
-    return store.retries.run(_count_range_to_shard, byte_range, settings, shard_dir, store)
+    """Count one part and write its shard ``path``, or reuse the shard a previous run finished; a
+    failure that may be transient (a dropped connection, say) is retried in place."""
+    return store.retries.run(_count_part_to_shard, part, settings, path, store, data)
 
 
-def _count_range_to_shard(
-    byte_range: Partition, settings: CountSettings, shard_dir: str, store: Store
-) -> Shard:
-    path = shard_path(shard_dir, byte_range, settings)
+def _count_part_to_shard(part: Part, settings: CountSettings, path: str, store: Store, data: Any) -> Shard:
     fs, fs_path = store.fs(path)
     if fs.exists(fs_path):
         return read_shard(path, store)
     bad = BadRecords()
-    progress = ReadTally(reporter(store, byte_range.size))
-    counter = count_range(byte_range, settings, store, bad=bad, progress=progress)
+    progress = ReadTally(reporter(store, part.size or 0))
+    counter = count_part(part, settings, store, bad=bad, progress=progress, data=data)
     progress.check()  # the job stopped while this task read: write nothing into its removed work directory
-    return write_shard(counter, bad, path, store, 0 if byte_range.file.sized else progress.read)
+    return write_shard(counter, bad, path, store, read_bytes(part, progress.read))
 
 
 @dataclass
@@ -273,8 +293,13 @@ class ShardTotals:
         for shard in shards:
             bad.merge(shard.bad_records)
             specials.merge(shard.specials)
-        return cls(bad, specials, sum(s.text_bytes for s in shards), sum(s.reused for s in shards),
-                   sum(s.read_bytes for s in shards))  # fmt: skip
+        return cls(
+            bad,
+            specials,
+            sum(s.text_bytes for s in shards),
+            sum(s.reused for s in shards),
+            sum(s.read_bytes for s in shards),
+        )
 
 
 def read_shard(path: str, store: Store = LOCAL) -> Shard:
@@ -294,9 +319,8 @@ def read_shard(path: str, store: Store = LOCAL) -> Shard:
 
 
 def write_shard(
-    counter: RegexCounter | CompiledCounter, bad: BadRecords, path: str, store: Store = LOCAL,
-    read_bytes: int = 0,
-) -> Shard:  # fmt: skip
+    counter: Counter, bad: BadRecords, path: str, store: Store = LOCAL, read_bytes: int = 0
+) -> Shard:
     """Write what ``counter`` counted (and the records ``bad`` left out) as the shard ``path``;
     ``read_bytes``: what was read of an input whose size was not known."""
     table = counter.table().sort_by("token")  # the reduce merges runs

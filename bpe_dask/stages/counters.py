@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from bpe_dask.io.counts_table import counts_table, tokens_array
-from bpe_dask.io.records import Documents
+from bpe_dask.io.documents import Documents
 from bpe_dask.rules.pretokenize import Pretokenizer
 
 # Below this much text, loading the compiled scanner (about half a second) costs more than it saves.
@@ -101,6 +101,9 @@ class CompiledCounter:
         self.counts.add(data, bounds)
 
     def add_documents(self, documents: Documents) -> None:
+        if len(documents) == 1:  # one document is a text: its pieces lie between special tokens only
+            self.add_utf8(documents.data)
+            return
         bounds, is_boundary = self.pretokenizer.document_bounds(documents.data, documents.ends)
         self.specials.add_gaps(bounds, ~is_boundary)
         self.counts.add(documents.data, bounds)

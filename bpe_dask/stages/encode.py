@@ -1,11 +1,11 @@
 """Encoding (the map stage of ``bpe-dask encode``): one partition and a tokenizer in, one shard of
 token ids out, and the tasks that assemble the shards into the output.
 
-Takes a partition and a ``Tokenizer``; reads a text range as blocks cut at safe places
-(``blocks``: the cuts that leave the pre-tokens unchanged leave the encoding unchanged too), or
-records as batches of documents (``records``: each encoded alone, then the separator's id), encodes
-them and writes the ids as a NumPy ``.npy`` array in the work directory, under a name made of the
-range's identity and the tokenizer's, so a re-run reuses finished shards. Then the output: shards
+Takes a part of any source (``sources.part``) and a ``Tokenizer``; reads a text in blocks cut at
+safe places (the cuts that leave the pre-tokens unchanged leave the encoding unchanged too), or
+records as documents (each encoded alone, then the separator's id), encodes them and writes the
+ids as a NumPy ``.npy`` array in the work directory, under a name made of the part's key and the
+tokenizer's, so a re-run reuses finished shards. Then the output: shards
 copied under their position in the plan (``NNNNNN.npy``, sorted names follow the input order), or
 written into one flat ``.bin`` file at their offsets (ranged writes where the file is local; one
 task streaming them in order into an object store, which has no ranged writes).
@@ -18,14 +18,14 @@ import json
 import os
 import shutil
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from bpe_dask.io.plan import Partition, RowGroups
+from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.publish import atomic_file, output_file, write_bytes_atomically
-from bpe_dask.io.records import BadRecords, iter_documents
 from bpe_dask.io.storage import LOCAL, Store
-from bpe_dask.io.text import iter_texts, iter_utf8
+from bpe_dask.sources.part import Part, PartReading, read_bytes
 from bpe_dask.stages.read_events import ReadTally, reporter, stopped
 from bpe_dask.tokenizer import Tokenizer
 
@@ -69,8 +69,9 @@ def encoding_key(tokenizer: Tokenizer, separator: str | None = None, utf8_errors
     return digest.hexdigest()[:16]
 
 
-def shard_path(work_dir: str, byte_range: Partition, key: str) -> str:
-    return f"{work_dir.rstrip('/')}/encoded/{byte_range.key()}-{key}.npy"
+def shard_path(work_dir: str, part: Part, key: str) -> str:
+    """Where a part's ids are: named after what the part holds and what decides its ids."""
+    return f"{work_dir.rstrip('/')}/encoded/{part.key()}-{key}.npy"
 
 
 def shard_name(position: int, total: int) -> str:
@@ -84,54 +85,49 @@ def is_encoded_file(name: str) -> bool:
     )
 
 
-def encode_range_to_shard(
-    byte_range: Partition,
+def encode_part_to_shard(
+    part: Part,
     tokenizer: Tokenizer,
     path: str,
     store: Store = LOCAL,
     utf8_errors: str = "strict",
     separator: str | None = None,
+    data: Any = None,
 ) -> EncodedShard:
-    """Encode one partition into the shard ``path``, or reuse the shard a previous run finished; a
-    failure that may be transient is retried in place. Records end with ``separator``'s id."""
+    """Encode one part into the shard ``path``, or reuse the shard a previous run finished; a failure
+    that may be transient is retried in place. Each document of records ends with ``separator``'s
+    id; ``data`` is what the part's task was handed (``Part.documents``)."""
     return store.retries.run(
-        _encode_range_to_shard, byte_range, tokenizer, path, store, utf8_errors, separator
+        _encode_part_to_shard, part, tokenizer, path, store, utf8_errors, separator, data
     )
 
 
-def _encode_range_to_shard(
-    byte_range: Partition,
+def _encode_part_to_shard(
+    part: Part,
     tokenizer: Tokenizer,
     path: str,
     store: Store,
     utf8_errors: str,
     separator: str | None,
+    data: Any,
 ) -> EncodedShard:
-    unit = "row groups" if isinstance(byte_range, RowGroups) else "bytes"
     fs, fs_path = store.fs(path)
-    where = (byte_range.file.url, byte_range.start, byte_range.end, unit)
     if fs.exists(fs_path):  # its sidecar was written before it
-        return read_encoded_shard(path, tokenizer, where, store)
+        return read_encoded_shard(path, tokenizer, part.place, store)
     dtype = np.dtype(dtype_for(tokenizer))
     bad = BadRecords()
-    progress = ReadTally(reporter(store, byte_range.size))  # how far the reading has got, to the client
+    progress = ReadTally(reporter(store, part.size or 0))  # how far the reading has got, to the client
+    # UTF-8 as it lies, which the compiled encoder takes as it is; decoded where it is to be mended.
+    reading = PartReading(tokenizer.pretokenizer, store, utf8_errors, as_utf8=utf8_errors == "strict")
+    ends_with = separator if part.stand_alone else None  # a text holds its own separators
     parts, text_bytes = [], 0
-    if byte_range.file.has_records:
-        for docs in iter_documents(byte_range, store, utf8_errors=utf8_errors, bad=bad, progress=progress):
-            parts.append(tokenizer.encode_utf8_documents(docs.data, docs.ends, separator, dtype))
-            text_bytes += len(docs.data)
-    elif utf8_errors == "strict":  # read as UTF-8 bytes, which the compiled encoder takes as they are
-        for data in iter_utf8(byte_range, tokenizer.pretokenizer, store, progress=progress):
-            parts.append(tokenizer.encode_utf8_documents(data, np.array([len(data)], np.int64), None, dtype))
-            text_bytes += len(data)
-    else:
-        for text in iter_texts(byte_range, tokenizer.pretokenizer, store, utf8_errors=utf8_errors,
-                               progress=progress):  # fmt: skip
-            parts.append(tokenizer.encode_array(text, dtype))
-            text_bytes += len(text.encode("utf-8"))
-    read_bytes = 0 if byte_range.file.sized else progress.read
+    for documents in part.documents(reading, bad, progress, data):
+        parts.append(tokenizer.encode_utf8_documents(documents.data, documents.ends, ends_with, dtype))
+        text_bytes += len(documents.data)
     progress.check()  # as a count task: nothing written once the job has stopped
-    return write_encoded_shard(parts, dtype, path, where, bad, text_bytes, store, read_bytes)
+    return write_encoded_shard(
+        parts, dtype, path, part.place, bad, text_bytes, store, read_bytes(part, progress.read)
+    )
 
 
 def read_encoded_shard(
@@ -228,9 +224,12 @@ def write_at(shard: EncodedShard, path: str, offset: int, store: Store = LOCAL) 
 
 
 def stream_shards(
-    shards: list[EncodedShard], url: str, store: Store = LOCAL, overwrite: bool = False,
+    shards: list[EncodedShard],
+    url: str,
+    store: Store = LOCAL,
+    overwrite: bool = False,
     stop: str | None = None,
-) -> int:  # fmt: skip
+) -> int:
     """Write the shards' ids in order into the file ``url`` (an object store's multipart upload, or a
     temporary local file), holding one shard at a time, and commit it (``publish.output_file``), the
     sidecar ``url + ".json"`` of an earlier run removed just before with ``overwrite``; returns the

@@ -1,11 +1,11 @@
-"""Evaluating (the map stage of ``bpe-dask evaluate``): one partition and tokenizers in, how many tokens
-the partition is under each of them out; no ids are kept.
+"""Evaluating (the map stage of ``bpe-dask evaluate``): one part and tokenizers in, how many tokens
+the part is under each of them out; no ids are kept.
 
-Takes a partition, what to measure (``Measure``: tokenizers that share one split pattern and one set
-of special tokens, ``CountSettings``, each at one or more vocabulary sizes) and the job's store;
-reads the partition as counting does (text in blocks cut at safe places, records as batches of
-documents) and counts its pre-tokens once. Then, for each tokenizer, it merges each distinct
-pre-token once and tallies the ids it makes times its count (``Tokenizer.pretoken_histogram``),
+Takes a part of any source (``sources.part``), what to measure (``Measure``: tokenizers that share
+one split pattern and one set of special tokens, ``CountSettings``, each at one or more vocabulary
+sizes) and the job's store; reads and counts the part's pre-tokens once, as counting does
+(``count.count_part``). Then, for each tokenizer, it merges each distinct pre-token once and
+tallies the ids it makes times its count (``Tokenizer.pretoken_histogram``),
 and adds one token per special token. That is exactly ``len(Tokenizer.encode(text))``, because
 encoding merges every pre-token on its own.
 
@@ -20,11 +20,12 @@ ids of that size each id splits) is the token count at that size: a dot product 
 >>> from bpe_dask.io.plan import ByteRange
 >>> from bpe_dask.tokenizer import Tokenizer
 >>> _ = open("held-out.txt", "w").write("hi hi<|endoftext|>hi!")
->>> part = ByteRange(InputFile("held-out.txt", 21, "v1"), 0, 21)
+>>> from bpe_dask.sources.files import FilePart
+>>> part = FilePart(ByteRange(InputFile("held-out.txt", 21, "v1"), 0, 21))
 >>> vocab = {**{i: bytes([i]) for i in range(256)}, 257: b"hi"}
 >>> bytes_only = Tokenizer(vocab, [], ["<|endoftext|>"])
 >>> merged = Tokenizer(vocab, [(b"h", b"i")], ["<|endoftext|>"])
->>> measure_range(part, [Measure(bytes_only), Measure(merged)], CountSettings(("<|endoftext|>",)))
+>>> measure_part(part, [Measure(bytes_only), Measure(merged)], CountSettings(("<|endoftext|>",)))
 Measured(text_bytes=21, documents=0, tokens=(9, 6), bad_records=BadRecords(count=0, first=None))
 >>> len(merged.encode("hi hi<|endoftext|>hi!"))
 6
@@ -38,11 +39,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bpe_dask.io.counts_table import as_arrays
-from bpe_dask.io.plan import Partition
-from bpe_dask.io.records import BadRecords, iter_documents
+from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.storage import LOCAL, Store
-from bpe_dask.io.text import iter_texts
-from bpe_dask.stages.count import CountSettings, add_documents, new_counter
+from bpe_dask.sources.part import Part, read_bytes
+from bpe_dask.stages.count import CountSettings, Seen, count_part
 from bpe_dask.stages.read_events import ReadTally, reporter
 from bpe_dask.tokenizer import Tokenizer
 
@@ -103,43 +103,23 @@ class Measured:
     read_bytes: int = field(default=0, repr=False)  # the bytes read of an input of no known size, else 0
 
 
-def measure_range(
-    byte_range: Partition, measures: Sequence[Measure], settings: CountSettings, store: Store = LOCAL
+def measure_part(
+    part: Part, measures: Sequence[Measure], settings: CountSettings, store: Store = LOCAL
 ) -> Measured:
-    """The tokens of one partition under each of ``measures``, whose tokenizers' split pattern and
+    """The tokens of one part under each of ``measures``, whose tokenizers' split pattern and
     special tokens are ``settings``'; a failure that may be transient is retried in place."""
-    return store.retries.run(_measure_range, byte_range, measures, settings, store)
+    return store.retries.run(_measure_part, part, measures, settings, store)
 
 
-def _measure_range(
-    byte_range: Partition, measures: Sequence[Measure], settings: CountSettings, store: Store
-) -> Measured:
-    block_size = store.size("block-size")
-    pretokenizer = settings.pretokenizer()
-    counter = new_counter(settings, byte_range.text_bytes)
-    bad = BadRecords()
-    progress = ReadTally(reporter(store, byte_range.size))  # how far the reading has got, to the client
-    text_bytes = documents = 0
-    if byte_range.file.has_records:
-        batches = iter_documents(byte_range, store, utf8_errors=settings.utf8_errors, bad=bad,
-                                 batch_bytes=block_size, progress=progress)  # fmt: skip
-        for batch in batches:
-            documents += len(batch)
-            text_bytes += len(batch.data)
-            add_documents(counter, batch, pretokenizer, block_size)
-    else:
-        errors = settings.utf8_errors
-        texts = iter_texts(byte_range, pretokenizer, store, utf8_errors=errors, block_size=block_size,
-                           progress=progress)  # fmt: skip
-        for text in texts:
-            text_bytes += len(text.encode("utf-8"))  # the text as read: U+FFFD for invalid UTF-8 replaced
-            counter.add(text)
+def _measure_part(part: Part, measures: Sequence[Measure], settings: CountSettings, store: Store) -> Measured:
+    bad, seen = BadRecords(), Seen()
+    progress = ReadTally(reporter(store, part.size or 0))  # how far the reading has got, to the client
+    counter = count_part(part, settings, store, bad=bad, progress=progress, seen=seen)
     data, offsets, counts = as_arrays(counter.table())
     specials = counter.specials.count
     tokens = []
     for measure in measures:
         histogram = measure.tokenizer.pretoken_histogram(data, offsets, counts)
         tokens += [int(histogram.sum() if p is None else histogram @ p) + specials for p in measure.pieces]
-    read_bytes = 0 if byte_range.file.sized else progress.read
-    return Measured(text_bytes, documents, tuple(tokens), bad, read_bytes)
-
+    documents = seen.documents if part.stand_alone else 0
+    return Measured(seen.text_bytes, documents, tuple(tokens), bad, read_bytes(part, progress.read))

@@ -52,8 +52,14 @@ class ReadReporter:
     says the worker is closing: a worker of threads in the client's process, closed as the job
     stops, cannot stop a running task otherwise."""
 
-    def __init__(self, send: Callable[[str, dict], None], key: object, interval: float, size: int,
-                 closing: Callable[[], bool] = lambda: False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        send: Callable[[str, dict], None],
+        key: object,
+        interval: float,
+        size: int,
+        closing: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.send, self.key, self.interval, self.size, self.closing = send, key, interval, size, closing
         self.last = time.monotonic()
         self.sent = (0, 0)

@@ -29,7 +29,7 @@ from bpe_dask.compiled.cache import CacheUse, cache_use
 from bpe_dask.compiled.utf8 import check_utf8
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import as_arrays
-from bpe_dask.io.records import Documents
+from bpe_dask.io.documents import Documents
 from bpe_dask.rules import reference
 from bpe_dask.rules.patterns import split_pattern
 from bpe_dask.rules.pretokenize import Pretokenizer
@@ -43,7 +43,7 @@ SPECIAL = "<|endoftext|>"
 # of spaces and newlines, accents, CJK, an emoji, and a special token.
 TEXT = (
     "Once upon a time, it's said, 12345 cats   didn't STOP.\n\n  Café naïve — 東京 🙂 x=1;"
-    f"{SPECIAL}She'll say: \"hello\" again\t\r\n" * 8
+    f'{SPECIAL}She\'ll say: "hello" again\t\r\n' * 8
 )
 # What a stage runs compiled: a map task's counting, a reduce task's sum of sorted runs, the merge
 # loop, an encode task, and an evaluate task's counting and tally of ids.

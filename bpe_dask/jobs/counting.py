@@ -1,0 +1,210 @@
+"""The count stage of a job: a source in, its word counts out (``Counted``), on threads here or on a
+cluster, whatever the kind of source.
+
+``placement`` decides, before any cluster starts, where the parts are counted and with what:
+documents held in memory on threads of this process (they cannot leave it); a Dask collection on
+its cluster; files on a cluster, or here when they are small and no cluster was asked for
+(``small_here``: starting one costs seconds). A LocalCluster the job starts runs its tasks in
+threads of this process when the compiled scanner counts them (it releases the GIL), and its
+workers warm up the compiled loops the tasks will run as they start. ``count_source`` then runs
+the stage in the job's ``Run``: the parts planned for the threads there are, counted by
+``on_threads`` or ``on_cluster``, with one progress line and one log line of what was counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, fields, replace
+
+from bpe_dask import settings as config
+from bpe_dask.errors import BpeDaskError
+from bpe_dask.io.counts_table import write_counts
+from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp, default_workers
+from bpe_dask.jobs.context import Job, Run, cluster_threads, report_bad_records
+from bpe_dask.jobs.counted import Counted
+from bpe_dask.jobs.on_cluster import count_on_cluster
+from bpe_dask.jobs.on_threads import count_here
+from bpe_dask.jobs.options import JobOptions
+from bpe_dask.jobs.progress import MapProgress
+from bpe_dask.sources.collection import UNKNOWN_SIZE
+from bpe_dask.sources.source import Source
+from bpe_dask.stages.count import CountSettings, counting_engine, counts_compiled, new_counter
+from bpe_dask.stages.counters import COMPILED_MIN_BYTES
+from bpe_dask.wording import format_bytes, plural
+
+log = logging.getLogger(__name__)
+
+# Options of a job on a cluster, which counting here cannot honour: refused rather than ignored.
+CLUSTER_ONLY = (
+    "client",
+    "scheduler",
+    "scheduler_file",
+    "work_dir",
+    "chunk_size",
+    "input_format",
+    "in_process",
+    "ship_package",
+    "ship_credentials",
+)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a source's parts are counted: ``here`` on ``threads`` threads of this process, each
+    counter made for ``size`` bytes of text; else on a cluster, a LocalCluster the job starts
+    running them ``in_threads`` of this process and warming up ``warm_up``. ``settings`` are those
+    the parts count with (the compiled engine, where the tasks share this process)."""
+
+    settings: CountSettings
+    here: bool
+    threads: int = 1
+    size: int = 0
+    in_threads: bool = False
+    warm_up: WarmUp = NO_WARM_UP
+
+
+def placement(
+    job: Job,
+    source: Source,
+    settings: CountSettings,
+    small_here: bool = False,
+    writes: bool = False,
+    stages: tuple[str, ...] = ("count", "reduce"),
+) -> Placement:
+    """Where ``source`` is counted (``module docstring``); ``writes``: the job writes its counts to
+    a file of the user's; ``stages``: the compiled loops the tasks run, to warm up."""
+    opts = job.options
+    if source.kind == "memory":
+        return _in_memory(source, settings, opts)
+    if source.kind == "collection":
+        if opts.in_process:
+            raise BpeDaskError("in_process=True counts here: a Dask collection is counted on its cluster")
+        if opts.chunk_size:
+            log.warning(
+                "chunk_size does not apply to a Dask collection: each of its partitions is a task "
+                "(repartition it for others)"
+            )
+        return _on_cluster(job, settings, UNKNOWN_SIZE, UNKNOWN_SIZE, stages)
+    small = source.known_bytes <= config.size("in-process-limit", job.store.settings)
+    auto = opts.in_process is None and small_here and small and not (opts.wants_cluster or writes)
+    if opts.in_process or source.empty or auto:
+        return Placement(settings, True, 1, source.known_bytes)
+    threads = opts.workers or default_workers()  # the embedded cluster's: one per worker
+    largest = source.expected_largest_part(threads, opts.chunk_size)
+    return _on_cluster(job, settings, source.known_bytes, largest, stages)
+
+
+def _on_cluster(
+    job: Job, settings: CountSettings, size: int, largest: int, stages: tuple[str, ...]
+) -> Placement:
+    in_threads = job.starts_cluster and counts_compiled(settings, size)
+    if in_threads:  # loaded once in this process, it pays for itself on the job's bytes
+        settings = replace(settings, engine="numba")
+    patterns = (settings.pattern,) if counts_compiled(settings, largest) else ()
+    return Placement(
+        settings, False, in_threads=in_threads, warm_up=WarmUp(patterns, stages) if patterns else NO_WARM_UP
+    )
+
+
+def _in_memory(source: Source, settings: CountSettings, opts: JobOptions) -> Placement:
+    """Documents held here, on ``workers`` threads (one per core by default); options of a job on a
+    cluster, which counting here cannot honour, are refused rather than ignored. Read ahead first:
+    an input too small for the compiled counter is counted in this thread."""
+    defaults = {f.name: f.default for f in fields(JobOptions)}
+    given = [name for name in CLUSTER_ONLY if getattr(opts, name) != defaults[name]]
+    if given or opts.merge_on == "worker":
+        name = given[0] if given else "merge_on='worker'"
+        raise BpeDaskError(
+            f"documents held in memory are counted in this process, on threads (workers=N): "
+            f"{name} does not apply"
+        )
+    held = source.read_ahead(COMPILED_MIN_BYTES)
+    if not source.more and not counts_compiled(settings, held):  # no threads, no compiled code to load
+        return Placement(settings, True, 1, held)
+    return Placement(settings, True, opts.workers or default_workers(), max(held, COMPILED_MIN_BYTES))
+
+
+def count_source(
+    job: Job, source: Source, where: Placement, run: Run, out: str | None = None, overwrite: bool = True
+) -> Counted:
+    """Count ``source`` where ``where`` says, in ``run``; the counts are also written to ``out`` (a
+    Parquet file, the settings recorded), which they may replace with ``overwrite``."""
+    settings, opts = where.settings, job.options
+    pretokenizer = settings.pretokenizer()
+    show = opts.show_progress
+    if where.here:
+        if source.kind == "memory":
+            parts, size = source.parts(), where.size
+        else:
+            parts = source.plan(pretokenizer, opts.chunk_size)
+            size = sum(part.text_bytes for part in parts)
+        counters = [new_counter(settings, size) for _ in range(where.threads)]
+        log.info("counting with %s on %s", counting_engine(settings, size), plural(where.threads, "thread"))
+        progress = MapProgress("count", *_totals(source, parts), unit=_unit(source)) if show else None
+        counted = count_here(parts, settings, job.store, counters, progress)
+        if out:  # as the reduce records it: the settings, and the special tokens seen
+            recorded = {**settings.recorded(), "special_tokens_seen": vars(counted.specials)}
+            write_counts(counted.counts, out, job.store, recorded, overwrite)
+            counted.counts = out
+    else:
+        if source.kind == "collection":
+            parts = source.parts()
+            log.info(
+                "%s, %s, counted with %s",
+                source.description,
+                plural(len(parts), "partition"),
+                _engines(settings),
+            )
+        else:
+            parts = source.plan(pretokenizer, opts.chunk_size, cluster_threads(run.client))
+            log.info(
+                "counting with %s", counting_engine(settings, max((p.text_bytes for p in parts), default=0))
+            )
+        progress = MapProgress("count", *_totals(source, parts)) if show else None
+        counted = count_on_cluster(
+            run.client, source, parts, settings, run.work, job.store, out, overwrite, progress
+        )
+    _say_counted(source, counted)
+    report_bad_records(counted.bad)
+    return counted
+
+
+def _unit(source: Source) -> str:
+    return "documents" if source.kind == "memory" else "partitions"
+
+
+def _totals(source: Source, parts: object) -> tuple[int | None, int | None]:
+    """The progress line's totals: the parts (or documents held here), and the input's bytes."""
+    if source.kind == "memory":
+        return source.length, None
+    if source.kind == "collection":
+        return len(parts), None
+    return len(parts), source.known_bytes
+
+
+def _engines(settings: CountSettings) -> str:
+    """The engine a collection's parts count with: each picks by its own text."""
+    engine = counting_engine(settings, UNKNOWN_SIZE)
+    if counts_compiled(settings, UNKNOWN_SIZE) and not counts_compiled(settings, 0):
+        engine += (
+            f" for partitions of {format_bytes(COMPILED_MIN_BYTES)} of text or more, else "
+            f"{counting_engine(settings, 0)}"
+        )
+    return engine
+
+
+def _say_counted(source: Source, counted: Counted) -> None:
+    """How much text the input held, where that is not its size: compressed files, records, documents."""
+    text = format_bytes(counted.text_bytes)
+    if source.kind == "files":
+        if any(f.compression or f.has_records for f in source.files):
+            log.info("%s of text in %s of input", text, format_bytes(source.known_bytes + counted.read_bytes))
+    elif source.kind == "collection":
+        log.info("%s of text in %s, %s reused", text, plural(counted.parts, "partition"), counted.reused)
+    else:
+        log.info(
+            "counted %s (%s of text) in %.2f s",
+            plural(counted.documents or 0, "document"),
+            text,
+            counted.seconds,
+        )

@@ -1,0 +1,68 @@
+"""Reports: what a job read and what it made, in, one ``report.json`` dict out, the same for every source.
+
+``read_report`` is what every counting job reports of its input, whatever the source: the inputs
+as named to the user, their bytes (what their stores told, and what parts of no known size held
+once read), the text counted, the partitions (reused or computed), the records skipped, and, for
+documents held in memory, how many and on how many threads. ``training_report`` adds the merge
+loop's figures and what stopped it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from bpe_dask.jobs.counted import Counted
+from bpe_dask.jobs.merging import Limits, Merged
+from bpe_dask.sources.source import Source
+from bpe_dask.version import __version__
+
+
+def input_bytes(source: Source, counted: Counted) -> int:
+    """The input's bytes: what its store told of each file, and what parts of no known size held."""
+    return getattr(source, "known_bytes", 0) + counted.read_bytes
+
+
+def read_report(source: Source, counted: Counted, utf8_errors: str, pattern: str) -> dict:
+    """What a job read of ``source``, as its report says."""
+    report = {
+        "inputs": source.shown,
+        "input_bytes": input_bytes(source, counted),
+        "text_bytes": counted.text_bytes,
+        "partitions": counted.parts,
+        "partitions_reused": counted.reused,
+        "partitions_computed": counted.parts - counted.reused,
+        "utf8_errors": utf8_errors,
+        "bad_records_skipped": counted.bad.count,
+        "pattern": pattern,
+    }
+    if counted.documents is not None:
+        report.update(documents=counted.documents, threads=counted.threads)
+    return report
+
+
+def training_report(
+    read: dict, merged: Merged, special_tokens: Sequence[str], vocab_size: int, limits: Limits, timings: dict
+) -> dict:
+    """``report.json`` of a training job: ``read`` (what the job read), then the merge loop's figures."""
+    return {
+        "version": __version__,
+        **read,
+        "unique_words": merged.unique_words,
+        "vocab_size": len(merged.vocab),
+        "requested_vocab_size": vocab_size,
+        "special_tokens": list(special_tokens),
+        **asdict(limits),
+        "num_merges": len(merged.merges),
+        "stopped_by": stopped_by(merged, vocab_size),
+        "peak_rss_bytes": merged.peak_rss_bytes,
+        "timings": {**timings, "merge": merged.seconds},
+    }
+
+
+def stopped_by(merged: Merged, vocab_size: int) -> str:
+    """What ended the merge loop: ``vocab_size`` (full), ``min_frequency``, ``max_token_length``, or
+    ``no_pairs`` (every word is one token)."""
+    if len(merged.vocab) >= vocab_size:
+        return "vocab_size"
+    return merged.stopped.reason if merged.stopped else "no_pairs"

@@ -1,0 +1,251 @@
+"""A Dask collection as a source: a Dask DataFrame column (a Series of strings) or a Bag of strings in;
+a part per partition out, each a task of the collection's own graph.
+
+Each element is a document, as a Parquet record is. The parts are built on the collection's own
+graph (``to_delayed``), so nothing is collected to the client: the task that reads a part is
+handed the partition's data (a pandas Series, or the list of a Bag's partition) as it is computed
+on the cluster. A Series of valid text with no nulls goes on as Arrow's own buffers; anything else
+element by element, by ``io.documents``' rule. A part's key is its partition's Dask key and how it
+is read: a re-run of the same graph finds its shards. Nothing here imports ``dask.dataframe``, nor
+pandas until handed a Dask Series (which has loaded it): a collection and a Series are told by
+their type's module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import dask
+import numpy as np
+import pyarrow as pa
+from dask.delayed import Delayed
+
+from bpe_dask.errors import BpeDaskError
+from bpe_dask.io.documents import STRICT, BadRecords, Documents, NotText, RecordPolicy, utf8_of
+from bpe_dask.io.sample import SAMPLE_BYTES, first_texts
+from bpe_dask.io.text import ReadProgress
+from bpe_dask.sources.part import PartReading
+
+UNIT = "partitions"  # what an encoded shard's start and end count
+# A collection's size is not known before it is counted: taken as large, so that a LocalCluster the
+# job starts runs the compiled loops in threads (each task still picks its engine by its own text).
+UNKNOWN_SIZE = 1 << 40
+
+
+def is_collection(inputs: object) -> bool:
+    """Whether ``inputs`` is a Dask collection (a DataFrame, Series or Bag is one of documents).
+
+    >>> import dask.bag
+    >>> is_collection(dask.bag.from_sequence(["a b", "c"])), is_collection("corpus.txt")
+    (True, False)
+    """
+    return dask.is_dask_collection(inputs)
+
+
+@dataclass(frozen=True)
+class CollectionPart:
+    """Partition ``index`` of ``collection`` (its description, for messages), whose Dask key is
+    ``dask_key``; ``policy`` says what a bad element does.
+
+    >>> part = CollectionPart("the Dask Bag 'docs'", 2, "('docs-5f1e', 2)")
+    >>> part.where, len(part.key())
+    ("the Dask Bag 'docs', partition 2", 32)
+    """
+
+    collection: str
+    index: int
+    dask_key: str
+    policy: RecordPolicy = STRICT
+    size = None  # known once read: its text
+    stand_alone = True
+
+    @property
+    def where(self) -> str:
+        return f"{self.collection}, partition {self.index}"
+
+    @property
+    def place(self) -> tuple[str, int, int, str]:
+        return self.collection, self.index, self.index + 1, UNIT
+
+    def key(self) -> str:
+        """A digest of what the partition holds, as Dask names it (the same graph gives the same
+        key), and how it is read: its shards' names."""
+        text = f"dask collection\0{self.dask_key}\0{self.policy.on_bad_record}"
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def documents(
+        self, reading: PartReading, bad: BadRecords, progress: ReadProgress | None = None, data: Any = None
+    ) -> Iterator[Documents]:
+        """The partition's documents (``data``), in batches of about ``reading.block_size``.
+
+        >>> part = CollectionPart("the Dask Bag 'docs'", 0, "k", RecordPolicy("skip"))
+        >>> bad = BadRecords()
+        >>> [d.texts() for d in part.documents(PartReading(None), bad, data=["a b", None, b"c", 7])]
+        [['a b', 'c']]
+        >>> bad.first
+        "the Dask Bag 'docs', partition 0, element 1: null"
+        """
+        policy = RecordPolicy(self.policy.on_bad_record, reading.utf8_errors)
+        text = documents = 0
+        for batch in self._batches(data, policy, bad, reading.block_size):
+            text, documents = text + len(batch.data), documents + len(batch)
+            yield batch
+        if progress is not None:
+            progress(text, documents, True)
+
+    def _batches(
+        self, data: Iterable, policy: RecordPolicy, bad: BadRecords, size: int
+    ) -> Iterator[Documents]:
+        if _is_series(data):
+            array = _arrow_text(data)
+            if array is not None:
+                yield from _array_documents(array, size)
+                return
+            data = data.astype(object)  # one element at a time: NA and NaN stay themselves
+        batch: list[bytes] = []
+        held = 0
+        for k, element in enumerate(data):
+            try:
+                batch.append(utf8_of(element, policy))
+            except NotText as problem:
+                policy.handle(f"{self.where}, element {k}", problem, bad)
+                continue
+            held += len(batch[-1])
+            if held >= size:
+                yield Documents.joined(batch)
+                batch, held = [], 0
+        if batch:
+            yield Documents.joined(batch)
+
+
+def _is_series(data: object) -> bool:
+    """Whether ``data`` is a pandas Series, told by its type's module first: another of the worker's
+    threads may be importing pandas (pyarrow does, the first time it makes an array), and its
+    half-made module has no ``Series`` yet. Whoever made a Series imported pandas, so ``import``
+    here only waits for an import under way to finish."""
+    if not any(kind.__module__.startswith("pandas.") for kind in type(data).__mro__):
+        return False
+    import pandas
+
+    return isinstance(data, pandas.Series)
+
+
+def _arrow_text(series) -> pa.Array | None:
+    """The Series as an Arrow array of text, if it is valid text with no nulls; else None."""
+    try:
+        array = pa.array(series, from_pandas=True)
+    except (pa.ArrowException, UnicodeError, TypeError, ValueError):
+        return None  # mixed types, lone surrogates: element by element
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    kinds = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
+    if array.null_count or not any(kind(array.type) for kind in kinds):
+        return None
+    try:
+        array.cast(pa.large_string()).validate(full=True)  # bytes, or strings Arrow took unchecked
+    except pa.ArrowInvalid:
+        return None
+    return array.cast(pa.large_binary())
+
+
+def _array_documents(array: pa.Array, batch_bytes: int) -> Iterator[Documents]:
+    """Documents from an Arrow array of valid UTF-8, a batch of rows at a time, from its buffers."""
+    offsets = np.frombuffer(array.buffers()[1], np.int64)[array.offset : array.offset + len(array) + 1]
+    data = array.buffers()[2]
+    rows = len(array)
+    total = int(offsets[-1] - offsets[0])
+    step = max(1, batch_bytes * rows // max(1, total))
+    for first in range(0, rows, step):
+        ends = offsets[first : min(rows, first + step) + 1]
+        chunk = b"" if data is None else bytes(memoryview(data)[ends[0] : ends[-1]])
+        yield Documents(chunk, (ends[1:] - ends[0]).astype(np.int64))
+
+
+def sample_part(data: Iterable, part: CollectionPart, size: int = SAMPLE_BYTES) -> list[str]:
+    """The partition's first documents, about ``size`` bytes of text (bad elements left out, invalid
+    UTF-8 as U+FFFD): the sample a split pattern of one's own is checked on.
+
+    >>> sample_part(["ab", None, "cd", "ef"], CollectionPart("the Dask Bag 'docs'", 0, "k"), 3)
+    ['ab', 'cd']
+    """
+    return first_texts(part._batches(data, RecordPolicy("skip", "replace"), BadRecords(), size), size)
+
+
+@dataclass(frozen=True)
+class CollectionSource:
+    """A collection's partitions, each a task of its graph whose result is one partition's
+    elements, and a description of it for messages and reports."""
+
+    description: str
+    partitions: tuple[Delayed, ...]
+    policy: RecordPolicy = STRICT
+    kind = "collection"
+
+    @classmethod
+    def of(cls, collection: object, text_column: str, policy: RecordPolicy) -> CollectionSource:
+        """The documents of a Dask Bag, a Dask Series of text, or the ``text_column`` of a Dask
+        DataFrame; anything else is refused in one line."""
+        kind, module = type(collection).__name__, type(collection).__module__
+        if module.startswith("dask.bag") and kind == "Bag":
+            return cls(f"the Dask Bag {collection.name!r}", tuple(collection.to_delayed()), policy)
+        if not module.startswith(("dask.dataframe", "dask_expr")) or kind not in ("DataFrame", "Series"):
+            raise BpeDaskError(
+                f"a Dask {kind} is not a collection of documents: give a Dask DataFrame column (a Series "
+                "of strings), a DataFrame and its text_column, or a Dask Bag of strings"
+            )
+        if kind == "DataFrame":
+            if text_column not in collection.columns:
+                columns = ", ".join(repr(c) for c in collection.columns)
+                raise BpeDaskError(
+                    f"the Dask DataFrame has no column {text_column!r} (its columns: {columns}): give "
+                    "text_column=, or the column itself (ddf['text'])"
+                )
+            collection = collection[text_column]
+        description = "the Dask Series" + ("" if collection.name is None else f" {collection.name!r}")
+        if not _holds_text(collection.dtype):
+            raise BpeDaskError(
+                f"{description} holds {collection.dtype}, not text: each element must be a document"
+            )
+        return cls(description, tuple(collection.to_delayed()), policy)
+
+    @property
+    def shown(self) -> list[str]:
+        return [self.description]
+
+    def parts(self) -> list[CollectionPart]:
+        return [
+            CollectionPart(self.description, i, str(d.key), self.policy)
+            for i, d in enumerate(self.partitions)
+        ]
+
+    def sample(self, run: Callable[[list[Delayed]], list]) -> tuple[list[str], str]:
+        """The first documents of the first partition, computed on the cluster by ``run``, and what
+        they are: the sample a split pattern of one's own is checked on."""
+        if not self.partitions:
+            return [], ""
+        first = self.parts()[0]
+        sample = run([dask.delayed(sample_part)(self.partitions[0], first)])[0]
+        return sample, f"the first documents of {self.description}"
+
+    def data(self, part: CollectionPart) -> Delayed:
+        """What the part's task is handed: its partition, computed on the cluster."""
+        return self.partitions[part.index]
+
+
+def _holds_text(dtype: object) -> bool:
+    """Whether a pandas dtype can hold strings: object, pandas' string types, Arrow's string or binary,
+    or categories of these."""
+    import pandas  # handed a Dask Series: pandas is loaded
+
+    if isinstance(dtype, pandas.CategoricalDtype):  # strings stored once each: text all the same
+        return _holds_text(dtype.categories.dtype)
+    if isinstance(dtype, pandas.ArrowDtype):
+        kind = dtype.pyarrow_dtype
+        kinds = ("is_string", "is_large_string", "is_binary", "is_large_binary", "is_string_view")
+        return any(getattr(pa.types, k, lambda _: False)(kind) for k in kinds)  # string views: pyarrow 16
+    return pandas.api.types.is_string_dtype(dtype) or pandas.api.types.is_object_dtype(dtype)
