@@ -16,7 +16,7 @@ import pytest
 
 from bpe_dask import Tokenizer, evaluate, train_bpe
 from bpe_dask.cli.main import main
-from bpe_dask.jobs.evaluate import table
+from bpe_dask.jobs.evaluation import table
 from conftest import CS336_DIR
 
 EOT, PAD = "<|endoftext|>", "<|pad|>"

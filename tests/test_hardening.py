@@ -277,11 +277,11 @@ class FakeClock:
 
 
 def test_task_progress_logs_at_a_steady_pace_with_rate_and_eta(caplog):
-    from bpe_dask.jobs.progress import LOG_EVERY, MapProgress
+    from bpe_dask.cluster.progress import LOG_EVERY, MapProgress
 
     clock = FakeClock()
     progress = MapProgress("count", 100, 100 * 2**20, clock=clock, stream=io.StringIO())
-    with caplog.at_level(logging.INFO, logger="bpe_dask.jobs.progress"):
+    with caplog.at_level(logging.INFO, logger="bpe_dask.cluster.progress"):
         for _ in range(100):
             clock.now += 0.5  # 2 MiB/s
             progress.task_done(2**20)
@@ -293,7 +293,7 @@ def test_task_progress_logs_at_a_steady_pace_with_rate_and_eta(caplog):
 
 def test_the_merge_eta_waits_for_a_rate_and_follows_the_recent_one():
     """Merges get cheaper as they go: merge i takes 1/(i+1) of the first one's time."""
-    from bpe_dask.jobs.progress import MergeProgress
+    from bpe_dask.cluster.progress import MergeProgress
 
     clock, stream, total = FakeClock(), io.StringIO(), 10_000
     progress = MergeProgress(total, clock=clock, stream=stream)
@@ -313,7 +313,7 @@ def test_the_merge_eta_waits_for_a_rate_and_follows_the_recent_one():
 
 
 def test_no_dashboard_link_without_bokeh(tmp_path, text_file):
-    from bpe_dask.jobs.cluster import has_bokeh
+    from bpe_dask.cluster.client import has_bokeh
 
     done = run("train", "in.txt", "--vocab-size", "300", "--out", "tok", "--workers", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -324,8 +324,8 @@ def test_dask_memory_warnings_reach_the_user_and_its_errors_do_not(tmp_path):
     script = """
 import logging
 from bpe_dask.cli.main import _configure_logging
-from bpe_dask.jobs.cluster import dask_client
-from bpe_dask.jobs.preflight import check_workers
+from bpe_dask.cluster.client import dask_client
+from bpe_dask.cluster.preflight import check_workers
 _configure_logging(quiet=False, verbose=False)
 with dask_client(workers=1) as client:
     check_workers(client, embedded=True)

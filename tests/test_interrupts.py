@@ -317,7 +317,7 @@ def test_no_progress_line_follows_a_signal():
     import io
 
     from bpe_dask import interrupts
-    from bpe_dask.jobs.progress import MergeProgress
+    from bpe_dask.cluster.progress import MergeProgress
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -183,7 +183,7 @@ def test_invalid_utf8_is_an_error_naming_the_element_or_replaced():
 
 def test_progress_counts_documents_of_the_length_given(caplog):
     texts = corpus(30, seed=4)
-    with caplog.at_level(logging.INFO, logger="bpe_dask.jobs.progress"):
+    with caplog.at_level(logging.INFO, logger="bpe_dask.cluster.progress"):
         count_from_iterator(iter(texts), [EOT], length=len(texts), show_progress=True)
     assert f"count: {len(texts)}/{len(texts)} documents (100%)" in caplog.text
 

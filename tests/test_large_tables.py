@@ -16,9 +16,10 @@ from bpe_dask.io.plan import plan_ranges
 from bpe_dask.rules import reference
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.sources.files import FilePart
-from bpe_dask.stages.count import CountSettings, count_part_to_shard, shard_path
+from bpe_dask.stages.count import CountSettings, count_part_to_shard
 from bpe_dask.stages.merge import train_merges
 from bpe_dask.stages.reduce import combine, sum_sorted
+from bpe_dask.stages.shards import shard_path
 from conftest import sum_counts
 
 EOT = "<|endoftext|>"
@@ -43,7 +44,7 @@ def test_tables_past_the_binary_limit_go_large_and_train_the_reference_merges(tm
     settings = CountSettings((EOT,), engine=engine)
     parts = [FilePart(r, k) for k, r in enumerate(ranges)]
     folder = str(tmp_path / "shards")
-    shards = [count_part_to_shard(p, settings, shard_path(folder, p, settings)) for p in parts]
+    shards = [count_part_to_shard(p, settings, shard_path(folder, p, settings.key())) for p in parts]
     kinds = [token_type(read_counts(shard.path)) for shard in shards]
     assert pa.large_binary() in kinds and pa.binary() in kinds, kinds
     partial = combine(shards[:2], str(tmp_path / "partial.parquet"), engine=engine)

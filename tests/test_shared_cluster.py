@@ -56,7 +56,7 @@ def test_a_job_on_our_own_local_cluster_does_register_its_plugin():
     """The check above can fail: during a job the plugin is there."""
     from distributed import Client, LocalCluster
 
-    from bpe_dask.jobs.preflight import check_workers
+    from bpe_dask.cluster.preflight import check_workers
 
     with (
         LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address="127.0.0.1:0") as cluster,
@@ -74,7 +74,7 @@ def test_two_jobs_on_one_cluster_each_take_their_own_plugin_off(caplog):
     with, and the second's, taking it off in turn, made the scheduler log a ValueError."""
     from distributed import Client, LocalCluster
 
-    from bpe_dask.jobs.preflight import check_workers, unregister_plugins
+    from bpe_dask.cluster.preflight import check_workers, unregister_plugins
 
     with (
         LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address="127.0.0.1:0") as cluster,

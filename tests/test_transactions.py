@@ -348,7 +348,7 @@ def test_a_bin_streamed_on_a_users_cluster_is_not_committed_after_ctrl_c(tmp_pat
 
     from distributed import Client, LocalCluster
 
-    import bpe_dask.jobs.encode as encode_job
+    import bpe_dask.jobs.ids_output as encode_job
     import bpe_dask.stages.encode as encode_stage
     from bpe_dask import encode
 

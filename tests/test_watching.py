@@ -28,9 +28,9 @@ from flaky_fs import NamedLocalFileSystem
 from test_plan import whole_counts
 
 from bpe_dask import count_words
-from bpe_dask.jobs import progress as progress_module
-from bpe_dask.jobs.cluster import dask_client
-from bpe_dask.jobs.progress import MapProgress, MergeProgress
+from bpe_dask.cluster import progress as progress_module
+from bpe_dask.cluster.client import dask_client
+from bpe_dask.cluster.progress import MapProgress, MergeProgress
 from bpe_dask.wording import format_bytes
 
 EOT = "<|endoftext|>"
@@ -65,7 +65,7 @@ def logged_while(logger_name: str, start) -> tuple[object, list[str]]:
 def local():
     """The LocalCluster a job starts, one single-threaded worker process, and the link it logged."""
     context = dask_client(workers=1)
-    client, messages = logged_while("bpe_dask.jobs.cluster", context.__enter__)
+    client, messages = logged_while("bpe_dask.cluster.client", context.__enter__)
     try:
         yield client, messages
     finally:
@@ -94,12 +94,13 @@ def remote():
 def lines(monkeypatch, caplog):
     """The progress lines a job logs: every one (not one per 5 s), as it logs them."""
     monkeypatch.setattr(progress_module, "LOG_EVERY", 0.0)
-    caplog.set_level(logging.INFO, logger="bpe_dask.jobs.progress")
+    caplog.set_level(logging.INFO, logger="bpe_dask.cluster.progress")
 
     def read() -> list[tuple]:
         found = []
         for record in caplog.records:
-            match = LINE.fullmatch(record.getMessage()) if record.name == "bpe_dask.jobs.progress" else None
+            ours = record.name == "bpe_dask.cluster.progress"
+            match = LINE.fullmatch(record.getMessage()) if ours else None
             if match:
                 _, done, tasks, percent, read, total, rest = match.groups()
                 numbers = int(done), int(tasks), int(percent), parse_bytes(read), parse_bytes(total)
@@ -166,7 +167,7 @@ def test_a_cluster_of_threads_logs_its_dashboard_on_loopback_and_it_answers():
     """The cluster a job of compiled tasks starts runs them in threads of this process; its link names
     127.0.0.1, where the dashboard listens (not the machine's address, as an in-process cluster's would)."""
     context = dask_client(workers=2, in_threads=True)
-    client, messages = logged_while("bpe_dask.jobs.cluster", context.__enter__)
+    client, messages = logged_while("bpe_dask.cluster.client", context.__enter__)
     try:
         (started,) = [m for m in messages if m.startswith("started a LocalCluster")]
         assert started.startswith("started a LocalCluster of 2 threads in this process"), started
@@ -182,7 +183,7 @@ def test_a_cluster_of_threads_logs_its_dashboard_on_loopback_and_it_answers():
 def test_a_remote_schedulers_dashboard_link_is_logged_and_answers(remote):
     address, dashboard = remote
     context = dask_client(scheduler=address)
-    _, messages = logged_while("bpe_dask.jobs.cluster", context.__enter__)
+    _, messages = logged_while("bpe_dask.cluster.client", context.__enter__)
     context.__exit__(None, None, None)
     link = f"http://127.0.0.1:{dashboard}/status"
     assert f"connected to {address} (dashboard: {link})" in messages, messages
@@ -378,13 +379,13 @@ def test_a_dask_collections_partitions_show_their_progress(local, tmp_path, capl
     from bpe_dask import encode, train
 
     monkeypatch.setattr(progress_module, "LOG_EVERY", 0.0)
-    caplog.set_level(logging.INFO, logger="bpe_dask.jobs.progress")
+    caplog.set_level(logging.INFO, logger="bpe_dask.cluster.progress")
     client, _ = local
     documents = corpus.words_corpus(5, 60_000, vocab_words=800).split(EOT)
     bag = dask.bag.from_sequence(documents, npartitions=5)
     report = train(bag, 300, tmp_path / "tok", [EOT], client=client, show_progress=True)
     encoded = encode(bag, tmp_path / "tok", tmp_path / "ids.bin", client=client, show_progress=True)
-    logged = [r.getMessage() for r in caplog.records if r.name == "bpe_dask.jobs.progress"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "bpe_dask.cluster.progress"]
     seen = [PARTITION_LINE.fullmatch(message) for message in logged]
     for label, text_bytes in (("count", report["text_bytes"]), ("encode", encoded["text_bytes"])):
         shown = [m.groups() for m in seen if m and m.group(1) == label]
@@ -396,4 +397,4 @@ def test_a_dask_collections_partitions_show_their_progress(local, tmp_path, capl
         assert any("ETA" in rest for *_, rest in shown[1:-1]), shown
     before = len(caplog.records)
     train(bag, 300, tmp_path / "quiet", [EOT], client=client)  # show_progress is off by default
-    assert not [r for r in caplog.records[before:] if r.name == "bpe_dask.jobs.progress"]
+    assert not [r for r in caplog.records[before:] if r.name == "bpe_dask.cluster.progress"]

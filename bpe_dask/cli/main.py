@@ -22,13 +22,14 @@ from typing import Any, NoReturn
 from bpe_dask import interrupts
 from bpe_dask.cli.config import resolve
 from bpe_dask.cli.parser import build_parser
+from bpe_dask.cluster.failures import quiet_dask_errors
 from bpe_dask.credentials import hide_credentials
 from bpe_dask.errors import BpeDaskError, UsageError
 from bpe_dask.io.counts_table import count_rows
-from bpe_dask.jobs.cluster import quiet_dask_errors
 from bpe_dask.jobs.count import count_words
 from bpe_dask.jobs.encode import encode
-from bpe_dask.jobs.evaluate import evaluate, table
+from bpe_dask.jobs.evaluate import evaluate
+from bpe_dask.jobs.evaluation import table
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.jobs.train import merge, train
 

@@ -12,27 +12,23 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import resource
 import shutil
-import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from dask.delayed import Delayed
-from distributed import Client, Event, LocalCluster, as_completed, get_client
+from distributed import Client, get_client
 
+from bpe_dask.cluster.client import NO_WARM_UP, WarmUp, dask_client
+from bpe_dask.cluster.preflight import Place, check_workers, unregister_plugins
+from bpe_dask.cluster.tasks import is_embedded, run_tasks
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.storage import Store, describe, is_local, required_packages
-from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp, dask_client, failures_explained
 from bpe_dask.jobs.options import JobOptions
-from bpe_dask.jobs.preflight import Place, check_workers, unregister_plugins
-from bpe_dask.jobs.progress import MapProgress
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.sources.source import Source, input_urls, source_of
 from bpe_dask.wording import plural
@@ -215,10 +211,6 @@ class Job:
             shutil.rmtree(temporary, ignore_errors=True)
 
 
-def cluster_threads(client: Client) -> int:
-    return sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()) or 1
-
-
 def check_sample(pretokenizer: Pretokenizer, documents: Sequence[str], what: str, strict: bool) -> None:
     """``Job.check_pattern`` on ``documents``, a sample of the input that ``what`` names: a warning,
     or with ``strict`` an error, if the split pattern leaves any of their characters out of every
@@ -250,66 +242,3 @@ def report_bad_records(bad: BadRecords) -> None:
     """Say what ``--on-bad-record skip`` left out."""
     if bad.count:
         log.warning("skipped %s; the first: %s", plural(bad.count, "bad record"), bad.first)
-
-
-def run_tasks(
-    client: Client,
-    tasks: list[Delayed],
-    progress: MapProgress | None = None,
-    sizes: Sequence[int | None] = (),
-    measure: Callable[[Any], tuple[int, int]] | None = None,
-    stop: str | None = None,
-) -> list:
-    """Compute ``tasks`` and gather their results; a failure cancels them all and is one line.
-
-    Cancelling does not stop a task already running on a cluster the job does not own: one that
-    commits an output at its end (``stages.encode.stream_shards``) is told through the Dask event
-    ``stop``, set here first, which it looks at just before committing (``stages.read_events.stopped``).
-
-    The first ``len(sizes)`` tasks are map tasks over that many input bytes each (``None``: known
-    once done): ``progress`` hears how far each has read as it runs, and of each as it finishes,
-    with what ``measure`` tells of its result: its bytes (where its size was not known) and a
-    second quantity, such as its tokens.
-    """
-    size_of = {task.key: size for task, size in zip(tasks, sizes, strict=False)}
-    listening = progress.listening(client, size_of) if progress is not None else nullcontext()
-    futures = client.compute(tasks)
-    try:
-        with failures_explained(client), listening:
-            if progress is not None:
-                for future in as_completed(futures[: len(sizes)]):
-                    if future.status != "finished":
-                        break  # gathering raises its error
-                    size, extra = measure(future.result()) if measure else (0, 0)
-                    known = size_of[future.key]
-                    progress.task_done(size if known is None else known, extra, future.key)
-            return client.gather(futures)
-    except BaseException:
-        if stop is not None:
-            with contextlib.suppress(Exception):  # the scheduler is gone: so are the tasks
-                Event(stop, client=client).set()
-        client.cancel(futures)  # a failed job stops at once, before its work directory goes
-        raise
-
-
-def is_embedded(client: Client) -> bool:
-    """Whether the cluster is a LocalCluster on this machine (its workers share our disk)."""
-    return isinstance(getattr(client, "cluster", None), LocalCluster)
-
-
-def other_processes_peak_rss_bytes(client: Client) -> dict[str, int]:
-    """The peak resident memory of each worker that is a process of its own, by address: a worker
-    in this process (a LocalCluster of threads) is this process, whose peak the report gives."""
-    here = os.getpid()
-    peaks = client.run(_process_and_peak)
-    return {address: peak for address, (pid, peak) in peaks.items() if pid != here}
-
-
-def _process_and_peak() -> tuple[int, int]:
-    return os.getpid(), peak_rss_bytes()
-
-
-def peak_rss_bytes() -> int:
-    """The peak resident memory of this process so far."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024

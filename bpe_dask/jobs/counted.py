@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from bpe_dask.io.documents import BadRecords
-from bpe_dask.stages.count import Shard
 from bpe_dask.stages.counters import SpecialsSeen
+from bpe_dask.stages.shards import Shard
 
 
 @dataclass

@@ -17,15 +17,16 @@ import logging
 from dataclasses import dataclass, fields, replace
 
 from bpe_dask import settings as config
+from bpe_dask.cluster.client import NO_WARM_UP, WarmUp, default_workers
+from bpe_dask.cluster.progress import MapProgress
+from bpe_dask.cluster.tasks import cluster_threads
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import write_counts
-from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp, default_workers
-from bpe_dask.jobs.context import Job, Run, cluster_threads, report_bad_records
+from bpe_dask.jobs.context import Job, Run, report_bad_records
 from bpe_dask.jobs.counted import Counted
 from bpe_dask.jobs.on_cluster import count_on_cluster
 from bpe_dask.jobs.on_threads import count_here
 from bpe_dask.jobs.options import JobOptions
-from bpe_dask.jobs.progress import MapProgress
 from bpe_dask.sources.collection import UNKNOWN_SIZE
 from bpe_dask.sources.source import Source
 from bpe_dask.stages.count import CountSettings, counting_engine, counts_compiled, new_counter

@@ -12,55 +12,39 @@ result is a report (a row per tokenizer and size), printed as a table by the com
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import logging
 import os
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import dask
 from dask.base import tokenize
 
 from bpe_dask import interrupts
+from bpe_dask.cluster.client import NO_WARM_UP, WarmUp
+from bpe_dask.cluster.progress import MapProgress
+from bpe_dask.cluster.tasks import cluster_threads, run_tasks
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.publish import publish_directory
 from bpe_dask.io.storage import Store, absolute, describe
-from bpe_dask.jobs.cluster import NO_WARM_UP, WarmUp
-from bpe_dask.jobs.context import Job, Run, cluster_threads, report_bad_records, run_tasks
+from bpe_dask.jobs.context import Job, Run
 from bpe_dask.jobs.counting import placement
+from bpe_dask.jobs.evaluation import Group, Row, evaluation_report, plot
 from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character
-from bpe_dask.jobs.progress import MapProgress
 from bpe_dask.sources.files import FileSource
 from bpe_dask.sources.source import input_list
 from bpe_dask.stages.count import CountSettings
 from bpe_dask.stages.evaluate import Measure, Measured, measure_part, nested, pieces_at
 from bpe_dask.tokenizer import Tokenizer
-from bpe_dask.version import __version__
-from bpe_dask.wording import format_bytes, plural
+from bpe_dask.wording import plural
 
 log = logging.getLogger(__name__)
 
 FILES = ("evaluation.json", "evaluation.png")
 TokenizerSource = PathLike | Tokenizer
-
-
-@dataclass(frozen=True)
-class Row:
-    """One tokenizer at one vocabulary size, to measure."""
-
-    name: str
-    vocab_size: int
-    tokenizer: Tokenizer  # whole: cut to ``vocab_size`` where it is measured (``_groups``)
-    source: str | None  # the tokenizer's directory or file, absolute; None for a ``Tokenizer`` given
-
-
-Group = tuple[CountSettings, list[Measure], list[int]]  # what counting takes; measures; rows in order
 
 
 def evaluate(
@@ -92,6 +76,7 @@ def evaluate(
     >>> report = evaluate("held-out.txt", {"toy": toy}, [257, 260])  # small: measured in this process
     >>> [(r["vocab_size"], r["tokens"], r["bytes_per_token"]) for r in report["results"]]
     [(257, 21, 1.5714), (260, 16, 2.0625), (265, 13, 2.5385)]
+    >>> from bpe_dask.jobs.evaluation import table
     >>> print(table(report))
     tokenizer  vocab size  tokens  bytes/token
     toy               257      21        1.571
@@ -104,32 +89,17 @@ def evaluate(
         raise BpeDaskError(
             f"evaluate takes each tokenizer's own special tokens and split pattern, not {refused[0]}"
         )
-    opts = JobOptions.of(**options)
-    out = absolute(os.fspath(out)) if out is not None else None
+    opts, out = JobOptions.of(**options), absolute(os.fspath(out)) if out is not None else None
     sources = _named(tokenizers)
-    paths = [source for _, source in sources if isinstance(source, str)]
-    job = Job.start(opts, inputs, [out, *paths])
-    loaded = {name: _load(source, opts.engine, job.store, trust_pattern) for name, source in sources}
-    rows = _rows(loaded, dict(sources), _checked_sizes(vocab_sizes))
-    for tokenizer in loaded.values():
-        check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
+    job = Job.start(opts, inputs, [out, *[source for _, source in sources if isinstance(source, str)]])
+    rows = _rows_of(job, sources, vocab_sizes, trust_pattern)
     if out:  # 1. the output may be written
         check_output_dir(out, opts.overwrite, lambda name: name in FILES, job.store)
     source = job.find_source(input_list(inputs), exclude=[out])  # 2. what the input is: files
-    groups = _groups(rows, opts)
-    for settings, _, _ in groups[1:]:  # text a pattern leaves out has bytes but no tokens
-        job.check_pattern(source, settings.pretokenizer())
-    wheres = [placement(job, source, g[0], small_here=True, stages=("evaluate",)) for g in groups]  # 3.
-    groups = [(where.settings, *rest) for where, (_, *rest) in zip(wheres, groups, strict=True)]
-    in_threads = all(where.in_threads for where in wheres)
-    patterns = tuple(
-        dict.fromkeys(p for where in wheres for p in where.warm_up.patterns if where.warm_up.stages)
-    )
-    warm_up = WarmUp(patterns, ("evaluate",)) if patterns else NO_WARM_UP
-    pretokenizer = groups[0][0].pretokenizer()
-    with job.running(source, wheres[0].here, pretokenizer, in_threads, warm_up, writes=False) as run:
+    groups, here, in_threads, warm_up = _placed(job, source, _groups(rows, opts))  # 3. where it is read
+    with job.running(source, here, groups[0][0].pretokenizer(), in_threads, warm_up, writes=False) as run:
         measured = _measure(run, job, source, groups)  # 4. measure
-    report = _report(job, source, rows, groups, measured, started)  # 5. report
+    report = evaluation_report(job, source, rows, groups, measured, started)  # 5. report
     if out:
         files = {
             "evaluation.json": json.dumps(report, indent=2) + "\n",
@@ -139,6 +109,32 @@ def evaluate(
         publish_directory(out, files, job.store, overwrite=opts.overwrite)  # 6. publish
         log.info("wrote %s/evaluation.json and evaluation.png", out)
     return report
+
+
+def _rows_of(
+    job: Job,
+    sources: list[tuple[str, str | Tokenizer]],
+    vocab_sizes: Sequence[int] | None,
+    trust_pattern: bool,
+) -> list[Row]:
+    """The tokenizers loaded, and the rows to measure: each at each size it can be cut to."""
+    opts = job.options
+    loaded = {name: _load(source, opts.engine, job.store, trust_pattern) for name, source in sources}
+    for tokenizer in loaded.values():
+        check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
+    return _rows(loaded, dict(sources), _checked_sizes(vocab_sizes))
+
+
+def _placed(job: Job, source: FileSource, groups: list[Group]) -> tuple[list[Group], bool, bool, WarmUp]:
+    """Where the groups are measured (as counting is placed), with the settings they count with; the
+    split pattern checked for each group but the first (``Job.running`` checks that one)."""
+    for settings, _, _ in groups[1:]:  # text a pattern leaves out has bytes but no tokens
+        job.check_pattern(source, settings.pretokenizer())
+    wheres = [placement(job, source, g[0], small_here=True, stages=("evaluate",)) for g in groups]
+    groups = [(where.settings, *rest) for where, (_, *rest) in zip(wheres, groups, strict=True)]
+    in_threads = all(where.in_threads for where in wheres)
+    patterns = tuple(dict.fromkeys(p for w in wheres for p in w.warm_up.patterns if w.warm_up.stages))
+    return groups, wheres[0].here, in_threads, WarmUp(patterns, ("evaluate",)) if patterns else NO_WARM_UP
 
 
 def _named(
@@ -302,151 +298,3 @@ def _measure(run: Run, job: Job, source: FileSource, groups: list[Group]) -> lis
     progress = MapProgress("evaluate", len(tasks), total) if job.options.show_progress else None
     measured = run_tasks(client, tasks, progress, sizes, lambda m: (m.text_bytes, 0))
     return [measured[sum(counts[:g]) : sum(counts[: g + 1])] for g in range(len(groups))]
-
-
-def _report(
-    job: Job,
-    source: FileSource,
-    rows: list[Row],
-    groups: list[Group],
-    measured: list[list[Measured]],
-    started: float,
-) -> dict:
-    """The report: what was read, and a row per tokenizer and size."""
-    first = measured[0]  # every group reads the same text
-    text_bytes, documents = sum(m.text_bytes for m in first), sum(m.documents for m in first)
-    read = source.known_bytes + sum(m.read_bytes for m in first)  # and what inputs of no known size held
-    bad = BadRecords()
-    for m in first:
-        bad.merge(m.bad_records)
-    report_bad_records(bad)
-    records = source.all_records
-    tokens = [0] * len(rows)
-    for (_, _, order), parts in zip(groups, measured, strict=True):
-        for position, k in enumerate(order):
-            tokens[k] = sum(m.tokens[position] for m in parts)
-    if not text_bytes:
-        log.warning("the inputs hold no text (%s)", format_bytes(read))
-    seconds = time.perf_counter() - started
-    return {
-        "version": __version__,
-        "inputs": source.shown,
-        "input_bytes": read,
-        "text_bytes": text_bytes,
-        "documents": documents if records else None,
-        "bad_records_skipped": bad.count,
-        "utf8_errors": job.options.utf8_errors,
-        "partitions": len(first),
-        "tokenizers": _described(rows),
-        "results": [
-            _result(row, n, text_bytes, documents if records else None)
-            for row, n in zip(rows, tokens, strict=True)
-        ],
-        "seconds": seconds,
-        "bytes_per_second": text_bytes / seconds,
-    }
-
-
-def _result(row: Row, tokens: int, text_bytes: int, documents: int | None) -> dict:
-    return {
-        "tokenizer": row.name,
-        "vocab_size": row.vocab_size,
-        "tokens": tokens,
-        "bytes_per_token": round(text_bytes / tokens, 4) if tokens else None,
-        "tokens_per_document": round(tokens / documents, 2) if documents else None,
-    }
-
-
-def _described(rows: list[Row]) -> dict[str, dict]:
-    described = {}
-    for row in rows:
-        tokenizer = row.tokenizer
-        described.setdefault(
-            row.name,
-            {
-                "source": row.source,
-                "special_tokens": tokenizer.special_tokens,
-                "pattern": tokenizer.pretokenizer.pattern.spec,
-            },
-        )
-        described[row.name]["vocab_size"] = len(tokenizer.vocab)
-    return described
-
-
-def table(report: dict) -> str:
-    """The report's rows as a table, numbers aligned right; tokens per document when the inputs are
-    records."""
-    documents = report.get("documents") is not None
-    header = ["tokenizer", "vocab size", "tokens", "bytes/token", *(["tokens/doc"] if documents else [])]
-    lines = [header]
-    for r in report["results"]:
-        per_token = "-" if r["bytes_per_token"] is None else f"{r['bytes_per_token']:.3f}"
-        line = [r["tokenizer"], f"{r['vocab_size']:,}", f"{r['tokens']:,}", per_token]
-        if documents:
-            line.append("-" if r["tokens_per_document"] is None else f"{r['tokens_per_document']:.1f}")
-        lines.append(line)
-    widths = [max(len(line[k]) for line in lines) for k in range(len(header))]
-    return "\n".join(
-        "  ".join(
-            cell.ljust(width) if k == 0 else cell.rjust(width)
-            for k, (cell, width) in enumerate(zip(line, widths, strict=True))
-        ).rstrip()
-        for line in lines
-    )
-
-
-def training_curve(source: str | None, store: Store) -> list[tuple[int, float]]:
-    """``(vocab_size, bytes_per_token)`` of the training data, from the ``compression.csv`` of a
-    tokenizer directory, if it holds one."""
-    if source is None:
-        return []
-    fs, path = store.fs(f"{source.rstrip('/')}/compression.csv")
-    try:
-        text = fs.cat_file(path).decode()
-    except (OSError, ValueError):  # not a directory, or one written before the curve existed
-        return []
-    return [(int(r["vocab_size"]), float(r["bytes_per_token"])) for r in csv.DictReader(io.StringIO(text))]
-
-
-def plot(report: dict, store: Store) -> bytes:
-    """A PNG of bytes per token against vocabulary size: for each tokenizer, its points on the held-out
-    text joined by a line and, dashed, its training data's curve where its directory holds one."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no screen: draw to a buffer
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(7, 4.2), dpi=110)
-    axes = figure.subplots()
-    for name, described in report["tokenizers"].items():
-        points = [
-            (r["vocab_size"], r["bytes_per_token"])
-            for r in report["results"]
-            if r["tokenizer"] == name and r["bytes_per_token"] is not None
-        ]
-        (line,) = axes.plot(
-            [p[0] for p in points],
-            [p[1] for p in points],
-            marker="o",
-            linewidth=1.6,
-            label=f"{name}: held-out text",
-        )
-        curve = training_curve(described["source"], store)
-        if curve:
-            axes.plot(
-                [c[0] for c in curve],
-                [c[1] for c in curve],
-                linestyle="--",
-                linewidth=1,
-                color=line.get_color(),
-                label=f"{name}: training data",
-            )
-    axes.set_xlabel("vocabulary size")
-    axes.set_ylabel("bytes per token")
-    axes.set_title(f"Compression of {format_bytes(report['text_bytes'])} of held-out text")
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()

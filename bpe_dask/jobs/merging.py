@@ -19,12 +19,13 @@ import pyarrow as pa
 from dask.base import tokenize
 from distributed import Client
 
+from bpe_dask.cluster import progress
+from bpe_dask.cluster.failures import failures_explained
+from bpe_dask.cluster.tasks import is_embedded, peak_rss_bytes
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import read_counts, words_bytes
 from bpe_dask.io.storage import Store
-from bpe_dask.jobs import progress
-from bpe_dask.jobs.cluster import failures_explained
-from bpe_dask.jobs.context import Job, Run, is_embedded, peak_rss_bytes
+from bpe_dask.jobs.context import Job, Run
 from bpe_dask.jobs.counted import Counted
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.stages.merge import laid_out, train_merges

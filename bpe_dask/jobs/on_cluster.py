@@ -21,15 +21,16 @@ from dask.base import tokenize
 from dask.delayed import Delayed
 from distributed import Client
 
+from bpe_dask.cluster.progress import MapProgress
+from bpe_dask.cluster.tasks import run_tasks
 from bpe_dask.io.outputs import remove_files
 from bpe_dask.io.storage import Store
-from bpe_dask.jobs.context import run_tasks
 from bpe_dask.jobs.counted import Counted
-from bpe_dask.jobs.progress import MapProgress
 from bpe_dask.sources.part import Part
 from bpe_dask.sources.source import Source
-from bpe_dask.stages.count import CountSettings, count_part_to_shard, read_shard, shard_path
+from bpe_dask.stages.count import CountSettings, count_part_to_shard
 from bpe_dask.stages.reduce import reduce_tree
+from bpe_dask.stages.shards import read_shard, shard_path
 
 
 def map_parts(
@@ -88,7 +89,7 @@ def count_on_cluster(
     or, with no ``out``, handed back as a table; ``overwrite``: whether the sum may replace a file
     ``out`` holds."""
     shard_dir = f"{work_dir.rstrip('/')}/shards"
-    paths = [shard_path(shard_dir, part, settings) for part in parts]
+    paths = [shard_path(shard_dir, part, settings.key()) for part in parts]
     shards = map_parts(source, parts, _count, [settings], "count", paths, store, _reuse)
     final, partial_sums = reduce_tree(
         shards, out, work_dir, settings.recorded(), store, overwrite=overwrite, engine=settings.engine

@@ -21,11 +21,11 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from bpe_dask.cluster.progress import MapProgress
 from bpe_dask.io.counts_table import words_bytes
 from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.storage import Store
 from bpe_dask.jobs.counted import Counted
-from bpe_dask.jobs.progress import MapProgress
 from bpe_dask.sources.part import Part, read_bytes
 from bpe_dask.stages.count import Counter, CountSettings, Seen, count_part
 from bpe_dask.stages.counters import SpecialsSeen

@@ -19,12 +19,12 @@ from typing import Any
 from dask.utils import parse_bytes
 from distributed import Client
 
+from bpe_dask.cluster.client import scheduler_address
 from bpe_dask.engines import check_engine
 from bpe_dask.errors import BpeDaskError, UsageError
 from bpe_dask.io.inputs import Reading
 from bpe_dask.io.storage import absolute
 from bpe_dask.io.text import check_utf8_errors
-from bpe_dask.jobs.cluster import scheduler_address
 from bpe_dask.rules.pretokenize import check_special_tokens, split_pattern
 from bpe_dask.stages.count import CountSettings
 

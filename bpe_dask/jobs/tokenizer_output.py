@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from bpe_dask import interrupts
 from bpe_dask.io.publish import publish_directory
 from bpe_dask.io.storage import Store
-from bpe_dask.jobs import compression
 from bpe_dask.jobs.merging import Limits, Merged
 from bpe_dask.jobs.options import JobOptions
+from bpe_dask.stages import compression
 from bpe_dask.stages.counters import SpecialsSeen
 from bpe_dask.tokenizer import FILES, Tokenizer
 

@@ -11,19 +11,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from dask.base import tokenize
 
+from bpe_dask.cluster.tasks import other_processes_peak_rss_bytes
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import read_counts, recorded_settings
 from bpe_dask.io.in_memory import DEFAULT_BATCH_SIZE
 from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.storage import Store, absolute
 from bpe_dask.io.tokenizer_formats import check_special_token_names
-from bpe_dask.jobs import compression
-from bpe_dask.jobs.context import Job, other_processes_peak_rss_bytes
+from bpe_dask.jobs.context import Job
 from bpe_dask.jobs.counting import Placement, count_source, placement
 from bpe_dask.jobs.merging import (
     Limits,
@@ -46,6 +45,7 @@ from bpe_dask.jobs.tokenizer_output import (
 )
 from bpe_dask.rules.pretokenize import split_pattern
 from bpe_dask.sources.source import Source
+from bpe_dask.stages import compression
 from bpe_dask.stages.counters import SpecialsSeen
 from bpe_dask.stages.merge import warm_up
 
@@ -126,7 +126,7 @@ def _train(
     check_output_dir(out, opts.overwrite, is_output_file, job.store)  # 1. the output may be written
     source = job.find_source(inputs, exclude=[out, opts.work_dir], **iterating)  # 2. what the input is
     where = placement(job, source, job.options.count_settings())  # 3. where it is counted
-    plotting = _Plotting(early=_small(source, where))
+    plotting = compression.Plotting(early=_small(source, where))
     if not where.here and job.options.merge_on != "worker" and job.starts_cluster:
         warm_up(opts.engine, input_bytes_known(source), vocab_size)  # the merge loop compiles meanwhile
     scratch = None if job.embedded else out
@@ -177,26 +177,6 @@ def _digest(source: Source, where: Placement) -> str:
     else:
         inputs = [f.identity() for f in source.files]
     return tokenize(inputs, where.settings.key())
-
-
-class _Plotting:
-    """``compression.png``'s library (matplotlib: 0.6 s of Python, holding the GIL), loaded in the
-    background: ``early`` (a small input, whose counting is over sooner than the import) as the job
-    starts, else once counting (which takes the GIL between blocks) is done, while the merge loop,
-    which releases it, leaves a core free. Finished before the job goes on past the ``with``."""
-
-    def __init__(self, early: bool) -> None:
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="bpe-dask-plotting")
-        self.loading = self.pool.submit(compression.load_plotting) if early else None
-
-    def start(self) -> None:
-        self.loading = self.loading or self.pool.submit(compression.load_plotting)
-
-    def __enter__(self) -> _Plotting:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.pool.shutdown(wait=True)  # an import under way is finished, never left behind
 
 
 def merge(

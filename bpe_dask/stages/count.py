@@ -17,23 +17,22 @@ import gc
 import hashlib
 import itertools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from bpe_dask.engines import check_pattern, use_compiled
-from bpe_dask.io.counts_table import words_bytes, write_counts
 from bpe_dask.io.documents import BadRecords, Documents
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.text import ReadProgress, check_utf8_errors
 from bpe_dask.rules.pretokenize import Pretokenizer, split_pattern
 from bpe_dask.sources.part import Part, PartReading, read_bytes
-from bpe_dask.stages.counters import COMPILED_MIN_BYTES, CompiledCounter, RegexCounter, SpecialsSeen
+from bpe_dask.stages.counters import COMPILED_MIN_BYTES, CompiledCounter, RegexCounter
 from bpe_dask.stages.read_events import ReadTally, reporter
+from bpe_dask.stages.shards import Shard, read_shard, write_shard
 
 Counter = RegexCounter | CompiledCounter
 
@@ -85,31 +84,6 @@ class CountSettings:
 def _pretokenizer(special_tokens: tuple[str, ...], pattern: str) -> Pretokenizer:
     """One per process and settings, so its cache of chunk pre-tokens lives from task to task."""
     return Pretokenizer(special_tokens, pattern)
-
-
-@dataclass(frozen=True)
-class Shard:
-    """A finished map task: where its counts are and how many distinct words they hold."""
-
-    path: str
-    unique_words: int
-    reused: bool
-    bad_records: BadRecords = field(default_factory=BadRecords)
-    specials: SpecialsSeen = field(default_factory=SpecialsSeen)
-    text_bytes: int = 0  # the UTF-8 bytes of the text counted: the words' and the special tokens'
-    read_bytes: int = 0  # the bytes read of an input whose size was not known (0 for any other)
-
-
-# In a shard's metadata, so that a reused shard still reports them.
-BAD_RECORDS_KEY = b"bpe_dask.bad_records"
-SPECIALS_KEY = b"bpe_dask.special_tokens_seen"
-TEXT_BYTES_KEY = b"bpe_dask.text_bytes"
-READ_BYTES_KEY = b"bpe_dask.read_bytes"
-
-
-def shard_path(shard_dir: str, part: Part, settings: CountSettings) -> str:
-    """Where a part's shard is: named after what the part holds and what decides its counts."""
-    return f"{shard_dir.rstrip('/')}/{part.key()}-{settings.key()}.parquet"
 
 
 def new_counter(settings: CountSettings, size: int = COMPILED_MIN_BYTES) -> Counter:
@@ -274,61 +248,3 @@ def _count_part_to_shard(part: Part, settings: CountSettings, path: str, store: 
     counter = count_part(part, settings, store, bad=bad, progress=progress, data=data)
     progress.check()  # the job stopped while this task read: write nothing into its removed work directory
     return write_shard(counter, bad, path, store, read_bytes(part, progress.read))
-
-
-@dataclass
-class ShardTotals:
-    """What a job's finished shards hold between them: the records left out, the special tokens
-    seen, the bytes of text counted, how many were reused, and what inputs of no known size held."""
-
-    bad: BadRecords
-    specials: SpecialsSeen
-    text_bytes: int
-    reused: int
-    read_bytes: int
-
-    @classmethod
-    def of(cls, shards: Sequence[Shard]) -> ShardTotals:
-        bad, specials = BadRecords(), SpecialsSeen()
-        for shard in shards:
-            bad.merge(shard.bad_records)
-            specials.merge(shard.specials)
-        return cls(
-            bad,
-            specials,
-            sum(s.text_bytes for s in shards),
-            sum(s.reused for s in shards),
-            sum(s.read_bytes for s in shards),
-        )
-
-
-def read_shard(path: str, store: Store = LOCAL) -> Shard:
-    """The finished shard ``path``, as a re-run reuses it: what its metadata says it counted."""
-    fs, fs_path = store.fs(path)
-    with fs.open(fs_path, "rb") as f:
-        parquet = pq.ParquetFile(f)
-        metadata = parquet.schema_arrow.metadata or {}
-        bad, specials = (json.loads(metadata.get(key, b"{}")) for key in (BAD_RECORDS_KEY, SPECIALS_KEY))
-        seen = SpecialsSeen(**specials)
-        if TEXT_BYTES_KEY in metadata:
-            text_bytes = int(metadata[TEXT_BYTES_KEY])
-        else:  # a shard an earlier version wrote
-            text_bytes = words_bytes(parquet.read()) + seen.bytes
-        read_bytes = int(metadata.get(READ_BYTES_KEY, 0))
-        return Shard(path, parquet.metadata.num_rows, True, BadRecords(**bad), seen, text_bytes, read_bytes)
-
-
-def write_shard(
-    counter: Counter, bad: BadRecords, path: str, store: Store = LOCAL, read_bytes: int = 0
-) -> Shard:
-    """Write what ``counter`` counted (and the records ``bad`` left out) as the shard ``path``;
-    ``read_bytes``: what was read of an input whose size was not known."""
-    table = counter.table().sort_by("token")  # the reduce merges runs
-    text_bytes = words_bytes(table) + counter.specials.bytes
-    metadata = {SPECIALS_KEY: json.dumps(vars(counter.specials)), TEXT_BYTES_KEY: str(text_bytes)}
-    if read_bytes:
-        metadata[READ_BYTES_KEY] = str(read_bytes)
-    if bad.count:
-        metadata[BAD_RECORDS_KEY] = json.dumps(vars(bad))
-    write_counts(table.replace_schema_metadata(metadata), path, store)
-    return Shard(path, table.num_rows, False, bad, counter.specials, text_bytes, read_bytes)

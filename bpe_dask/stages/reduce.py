@@ -22,8 +22,8 @@ from dask.delayed import Delayed
 from bpe_dask.engines import use_compiled
 from bpe_dask.io.counts_table import LARGE_COUNTS_SCHEMA, as_arrays, read_counts, tokens_array, write_counts
 from bpe_dask.io.storage import LOCAL, Store
-from bpe_dask.stages.count import Shard
 from bpe_dask.stages.counters import SpecialsSeen
+from bpe_dask.stages.shards import Shard
 
 # Each combine holds its inputs and their hash table: 16 shards of a million words is about
 # 1 GB. Fewer levels mean fewer Parquet round trips (one level costs 0.6 s on 65 MB of text).

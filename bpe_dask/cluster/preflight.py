@@ -106,7 +106,7 @@ class QuietDaskErrors(WorkerPlugin):
     def setup(self, worker) -> None:
         import logging
 
-        from bpe_dask.jobs.cluster import quiet_dask_errors
+        from bpe_dask.cluster.failures import quiet_dask_errors
 
         if logging.getLogger("distributed").getEffectiveLevel() > logging.DEBUG:
             quiet_dask_errors()

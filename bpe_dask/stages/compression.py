@@ -25,6 +25,7 @@ from __future__ import annotations
 import io
 import itertools
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 FILES = ("compression.csv", "compression.png")
@@ -86,14 +87,30 @@ class Curve:
 
 
 def load_plotting() -> None:
-    """Import what ``plot`` uses, by drawing an empty picture. A job draws in a background thread
-    while its cluster closes, and Dask's scheduler takes its directory out of ``sys.path`` as it
-    closes: an import walking ``sys.path`` at that moment can miss a module (seen: ``No module named
-    'six'``, which matplotlib imports through dateutil). So ``train`` runs this before: in a thread
-    while the cluster is up (during the merge; for a small input while it starts: a server puts its
-    directory at the front of ``sys.path`` as it starts, which makes an import walking it look at
-    one entry twice, never miss one), waited for before the cluster closes."""
+    """Import what ``plot`` uses, by drawing an empty picture (``Plotting`` says when)."""
     plot({})
+
+
+class Plotting:
+    """``plot``'s library (matplotlib: 0.6 s of Python, holding the GIL) loaded in a background
+    thread while a training job's cluster is up: ``early`` (a small input, whose counting is over
+    sooner than the import) as the job starts, else once counting, which takes the GIL between
+    blocks, is done (``start``), while the merge loop, which releases it, leaves a core free.
+    Finished on leaving the ``with``, before the cluster closes: a closing scheduler takes its
+    directory out of ``sys.path``, and an import walking it then can miss a module."""
+
+    def __init__(self, early: bool) -> None:
+        self.pool = ThreadPoolExecutor(1, thread_name_prefix="bpe-dask-plotting")
+        self.loading = self.pool.submit(load_plotting) if early else None
+
+    def start(self) -> None:
+        self.loading = self.loading or self.pool.submit(load_plotting)
+
+    def __enter__(self) -> Plotting:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.shutdown(wait=True)  # an import under way is finished, never left behind
 
 
 def plot(curves: Mapping[str, Curve], title: str = "Compression of the training data") -> bytes:

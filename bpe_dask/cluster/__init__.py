@@ -1,0 +1,1 @@
+"""Clusters: a client, its workers checked, tasks run with failures as one line, and progress lines."""

@@ -1,0 +1,189 @@
+"""The evaluate job's report: what was read and each tokenizer's tokens in; ``report.json``, the
+table the command line prints, and ``evaluation.png`` out.
+
+``evaluation_report`` is a row per tokenizer and vocabulary size (tokens, bytes per token, and
+for inputs of records tokens per document); ``table`` lays the rows out, numbers aligned right;
+``plot`` draws bytes per token against vocabulary size, a line per tokenizer, and dashed, each
+one's training data's curve where its directory holds one (``compression.csv``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import time
+from dataclasses import dataclass
+
+from bpe_dask.io.documents import BadRecords
+from bpe_dask.io.storage import Store
+from bpe_dask.jobs.context import Job, report_bad_records
+from bpe_dask.sources.files import FileSource
+from bpe_dask.stages.count import CountSettings
+from bpe_dask.stages.evaluate import Measure, Measured
+from bpe_dask.tokenizer import Tokenizer
+from bpe_dask.version import __version__
+from bpe_dask.wording import format_bytes
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One tokenizer at one vocabulary size, to measure."""
+
+    name: str
+    vocab_size: int
+    tokenizer: Tokenizer  # whole: cut to ``vocab_size`` where it is measured (``_groups``)
+    source: str | None  # the tokenizer's directory or file, absolute; None for a ``Tokenizer`` given
+
+
+Group = tuple[CountSettings, list[Measure], list[int]]  # what counting takes; measures; rows in order
+
+
+def evaluation_report(
+    job: Job,
+    source: FileSource,
+    rows: list[Row],
+    groups: list[Group],
+    measured: list[list[Measured]],
+    started: float,
+) -> dict:
+    """The report: what was read, and a row per tokenizer and size."""
+    first = measured[0]  # every group reads the same text
+    text_bytes, documents = sum(m.text_bytes for m in first), sum(m.documents for m in first)
+    read = source.known_bytes + sum(m.read_bytes for m in first)  # and what inputs of no known size held
+    bad = BadRecords()
+    for m in first:
+        bad.merge(m.bad_records)
+    report_bad_records(bad)
+    records = source.all_records
+    tokens = [0] * len(rows)
+    for (_, _, order), parts in zip(groups, measured, strict=True):
+        for position, k in enumerate(order):
+            tokens[k] = sum(m.tokens[position] for m in parts)
+    if not text_bytes:
+        log.warning("the inputs hold no text (%s)", format_bytes(read))
+    seconds = time.perf_counter() - started
+    return {
+        "version": __version__,
+        "inputs": source.shown,
+        "input_bytes": read,
+        "text_bytes": text_bytes,
+        "documents": documents if records else None,
+        "bad_records_skipped": bad.count,
+        "utf8_errors": job.options.utf8_errors,
+        "partitions": len(first),
+        "tokenizers": _described(rows),
+        "results": [
+            _result(row, n, text_bytes, documents if records else None)
+            for row, n in zip(rows, tokens, strict=True)
+        ],
+        "seconds": seconds,
+        "bytes_per_second": text_bytes / seconds,
+    }
+
+
+def _result(row: Row, tokens: int, text_bytes: int, documents: int | None) -> dict:
+    return {
+        "tokenizer": row.name,
+        "vocab_size": row.vocab_size,
+        "tokens": tokens,
+        "bytes_per_token": round(text_bytes / tokens, 4) if tokens else None,
+        "tokens_per_document": round(tokens / documents, 2) if documents else None,
+    }
+
+
+def _described(rows: list[Row]) -> dict[str, dict]:
+    described = {}
+    for row in rows:
+        tokenizer = row.tokenizer
+        described.setdefault(
+            row.name,
+            {
+                "source": row.source,
+                "special_tokens": tokenizer.special_tokens,
+                "pattern": tokenizer.pretokenizer.pattern.spec,
+            },
+        )
+        described[row.name]["vocab_size"] = len(tokenizer.vocab)
+    return described
+
+
+def table(report: dict) -> str:
+    """The report's rows as a table, numbers aligned right; tokens per document when the inputs are
+    records."""
+    documents = report.get("documents") is not None
+    header = ["tokenizer", "vocab size", "tokens", "bytes/token", *(["tokens/doc"] if documents else [])]
+    lines = [header]
+    for r in report["results"]:
+        per_token = "-" if r["bytes_per_token"] is None else f"{r['bytes_per_token']:.3f}"
+        line = [r["tokenizer"], f"{r['vocab_size']:,}", f"{r['tokens']:,}", per_token]
+        if documents:
+            line.append("-" if r["tokens_per_document"] is None else f"{r['tokens_per_document']:.1f}")
+        lines.append(line)
+    widths = [max(len(line[k]) for line in lines) for k in range(len(header))]
+    return "\n".join(
+        "  ".join(
+            cell.ljust(width) if k == 0 else cell.rjust(width)
+            for k, (cell, width) in enumerate(zip(line, widths, strict=True))
+        ).rstrip()
+        for line in lines
+    )
+
+
+def training_curve(source: str | None, store: Store) -> list[tuple[int, float]]:
+    """``(vocab_size, bytes_per_token)`` of the training data, from the ``compression.csv`` of a
+    tokenizer directory, if it holds one."""
+    if source is None:
+        return []
+    fs, path = store.fs(f"{source.rstrip('/')}/compression.csv")
+    try:
+        text = fs.cat_file(path).decode()
+    except (OSError, ValueError):  # not a directory, or one written before the curve existed
+        return []
+    return [(int(r["vocab_size"]), float(r["bytes_per_token"])) for r in csv.DictReader(io.StringIO(text))]
+
+
+def plot(report: dict, store: Store) -> bytes:
+    """A PNG of bytes per token against vocabulary size: for each tokenizer, its points on the held-out
+    text joined by a line and, dashed, its training data's curve where its directory holds one."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no screen: draw to a buffer
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4.2), dpi=110)
+    axes = figure.subplots()
+    for name, described in report["tokenizers"].items():
+        points = [
+            (r["vocab_size"], r["bytes_per_token"])
+            for r in report["results"]
+            if r["tokenizer"] == name and r["bytes_per_token"] is not None
+        ]
+        (line,) = axes.plot(
+            [p[0] for p in points],
+            [p[1] for p in points],
+            marker="o",
+            linewidth=1.6,
+            label=f"{name}: held-out text",
+        )
+        curve = training_curve(described["source"], store)
+        if curve:
+            axes.plot(
+                [c[0] for c in curve],
+                [c[1] for c in curve],
+                linestyle="--",
+                linewidth=1,
+                color=line.get_color(),
+                label=f"{name}: training data",
+            )
+    axes.set_xlabel("vocabulary size")
+    axes.set_ylabel("bytes per token")
+    axes.set_title(f"Compression of {format_bytes(report['text_bytes'])} of held-out text")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
