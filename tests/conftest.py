@@ -88,6 +88,28 @@ def client():
         yield c
 
 
+@pytest.fixture(scope="module")
+def endpoint():
+    """A moto S3 server on 127.0.0.1 (``servers.s3_server``), shared by a module's tests: its URL."""
+    pytest.importorskip("moto")
+    import servers
+
+    with servers.s3_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def s3(endpoint):
+    """An s3fs filesystem on ``endpoint`` with the server's test keys. It holds no bucket: a module makes
+    its own (overriding this fixture with one that takes it and makes the bucket, or in a fixture of its
+    own)."""
+    s3fs = pytest.importorskip("s3fs")
+    import servers
+
+    key, secret = servers.S3_ENV["AWS_ACCESS_KEY_ID"], servers.S3_ENV["AWS_SECRET_ACCESS_KEY"]
+    return s3fs.S3FileSystem(key=key, secret=secret, endpoint_url=endpoint)
+
+
 def sum_counts(tables: list[pa.Table]) -> pa.Table:
     """One table in which each token appears once, with the sum of its counts: the plain way (Arrow's
     group-by), that ``compiled.sum_sorted`` and the reduce are held to."""

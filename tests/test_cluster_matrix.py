@@ -127,18 +127,10 @@ MERGE_CELLS = [Cell("merge", paths, None) for paths in ("rel", "abs", "s3", "s3-
 
 
 @pytest.fixture(scope="module")
-def endpoint() -> str:
-    with servers.s3_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def s3(endpoint):
-    import s3fs
-
-    fs = s3fs.S3FileSystem(**CREDENTIALS, endpoint_url=endpoint)
-    fs.mkdir(BUCKET)
-    return fs
+def s3(s3):
+    """conftest's S3 filesystem (a moto server's), with this module's bucket."""
+    s3.mkdir(BUCKET)
+    return s3
 
 
 @dataclass

@@ -54,11 +54,10 @@ def mixed(texts: list[str]) -> list[str | bytes]:
 
 
 @pytest.mark.parametrize("special_tokens", [[EOT], []])
-@pytest.mark.parametrize("kind", ["str", "bytes", "mixed"])
-def test_merges_equal_the_reference_on_the_joined_documents(tmp_path, kind, special_tokens):
+def test_merges_of_str_and_bytes_mixed_equal_the_reference_on_the_joined_documents(tmp_path, special_tokens):
+    """An iterable of str alone, and of bytes alone: test_sources.py."""
     texts = corpus(60)
-    documents = {"str": texts, "bytes": [t.encode() for t in texts], "mixed": mixed(texts)}[kind]
-    report = train_from_iterator((d for d in documents), 330, str(tmp_path / "tok"), special_tokens)
+    report = train_from_iterator((d for d in mixed(texts)), 330, str(tmp_path / "tok"), special_tokens)
     tokenizer = Tokenizer.load(tmp_path / "tok")
     assert tokenizer.merges == reference_merges(texts, 330, special_tokens)
     assert report["documents"] == len(texts) and report["num_merges"] == 330 - 256 - len(special_tokens)
@@ -238,15 +237,13 @@ def test_a_table_trains_the_reference_merges_and_its_problems_are_one_line(tmp_p
     assert not (tmp_path / "other").exists()
 
 
-def test_hugging_face_datasets_count_from_their_arrow_tables(tmp_path):
+def test_hugging_face_datasets_count_from_their_arrow_tables():
     datasets = pytest.importorskip("datasets")
     texts = corpus(40, seed=7)
     dataset = datasets.Dataset.from_dict({"text": texts, "n": list(range(len(texts)))})
     kept = dataset.select(range(len(texts) - 1, -1, -2))  # an indices mapping over the same table
     expected = [texts[k] for k in range(len(texts) - 1, -1, -2)]
     assert as_dict(count_words(kept, [EOT]).table()) == reference_counts(expected, [EOT])
-    train(dataset, 310, str(tmp_path / "tok"), [EOT], workers=2)
-    assert Tokenizer.load(tmp_path / "tok").merges == reference_merges(texts, 310, [EOT])
 
     def rows():
         yield from ({"text": text} for text in texts)
@@ -304,16 +301,3 @@ def test_a_string_is_not_taken_for_an_iterable_of_documents(tmp_path):
         with pytest.raises(BpeDaskError, match=r"^expected an iterable of documents"):
             train_from_iterator(given, 300, tmp_path / "tok")
     assert not (tmp_path / "tok").exists()
-
-
-def test_a_pandas_series_is_counted_as_its_arrow_array(tmp_path):
-    """A Series exports an Arrow stream of an array, not of a table's rows: it was refused as
-    "cannot read a Series as Arrow"."""
-    import pandas as pd
-
-    texts = corpus(50)
-    counted = count_words(pd.Series([*texts, None]), on_bad_record="skip")
-    assert as_dict(counted.table()) == reference_counts(texts, [])
-    assert counted.report()["bad_records_skipped"] == 1
-    train(pd.Series(texts), 300, tmp_path / "tok", [EOT])
-    assert Tokenizer.load(tmp_path / "tok").merges == reference_merges(texts, 300, [EOT])

@@ -80,16 +80,7 @@ def test_documents_count_as_if_joined_by_the_special_token(docs, tmp_path):
     assert count_words(joined, [EOT], in_process=True).partitions == 1
 
 
-def test_documents_stand_alone_without_a_special_token(docs, tmp_path):
-    """No pre-token crosses from one record into the next, with or without special tokens."""
-    path = write_parquet(tmp_path / "docs.parquet", docs)
-    expected = reference.pretokenize(docs, [])
-    assert expected != reference.pretokenize(["".join(docs)], [])  # joining would change the counts
-    for engine in ("python", "numba"):
-        assert counts_of(count_words(path, in_process=True, engine=engine).table()) == expected
-
-
-@pytest.mark.parametrize("chunk_size", [None, 1500, 1])
+@pytest.mark.parametrize("chunk_size", [1500, 1])  # a task per file: test_sources.py
 def test_training_on_parquet_and_jsonl_on_a_cluster_equals_the_joined_text(
     client, docs, tmp_path, chunk_size
 ):

@@ -24,19 +24,6 @@ VOCAB_SIZE = 256 + 1 + 120
 
 
 @pytest.fixture(scope="module")
-def endpoint() -> str:
-    with servers.s3_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def s3(endpoint):
-    import s3fs
-
-    return s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint)
-
-
-@pytest.fixture(scope="module")
 def scheduler(tmp_path_factory) -> str:
     with servers.dask_cluster(2, cwd=str(tmp_path_factory.mktemp("cluster"))) as address:
         yield address

@@ -208,18 +208,10 @@ def test_a_local_directory_is_never_nested(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def endpoint() -> str:
-    with servers.s3_server() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def s3(endpoint):
-    import s3fs
-
-    fs = s3fs.S3FileSystem(key="testing", secret="testing", endpoint_url=endpoint)
-    fs.mkdir("txn")
-    return fs
+def s3(s3):
+    """conftest's S3 filesystem (a moto server's), with this module's bucket."""
+    s3.mkdir("txn")
+    return s3
 
 
 def s3_env(endpoint: str) -> dict:
@@ -371,8 +363,14 @@ def test_a_bin_streamed_on_a_users_cluster_is_not_committed_after_ctrl_c(tmp_pat
         with LocalCluster(**shape) as cluster, Client(cluster.scheduler_address) as client:  # not the job's
             threading.Thread(target=press_ctrl_c, daemon=True).start()
             with pytest.raises(KeyboardInterrupt):
-                encode(str(tmp_path / "in.txt"), tokenizer, str(tmp_path / "out" / "ids.bin"), client=client,
-                       chunk_size="16KiB", work_dir=str(tmp_path / "work"))  # the shards stay: read on
+                encode(
+                    str(tmp_path / "in.txt"),
+                    tokenizer,
+                    str(tmp_path / "out" / "ids.bin"),
+                    client=client,
+                    chunk_size="16KiB",
+                    work_dir=str(tmp_path / "work"),
+                )  # the shards stay: read on
             assert Streaming.ended.wait(60)  # the streaming task went on to its end, the job stopped
     finally:
         signal.signal(signal.SIGINT, previous)
