@@ -188,10 +188,10 @@ KINDS = [
          _element_of_partition, bad=ALL_BAD, collection=True),
     Kind("dask-dataframe", lambda docs, path: dd.from_pandas(pandas_frame(docs, "body"), npartitions=3),
          _element_of_partition, bad=ALL_BAD, collection=True, options=(("text_column", "body"),)),
-    Kind("iterable-of-str", lambda docs, path: _iterable_of_str(docs), _element_of, bad=ALL_BAD, skips=False,
+    Kind("iterable-of-str", lambda docs, path: _iterable_of_str(docs), _element_of, bad=ALL_BAD,
          iterable=True),
     Kind("iterable-of-bytes", lambda docs, path: (utf8(d) for d in docs), _element_of, bad=ALL_BAD,
-         skips=False, iterable=True),
+         iterable=True),
     Kind("arrow-table", lambda docs, path: arrow_table(docs), _row_of),
     Kind("hf-dataset", lambda docs, path: datasets.Dataset(arrow_table(docs)), _row_of),
     Kind("hf-iterable-dataset", lambda docs, path: _hf_iterable_dataset(docs), _row_of),
@@ -335,7 +335,7 @@ def test_bad_records_are_skipped_and_counted(source, problem, convert_nothing):
     bad = BAD[problem]
     docs = ["fine one", bad, "two words", "also fine", bad, "the last"]
     good = [d for d in docs if isinstance(d, str)]
-    if not source.kind.skips:  # a text file's invalid UTF-8 and a Python iterable's element are no records
+    if not source.kind.skips:  # a text file's invalid UTF-8 is no record: it stops the job
         with pytest.raises(BpeDaskError) as raised:
             source.count(docs, [EOT], on_bad_record="skip")
         assert all(name in str(raised.value) for name in source.names(docs, 1)), str(raised.value)

@@ -86,8 +86,9 @@ def python_batches(
     batch_size: int = DEFAULT_BATCH_SIZE,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
 ) -> Iterator[Batch]:
-    """The iterable's elements in batches of ``batch_size`` (or about ``batch_bytes``); an element
-    that is not text, or an iterable that raises, stops it with one line naming the element."""
+    """The iterable's elements in batches of ``batch_size`` (or about ``batch_bytes``); an iterable
+    that raises, or gives a list (a batch of documents, not one), stops it with one line naming the
+    element. Any other element that is not text is a bad record where it is read (``Batch.documents``)."""
     if isinstance(iterable, (str, bytes, bytearray)) or hasattr(iterable, "__fspath__"):
         # A str is an iterable of characters, each of which would be a document.
         raise BpeDaskError(
@@ -110,15 +111,13 @@ def python_batches(
             raise InputError(
                 f"the iterable raised {type(error).__name__} at element {index}: {describe(error)}"
             ) from error
-        if not isinstance(item, (str, bytes, bytearray)):
-            # Hugging Face's trainer also takes batches (lists of texts): say how to pass those.
-            hint = " (batches of documents? itertools.chain.from_iterable gives their documents)"
+        if isinstance(item, (list, tuple)):  # Hugging Face's trainer takes batches of texts: say how
             raise InputError(
-                f"element {index} of the iterable is a {type(item).__name__}, not str or bytes"
-                + (hint if isinstance(item, (list, tuple)) else "")
+                f"element {index} of the iterable is a {type(item).__name__}, not str or bytes (batches of "
+                "documents? itertools.chain.from_iterable gives their documents)"
             )
         items.append(item)
-        size += len(item)
+        size += len(item) if isinstance(item, (str, bytes, bytearray)) else 0  # not text: a bad record
         if len(items) >= batch_size or size >= batch_bytes:
             yield Batch(first, items, size)
             first, items, size = index + 1, [], 0
