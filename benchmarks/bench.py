@@ -81,7 +81,7 @@ def bpe_dask_count(path: str, workers: int, chunk_size: int | None) -> dict:
     """Map and reduce on a LocalCluster that is already up: cluster start-up is not counted.
     ``chunk_size`` None: bpe-dask's own partitioning for the cluster."""
     from bpe_dask import count_words
-    from bpe_dask.jobs.cluster import dask_client
+    from bpe_dask.cluster.client import dask_client
 
     with dask_client(workers=workers) as client:  # the LocalCluster `bpe-dask train` starts
         client.run(lambda: __import__("bpe_dask.stages.count"))  # warm imports on the workers
@@ -200,7 +200,7 @@ def merge_engine(counts: str, vocab_size: int, engine: str) -> dict:
     """The merge loop alone with one engine ("python" or "numba"), table already in memory."""
     import pyarrow.parquet as pq
 
-    from bpe_dask.jobs.context import peak_rss_bytes
+    from bpe_dask.cluster.tasks import peak_rss_bytes
     from bpe_dask.stages.merge import train_merges
 
     table = pq.read_table(counts)
@@ -464,7 +464,7 @@ def bpe_dask_count_worker_peak(path: str, chunk_size: int) -> dict:
     import resource
 
     from bpe_dask import count_words
-    from bpe_dask.jobs.cluster import dask_client
+    from bpe_dask.cluster.client import dask_client
 
     def peak() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
