@@ -383,20 +383,25 @@ ITERATOR_SPECIALS = st.one_of(
     how=engine_and_pattern(BUILTIN),
     merges=st.integers(0, 40),
     batch_size=st.integers(1, 4),
+    limits=st.tuples(st.one_of(st.just(0), st.integers(1, 4)), st.one_of(st.none(), st.integers(1, 6))),
 )
-def test_train_from_iterator_equals_the_reference(specials, data, how, merges, batch_size):
+def test_train_from_iterator_equals_the_reference(specials, data, how, merges, batch_size, limits):
     """``train_from_iterator``: the reference's merges and vocabulary over the documents, each alone."""
     engine, pattern = how
+    min_frequency, max_token_length = limits
     docs = data.draw(st.lists(texts(specials, max_pieces=20), min_size=1, max_size=6), label="docs")
     vocab_size = 256 + len(specials) + merges
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "tokenizer")
-        bpe_dask.train_from_iterator(iter(docs), vocab_size, out, specials, pattern=pattern,
-                                     batch_size=batch_size, engine=engine)  # fmt: skip
+        bpe_dask.train_from_iterator(
+            iter(docs), vocab_size, out, specials, pattern=pattern, batch_size=batch_size, engine=engine,
+            min_frequency=min_frequency, max_token_length=max_token_length,
+        )  # fmt: skip
         got = bpe_dask.Tokenizer.load(out, engine="python")
-    vocab, merged = reference.train(docs, vocab_size, specials, regex_of(pattern))
-    assert got.merges == merged
-    assert got.vocab == vocab
+    want = reference.train(docs, vocab_size, specials, regex_of(pattern), min_frequency=min_frequency,
+                           max_token_length=max_token_length)  # fmt: skip
+    assert got.merges == want[1]
+    assert got.vocab == want[0]
 
 
 # --- encoding -----------------------------------------------------------------------------------------
