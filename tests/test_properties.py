@@ -127,6 +127,13 @@ def engine_and_pattern(draw, patterns=(*BUILTIN, *CUSTOM)) -> tuple[str, str]:
     return engine, draw(st.sampled_from([p for p in patterns if engine == "python" or p in BUILTIN]))
 
 
+# The merge loop's limits (``train``'s min_frequency and max_token_length), as keyword arguments.
+merge_limits = st.fixed_dictionaries(
+    {
+        "min_frequency": st.one_of(st.just(0), st.integers(1, 5)),
+        "max_token_length": st.none() | st.integers(1, 8),
+    }
+)
 chunk_sizes = st.one_of(st.integers(1, 64), st.integers(65, 2048), st.just(1 << 30))
 block_sizes = st.one_of(st.integers(1, 64), st.sampled_from([1000, 1 << 16, 8 << 20]))
 
@@ -206,10 +213,8 @@ def test_counting_invalid_utf8_with_replace_equals_the_reference(
         path = Path(folder, "in.txt.gz" if compressed else "in.txt")
         path.write_bytes(gzip.compress(raw) if compressed else raw)
         with dask.config.set({"bpe-dask.block-size": block_size}):
-            result = bpe_dask.count_words(
-                str(path), specials, chunk_size=chunk_size, engine=engine, pattern=pattern,
-                in_process=True, utf8_errors="replace",
-            )  # fmt: skip
+            options = {"engine": engine, "pattern": pattern, "in_process": True, "utf8_errors": "replace"}
+            result = bpe_dask.count_words(str(path), specials, chunk_size=chunk_size, **options)
     want = reference.pretokenize([raw.decode("utf-8", "replace")], specials, regex_of(pattern))
     assert counts_of(result.table()) == want
 
@@ -256,8 +261,9 @@ def test_count_from_iterator_counts_each_document_alone(specials, data, how, bat
     """Documents from an iterable, as ``str`` or as UTF-8 ``bytes`` (invalid bytes read as U+FFFD
     with ``utf8_errors="replace"``), in batches of any size."""
     engine, pattern = how
-    as_bytes = st.lists(st.one_of(pieces(specials).map(lambda s: s.encode()), st.sampled_from(INVALID)),
-                        max_size=12).map(b"".join)  # fmt: skip
+    as_bytes = st.lists(
+        st.one_of(pieces(specials).map(lambda s: s.encode()), st.sampled_from(INVALID)), max_size=12
+    ).map(b"".join)
     docs = data.draw(st.lists(st.one_of(texts(specials, max_pieces=12), as_bytes), max_size=8), label="docs")
     result = bpe_dask.count_from_iterator(
         iter(docs), specials, pattern=pattern, batch_size=batch_size, engine=engine, utf8_errors="replace"
@@ -312,8 +318,8 @@ def test_planned_boundaries_keep_invalid_utf8_whole(specials, data, pattern, chu
         ranges = plan_ranges(expand_inputs([str(path)]), chunk_size, Pretokenizer(specials, pattern))
     total: Counter[bytes] = Counter()
     for r in ranges:
-        total.update(reference.pretokenize([raw[r.start : r.end].decode("utf-8", "replace")], specials,
-                                           regex_of(pattern)))  # fmt: skip
+        piece = raw[r.start : r.end].decode("utf-8", "replace")
+        total.update(reference.pretokenize([piece], specials, regex_of(pattern)))
     assert dict(total) == reference.pretokenize([raw.decode("utf-8", "replace")], specials, regex_of(pattern))
 
 
@@ -346,10 +352,9 @@ def training_corpus(draw) -> tuple[list[str], list[str]]:
     how=engine_and_pattern(),
     chunk_size=chunk_sizes,
     merges=st.integers(0, 60),
-    min_frequency=st.one_of(st.just(0), st.integers(1, 5)),
-    max_token_length=st.one_of(st.none(), st.integers(1, 8)),
+    limits=merge_limits,
 )
-def test_train_bpe_equals_the_reference(corpus, how, chunk_size, merges, min_frequency, max_token_length):
+def test_train_bpe_equals_the_reference(corpus, how, chunk_size, merges, limits):
     """``train_bpe``: the reference's vocabulary (ids included) and merges, in order."""
     specials, docs = corpus
     engine, pattern = how
@@ -359,12 +364,9 @@ def test_train_bpe_equals_the_reference(corpus, how, chunk_size, merges, min_fre
         for n, doc in enumerate(docs):
             Path(folder, f"in{n}.txt").write_bytes(doc.encode("utf-8"))
             paths.append(str(Path(folder, f"in{n}.txt")))
-        got = bpe_dask.train_bpe(
-            paths, vocab_size, specials, chunk_size=chunk_size, engine=engine, pattern=pattern,
-            in_process=True, min_frequency=min_frequency, max_token_length=max_token_length,
-        )  # fmt: skip
-    want = reference.train(docs, vocab_size, specials, regex_of(pattern),
-                           min_frequency=min_frequency, max_token_length=max_token_length)  # fmt: skip
+        options = {"chunk_size": chunk_size, "engine": engine, "pattern": pattern, "in_process": True}
+        got = bpe_dask.train_bpe(paths, vocab_size, specials, **options, **limits)
+    want = reference.train(docs, vocab_size, specials, regex_of(pattern), **limits)
     assert got[1] == want[1]
     assert got[0] == want[0]
 
@@ -383,23 +385,19 @@ ITERATOR_SPECIALS = st.one_of(
     how=engine_and_pattern(BUILTIN),
     merges=st.integers(0, 40),
     batch_size=st.integers(1, 4),
-    limits=st.tuples(st.one_of(st.just(0), st.integers(1, 4)), st.one_of(st.none(), st.integers(1, 6))),
+    limits=merge_limits,
 )
 def test_train_from_iterator_equals_the_reference(specials, data, how, merges, batch_size, limits):
     """``train_from_iterator``: the reference's merges and vocabulary over the documents, each alone."""
     engine, pattern = how
-    min_frequency, max_token_length = limits
     docs = data.draw(st.lists(texts(specials, max_pieces=20), min_size=1, max_size=6), label="docs")
     vocab_size = 256 + len(specials) + merges
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "tokenizer")
-        bpe_dask.train_from_iterator(
-            iter(docs), vocab_size, out, specials, pattern=pattern, batch_size=batch_size, engine=engine,
-            min_frequency=min_frequency, max_token_length=max_token_length,
-        )  # fmt: skip
+        options = {"pattern": pattern, "batch_size": batch_size, "engine": engine}
+        bpe_dask.train_from_iterator(iter(docs), vocab_size, out, specials, **options, **limits)
         got = bpe_dask.Tokenizer.load(out, engine="python")
-    want = reference.train(docs, vocab_size, specials, regex_of(pattern), min_frequency=min_frequency,
-                           max_token_length=max_token_length)  # fmt: skip
+    want = reference.train(docs, vocab_size, specials, regex_of(pattern), **limits)
     assert got.merges == want[1]
     assert got.vocab == want[0]
 
@@ -413,8 +411,8 @@ def tokenizers(draw) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]], list[
     specials = draw(training_special_tokens)
     engine, pattern = draw(engine_and_pattern())
     corpus = draw(st.lists(texts(specials, max_pieces=60), min_size=1, max_size=2))
-    vocab, merges = reference.train(corpus, 256 + len(specials) + draw(st.integers(0, 80)), specials,
-                                    regex_of(pattern))  # fmt: skip
+    vocab_size = 256 + len(specials) + draw(st.integers(0, 80))
+    vocab, merges = reference.train(corpus, vocab_size, specials, regex_of(pattern))
     return vocab, merges, specials, pattern, engine
 
 
