@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
 
 from bpe_dask.io.counts_table import BINARY_LIMIT, COUNTS_SCHEMA, LARGE_COUNTS_SCHEMA
 
@@ -18,6 +21,20 @@ CS336_DIR = TESTS_DIR / "fixtures" / "cs336"
 # Let test modules `import corpus` / `import servers` under any pytest import mode.
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
+
+# Hypothesis (tests/test_properties.py): "ci", the default, keeps the properties to about a minute of
+# the suite; HYPOTHESIS_PROFILE=long runs thousands of examples each. Failing examples are kept under
+# .pytest_cache (ignored by git) and replayed first next time.
+settings.register_profile(
+    "ci",
+    max_examples=200,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+    database=DirectoryBasedExampleDatabase(str(TESTS_DIR.parent / ".pytest_cache" / "hypothesis")),
+)
+settings.register_profile("long", settings.get_profile("ci"), max_examples=5000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def gpt2_bytes_to_unicode() -> dict[int, str]:
