@@ -291,7 +291,7 @@ def test_a_bin_job_that_loses_the_race_leaves_the_winners_sidecar(tmp_path, monk
     ``.bin`` undescribed. Without ``--overwrite`` nothing of A's may go."""
     from distributed import Client
 
-    import bpe_dask.jobs.encode as encode_job
+    import bpe_dask.jobs.ids_output as encode_job
     from bpe_dask import encode
 
     texts = {name: corpus.words_corpus(seed, 5_000) for name, seed in (("a.txt", 31), ("b.txt", 32))}
