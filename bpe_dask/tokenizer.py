@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from bpe_dask.engines import check_engine, check_pattern, use_compiled
+from bpe_dask.engines import check_engine, check_engine_supports, use_compiled
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.tokenizer_files import FILES, TokenizerFiles
 from bpe_dask.rules.pattern_limit import finder
@@ -68,7 +68,7 @@ class Tokenizer(TokenizerFiles, Vocabulary):
         self.engine = check_engine(engine)
         super().__init__(vocab, merges, special_tokens or ())
         self.pretokenizer = Pretokenizer(self.special_tokens, pattern)
-        check_pattern(engine, self.pretokenizer.pattern.builtin, self.pretokenizer.pattern.spec)
+        check_engine_supports(engine, self.pretokenizer.pattern.builtin, self.pretokenizer.pattern.spec)
         self._special_rules = SpecialTokenRules(self.pretokenizer)
         self._cache: dict[str, tuple[int, ...]] = {}
         self._compiled: Encoder | None = None

@@ -183,12 +183,12 @@ def _merge(counts: str, options: dict[str, Any]) -> dict:
 
 def _warm_up(options: dict[str, Any]) -> int:
     """numba's cache filled for the patterns given (or the config file's), and where it is."""
-    from bpe_dask.stages.warm_up import builtin_patterns, warm_up
+    from bpe_dask.stages.warm_up import builtin_patterns, compile_stages
 
     patterns = builtin_patterns(options.get("patterns") or [options.get("pattern", "gpt2")])
     plural = "s" if len(patterns) > 1 else ""
     log.info("compiling every job's numba code for the %s pattern%s", " and ".join(patterns), plural)
-    for line in warm_up(patterns).lines():
+    for line in compile_stages(patterns).lines():
         log.info("%s", line)
     return 0
 

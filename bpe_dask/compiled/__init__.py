@@ -15,7 +15,7 @@ from bpe_dask.compiled.cache import functions
 from bpe_dask.compiled.compile_once import share_compiles
 from bpe_dask.compiled.count import Counter
 from bpe_dask.compiled.encode import Encoder
-from bpe_dask.compiled.merge_loop import train_merges, warm_up
+from bpe_dask.compiled.merge_loop import compile_merge_loop, train_merges
 from bpe_dask.compiled.merge_state import Words
 from bpe_dask.compiled.scan import next_token, pattern_number, table_of
 from bpe_dask.compiled.sum_sorted import sum_sorted
@@ -23,6 +23,13 @@ from bpe_dask.compiled.sum_sorted import sum_sorted
 share_compiles(functions().values())
 
 __all__ = [
-    "Counter", "Encoder", "Words", "next_token", "pattern_number", "sum_sorted", "table_of", "train_merges",
-    "warm_up",
-]  # fmt: skip
+    "Counter",
+    "Encoder",
+    "Words",
+    "compile_merge_loop",
+    "next_token",
+    "pattern_number",
+    "sum_sorted",
+    "table_of",
+    "train_merges",
+]

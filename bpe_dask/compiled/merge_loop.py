@@ -261,7 +261,7 @@ def train_merges(
     return vocab, merges
 
 
-def warm_up(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> None:
+def compile_merge_loop(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> None:
     """Run every compiled function once on tiny tables, so numba compiles them all (or loads them
     from its cache) before the real work needs them: for the records ``vocab_sizes`` take (uint16;
     int32 for a vocabulary over 65,535 tokens), the rarely taken regrowths and the pool's squeeze

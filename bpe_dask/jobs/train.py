@@ -48,7 +48,7 @@ from bpe_dask.jobs.publishing import (
 from bpe_dask.rules.pretokenize import split_pattern
 from bpe_dask.stages.count import counting_engine
 from bpe_dask.stages.counters import SpecialsSeen
-from bpe_dask.stages.merge import warm_up
+from bpe_dask.stages.merge import compile_merge_loop_in_background
 
 log = logging.getLogger(__name__)
 PLOT_EARLY = 16 * 2**20  # input bytes below which compression.png's library loads as the job starts
@@ -99,7 +99,7 @@ def train(
         return _train_on_nothing(job, vocab_size, out, limits, started)
     settings, in_threads = counting_cluster(job, settings)
     if opts.merge_on != "worker" and job.starts_cluster:
-        warm_up(opts.engine, job.input_bytes, vocab_size)  # the merge loop compiles (or loads) meanwhile
+        compile_merge_loop_in_background(opts.engine, job.input_bytes, vocab_size)
     background = ThreadPoolExecutor(1)
     # Drawing compression.png imports matplotlib: 0.6 s of Python, holding the GIL. In the background,
     # finished before the cluster closes (compression.load_plotting says why): for a large input once

@@ -152,7 +152,7 @@ NUMBA_MIN_WORDS = 50_000  # below this, loading compiled code costs more than it
 # Input from which the merge loop likely runs compiled: 1 MiB of the most varied text measured (the
 # OpenWebText-like benchmark corpus) holds 40,000 distinct pre-tokens, 2 MiB 64,000; the bundled
 # sample (134 KB of English) 4,858.
-WARM_UP_BYTES = 1 << 20
+COMPILE_AHEAD_BYTES = 1 << 20
 
 
 def merge_engine(engine: str, words: int) -> str:
@@ -168,21 +168,21 @@ def _use_numba(engine: str, words: int) -> bool:
     return numba
 
 
-def warm_up(
+def compile_merge_loop_in_background(
     engine: str = "auto", input_bytes: int | None = None, vocab_size: int | None = None
 ) -> threading.Thread | None:
     """Compile the numba engine in a background thread (or load it from numba's cache), so that the
     first merges of a fresh install do not wait for it: the job starts this before counting. With
-    ``engine="auto"``, only for ``input_bytes`` of at least ``WARM_UP_BYTES`` (``None``: any): a
+    ``engine="auto"``, only for ``input_bytes`` of at least ``COMPILE_AHEAD_BYTES`` (``None``: any): a
     smaller input's words are merged by the Python loop, and compiling here would only take a core
     from the workers. With ``vocab_size``, only the loop for that size's records (``compiled.merge_loop``)."""
-    likely = input_bytes is None or input_bytes >= WARM_UP_BYTES
+    likely = input_bytes is None or input_bytes >= COMPILE_AHEAD_BYTES
     if merge_engine(engine, NUMBA_MIN_WORDS if likely else 0) != "numba":
         return None
-    from bpe_dask.compiled import warm_up as compile_merges
+    from bpe_dask.compiled import compile_merge_loop
 
     sizes = () if vocab_size is None else ((max(vocab_size, 257),),)  # default: every width
-    thread = threading.Thread(target=compile_merges, args=sizes, name="bpe-dask-compile", daemon=True)
+    thread = threading.Thread(target=compile_merge_loop, args=sizes, name="bpe-dask-compile", daemon=True)
     thread.start()
     return thread
 
