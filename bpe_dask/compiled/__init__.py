@@ -2,7 +2,7 @@
 
 What the rest of the package uses, for the built-in split patterns (``gpt2``, ``gpt4``, ``o200k``):
 ``Counter`` counts pre-tokens, ``Encoder`` encodes text, ``train_merges`` runs the merge loop (on
-``Words``, the words laid out as its records) and
+``Words``, the words laid out as its records: ``word_records``) and
 ``sum_sorted`` sums sorted count tables; each computes what a rule in ``bpe_dask.rules`` states,
 and gives flat arrays that the callers turn into Arrow tables. ``next_token`` and ``table_of``
 (with ``pattern_number``) are the scanners themselves, for the tests. Every compiled function of the
@@ -16,9 +16,9 @@ from bpe_dask.compiled.compile_once import share_compiles
 from bpe_dask.compiled.count import Counter
 from bpe_dask.compiled.encode import Encoder
 from bpe_dask.compiled.merge_loop import compile_merge_loop, train_merges
-from bpe_dask.compiled.merge_state import Words
 from bpe_dask.compiled.scan import next_token, pattern_number, table_of
 from bpe_dask.compiled.sum_sorted import sum_sorted
+from bpe_dask.compiled.word_records import Words
 
 share_compiles(functions().values())
 

@@ -53,8 +53,24 @@ def _cached(data, i, end, h, slots, arena):
 # Inlined, though only a pre-token missing from the cache comes here: as a call, GPT-2's encoding ran
 # about 10% slower. The price is compile time: about 20 s with an empty cache, once per install.
 @njit(cache=True, nogil=True, inline="always")
-def _merged(data, i, end, h, out, n, parts, ranks, byte_ids, keys, pair_ranks, pair_merged,
-            slots, arena, ids_arena, used):  # fmt: skip
+def _merged(
+    data,
+    i,
+    end,
+    h,
+    out,
+    n,
+    parts,
+    ranks,
+    byte_ids,
+    keys,
+    pair_ranks,
+    pair_merged,
+    slots,
+    arena,
+    ids_arena,
+    used,
+):
     """Merge the pre-token ``data[i:end]`` (hash ``h``, not in the cache), write its ids to ``out``
     from ``n`` on and cache them, emptying the cache first if it is full; returns where they end."""
     length = end - i
@@ -92,8 +108,9 @@ def encode_loop(pattern: int):
     """The encoding loop of pattern number ``pattern``, compiled (and cached) for it alone, as
     ``count.count_loop`` is."""
 
-    def encode_pieces(data, bounds, specials, table, byte_ids, keys, pair_ranks, pair_merged, slots, arena,
-                      ids_arena, used):  # fmt: skip
+    def encode_pieces(
+        data, bounds, specials, table, byte_ids, keys, pair_ranks, pair_merged, slots, arena, ids_arena, used
+    ):
         """The ids of the pieces ``data[bounds[2k]:bounds[2k+1]]``, with ``specials[k]`` between pieces
         ``k`` and ``k + 1`` unless it is negative. ``used`` holds the cache's arena use, id-arena use
         and entries (updated)."""
@@ -107,9 +124,13 @@ def encode_loop(pattern: int):
                 n += 1
             i, hi = bounds[2 * piece], bounds[2 * piece + 1]
             while i < hi:
-                end = (next_token_gpt2(data, i, hi, table) if pattern == GPT2  # see count.count_loop
-                       else next_token_gpt4(data, i, hi, table) if pattern == GPT4
-                       else next_token_o200k(data, i, hi, table))
+                end = (
+                    next_token_gpt2(data, i, hi, table)
+                    if pattern == GPT2  # see count.count_loop
+                    else next_token_gpt4(data, i, hi, table)
+                    if pattern == GPT4
+                    else next_token_o200k(data, i, hi, table)
+                )
                 if end - i == 1:
                     out[n] = byte_ids[data[i]]
                     n += 1
@@ -123,8 +144,24 @@ def encode_loop(pattern: int):
                             into[k] = ids[k]
                         n += count
                     else:
-                        n = _merged(data, i, end, h, out, n, parts, ranks, byte_ids, keys, pair_ranks,
-                                    pair_merged, slots, arena, ids_arena, used)  # fmt: skip
+                        n = _merged(
+                            data,
+                            i,
+                            end,
+                            h,
+                            out,
+                            n,
+                            parts,
+                            ranks,
+                            byte_ids,
+                            keys,
+                            pair_ranks,
+                            pair_merged,
+                            slots,
+                            arena,
+                            ids_arena,
+                            used,
+                        )
                 i = end
         return out[:n]
 
@@ -166,8 +203,13 @@ class Encoder:
 
     cache_entries = CACHE_ENTRIES
 
-    def __init__(self, byte_ids: list[int], merges: dict[tuple[int, int], tuple[int, int]],
-                 pattern: str = "gpt2", cache_entries: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        byte_ids: list[int],
+        merges: dict[tuple[int, int], tuple[int, int]],
+        pattern: str = "gpt2",
+        cache_entries: int | None = None,
+    ) -> None:
         self.pattern = pattern_number(pattern)
         self.classes = table_of(self.pattern)
         self.byte_ids = np.array(byte_ids, np.int64)
@@ -178,8 +220,15 @@ class Encoder:
         if merges:
             pairs = np.array(list(merges), np.int64)
             values = np.array(list(merges.values()), np.int64)
-            fill_pairs(pairs[:, 0], pairs[:, 1], values[:, 0], values[:, 1], self.keys, self.pair_ranks,
-                       self.pair_merged)  # fmt: skip
+            fill_pairs(
+                pairs[:, 0],
+                pairs[:, 1],
+                values[:, 0],
+                values[:, 1],
+                self.keys,
+                self.pair_ranks,
+                self.pair_merged,
+            )
         if cache_entries is not None:
             self.cache_entries = cache_entries
         self._idle: list[tuple[np.ndarray, ...]] = []  # caches no call holds, kept warm for the next
@@ -188,8 +237,12 @@ class Encoder:
     def _new_cache(self) -> tuple[np.ndarray, ...]:
         """Slots, byte arena, id arena and their use (arena use, id-arena use, entries)."""
         entries = self.cache_entries
-        return (np.zeros((2 * entries, 5), np.int64), np.empty(16 * entries, np.uint8),
-                np.empty(8 * entries, np.int64), np.zeros(3, np.int64))  # fmt: skip
+        return (
+            np.zeros((2 * entries, 5), np.int64),
+            np.empty(16 * entries, np.uint8),
+            np.empty(8 * entries, np.int64),
+            np.zeros(3, np.int64),
+        )
 
     def encode(self, data: bytes, bounds: np.ndarray, specials: np.ndarray) -> np.ndarray:
         """The ids (int64) of UTF-8 ``data`` whose pieces between special tokens are ``bounds``, with
@@ -204,14 +257,24 @@ class Encoder:
             cache = self._new_cache()
         view = readonly(np.frombuffer(data, np.uint8))
         try:
-            return ENCODE_LOOPS[self.pattern](view, bounds, specials, self.classes, self.byte_ids, self.keys,
-                                              self.pair_ranks, self.pair_merged, *cache)  # fmt: skip
+            return ENCODE_LOOPS[self.pattern](
+                view,
+                bounds,
+                specials,
+                self.classes,
+                self.byte_ids,
+                self.keys,
+                self.pair_ranks,
+                self.pair_merged,
+                *cache,
+            )
         finally:
             with self._lock:
                 self._idle.append(cache)
 
-    def histogram(self, data: bytes | np.ndarray, offsets: np.ndarray, counts: np.ndarray,
-                  ids: int) -> np.ndarray:  # fmt: skip
+    def histogram(
+        self, data: bytes | np.ndarray, offsets: np.ndarray, counts: np.ndarray, ids: int
+    ) -> np.ndarray:
         """How often each of ``ids`` ids occurs in the ids of pre-tokens, each pre-token ``counts[k]``
         times (int64): their UTF-8 back to back in ``data``, the ``k``-th from ``offsets[k]`` to
         ``offsets[k + 1]``.
@@ -221,6 +284,13 @@ class Encoder:
         [1, 3]
         """
         buffer = readonly(np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data)
-        return pretoken_histogram(buffer, np.asarray(offsets, np.int64), np.asarray(counts, np.int64),
-                                  np.zeros(ids, np.int64), self.byte_ids, self.keys, self.pair_ranks,
-                                  self.pair_merged)  # fmt: skip
+        return pretoken_histogram(
+            buffer,
+            np.asarray(offsets, np.int64),
+            np.asarray(counts, np.int64),
+            np.zeros(ids, np.int64),
+            self.byte_ids,
+            self.keys,
+            self.pair_ranks,
+            self.pair_merged,
+        )

@@ -1,6 +1,6 @@
 """The merge loop compiled with numba: the algorithm of ``stages.merge``, at machine speed.
 
-Takes the words laid out as its records (``merge_state.Words``) and the first vocabulary; gives the
+Takes the words laid out as its records (``word_records.Words``) and the first vocabulary; gives the
 same vocabulary and merges as the pure-Python loop of ``stages.merge``, which uses it for large
 tables; the tests hold both to the reference trainer. The arrays it works on, and how they are
 laid out, are ``merge_state``'s.
@@ -15,38 +15,41 @@ from numba import njit
 
 from bpe_dask import interrupts
 from bpe_dask.compiled.hashing import LOW
-from bpe_dask.compiled.merge_state import (
-    INDEX_LOAD,
-    UNLIMITED,
-    WIDE_VOCAB,
-    State,
-    Words,
-    count_of,
-    count_width,
-    end_mark,
-    fits,
-)
+from bpe_dask.compiled.merge_state import INDEX_LOAD, UNLIMITED, State, fits
 from bpe_dask.compiled.pair_heap import sift_down, sift_up
-from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, START, add, compact, find
+from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, START, add, compact, lose
 from bpe_dask.compiled.prefetch import prefetch
+from bpe_dask.compiled.word_records import WIDE_VOCAB, Words, count_of, count_width, end_mark
 
 _BATCH = 256  # merges per compiled call, between progress reports
 _AHEAD = 16  # holders read ahead
 
 
 @njit(cache=True, nogil=True)
-def _lose(index, pairs, key, f):
-    """Take ``f`` from the count of ``key``; a pair no word holds any more has a dead list."""
-    pair = find(index, pairs, key)
-    pairs[pair, COUNT] -= f
-    if pairs[pair, COUNT] == 0:
-        pairs[pair, LENGTH] = 0
-
-
-@njit(cache=True, nogil=True)
-def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, pool_written, heap_counts,
-                 heap_ids, heap_size, gained_pairs, gained_words, token_bytes, offsets, sizes, bytes_used,
-                 next_id, last_id, out_pairs, min_frequency, longest):  # fmt: skip
+def _merge_batch(
+    words,
+    pairs,
+    pairs_used,
+    index,
+    pool,
+    pool_used,
+    pool_limit,
+    pool_written,
+    heap_counts,
+    heap_ids,
+    heap_size,
+    gained_pairs,
+    gained_words,
+    token_bytes,
+    offsets,
+    sizes,
+    bytes_used,
+    next_id,
+    last_id,
+    out_pairs,
+    min_frequency,
+    longest,
+):
     """Up to ``last_id - next_id`` merges. Stops early, before a merge, when the pairs' records or
     their index might fill up during it (the caller makes room and calls again), or when the best
     pair occurs fewer than ``min_frequency`` times (its count is then returned as ``below``, else 0).
@@ -61,6 +64,15 @@ def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, p
 
     A merge creates pairs only with its new token, at most two per distinct neighbour: at most
     twice the vocabulary's size. Every pair it creates is new, and gains holders now or never.
+
+    The state's arrays and their use come first, as ``State.batch_arrays`` gives them, and go back
+    into it after ``made`` and ``below`` as ``State.take`` takes them:
+
+    >>> import inspect
+    >>> from bpe_dask.compiled.merge_state import BATCH_TAKES
+    >>> takes = list(inspect.signature(_merge_batch.py_func).parameters)
+    >>> takes[:17] == BATCH_TAKES.split(), takes[17:]
+    (True, ['next_id', 'last_id', 'out_pairs', 'min_frequency', 'longest'])
     """
     made, below = 0, np.int64(0)
     width, end = count_width(words), end_mark(words)
@@ -127,9 +139,9 @@ def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, p
                 if words[r] == a and words[r + 1] == b:
                     found = True
                     if r > s and r != after:  # (where two merged spots touch, "a b a b", that pair is one)
-                        _lose(index, pairs, (np.int64(words[r - 1]) << 32) | a, f)
+                        lose(index, pairs, (np.int64(words[r - 1]) << 32) | a, f)
                     if words[r + 2] != end:
-                        _lose(index, pairs, (b << 32) | np.int64(words[r + 2]), f)
+                        lose(index, pairs, (b << 32) | np.int64(words[r + 2]), f)
                     after = r + 2
                     r += 2
                 else:
@@ -201,8 +213,20 @@ def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, p
                 heap_counts[heap_size], heap_ids[heap_size] = pairs[pair, COUNT], pair
                 heap_size += 1
                 sift_up(heap_counts, heap_ids, heap_size - 1, pairs, token_bytes, offsets, sizes)
-    return (made, below, pairs_used, pool, pool_used, pool_limit, pool_written, heap_size, gained_pairs,
-            gained_words, token_bytes, bytes_used)  # fmt: skip
+    return (
+        made,
+        below,
+        pairs_used,
+        pool,
+        pool_used,
+        pool_limit,
+        pool_written,
+        heap_size,
+        gained_pairs,
+        gained_words,
+        token_bytes,
+        bytes_used,
+    )
 
 
 def train_merges(
@@ -231,14 +255,10 @@ def train_merges(
         interrupts.check()  # between batches: compiled code sees no signal, and garbles one raised in it
         first = len(vocab)
         want = min(vocab_size, first + _BATCH) - first
-        (made, below, state.pairs_used, state.pool, state.pool_used, state.pool_limit, state.pool_written,
-         state.heap_size, state.gained_pairs, state.gained_words, state.token_bytes,
-         state.bytes_used) = _merge_batch(
-            state.words, state.pairs, state.pairs_used, state.index, state.pool, state.pool_used,
-            state.pool_limit, state.pool_written, state.heap_counts, state.heap_ids, state.heap_size,
-            state.gained_pairs, state.gained_words, state.token_bytes, state.offsets, state.sizes,
-            state.bytes_used, first, first + want, out_pairs, min_frequency, longest,
-        )  # fmt: skip
+        made, below, *given = _merge_batch(
+            *state.batch_arrays(), first, first + want, out_pairs, min_frequency, longest
+        )
+        state.take(given)
         state.give_back()
         for a, b, saved in out_pairs[:made].tolist():
             if savings is not None:
@@ -272,9 +292,15 @@ def compile_merge_loop(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> 
     offsets = np.concatenate(([0], np.cumsum([len(w) for w, _ in words]))).astype(np.int64)
     freqs = np.array([c for _, c in words], np.int64)
     for vocab_size in vocab_sizes:
-        state = State(Words([(data, offsets, freqs)], len(words), len(data), vocab_size),
-                      {i: bytes([i]) for i in range(256)}, vocab_size)  # fmt: skip
+        state = State(
+            Words([(data, offsets, freqs)], len(words), len(data), vocab_size),
+            {i: bytes([i]) for i in range(256)},
+            vocab_size,
+        )
         state.room_for(len(state.pairs))  # the records copied, the index rebuilt
         state.pool_used = compact(state.pairs, state.pairs_used, state.pool)
-        train_merges(Words([(data, offsets, freqs)], len(words), len(data), vocab_size),
-                     {i: bytes([i]) for i in range(256)}, vocab_size)  # fmt: skip
+        train_merges(
+            Words([(data, offsets, freqs)], len(words), len(data), vocab_size),
+            {i: bytes([i]) for i in range(256)},
+            vocab_size,
+        )
