@@ -14,7 +14,7 @@ from __future__ import annotations
 from bpe_dask.compiled.cache import functions
 from bpe_dask.compiled.compile_once import share_compiles
 from bpe_dask.compiled.count import Counter
-from bpe_dask.compiled.encode import Encoder
+from bpe_dask.compiled.encoder import Encoder
 from bpe_dask.compiled.merge_loop import compile_merge_loop, train_merges
 from bpe_dask.compiled.scan import next_token, pattern_number, table_of
 from bpe_dask.compiled.sum_sorted import sum_sorted
