@@ -23,9 +23,14 @@ from bpe_dask.rules.pattern_limit import finder
 from bpe_dask.rules.patterns import GPT2, WHITESPACE, SplitPattern, split_pattern
 
 __all__ = [  # the patterns' names are here too, beside the rest of the rules
-    "GPT2", "WHITESPACE", "NoCutError", "Pretokenizer", "SplitPattern",
-    "check_special_tokens", "split_pattern",
-]  # fmt: skip
+    "GPT2",
+    "WHITESPACE",
+    "NoCutError",
+    "Pretokenizer",
+    "SplitPattern",
+    "check_special_tokens",
+    "split_pattern",
+]
 
 
 def check_special_tokens(special_tokens: Iterable[str]) -> tuple[str, ...]:

@@ -114,9 +114,12 @@ class SpecialTokenRules:
         pretokenizer, search = self.of(allowed_special, disallowed_special)
         if search is None:
             return pretokenizer
-        disallowed = self._all - frozenset(pretokenizer.special_tokens) if disallowed_special == "all" else (
-            _tokens(disallowed_special, "disallowed_special"))  # fmt: skip
-        return Pretokenizer(frozenset(pretokenizer.special_tokens) | disallowed, self.everything.pattern)
+        allowed = frozenset(pretokenizer.special_tokens)
+        if disallowed_special == "all":
+            disallowed = self._all - allowed
+        else:
+            disallowed = _tokens(disallowed_special, "disallowed_special")
+        return Pretokenizer(allowed | disallowed, self.everything.pattern)
 
 
 def refuse_disallowed(text: str, search: re.Pattern | None) -> None:

@@ -87,10 +87,11 @@ def train_merges(
     if not isinstance(word_counts, pa.Table | list):  # the compiled loop's records
         from bpe_dask.compiled import train_merges
 
+        limits = {"min_frequency": min_frequency, "max_token_length": max_token_length}
+        vocab = initial_vocab(special_tokens)
         return train_merges(
-            word_counts, initial_vocab(special_tokens), vocab_size, progress,
-            min_frequency=min_frequency, max_token_length=max_token_length, stopped=stopped, savings=savings,
-        )  # fmt: skip
+            word_counts, vocab, vocab_size, progress, **limits, stopped=stopped, savings=savings
+        )
     if isinstance(word_counts, pa.Table):
         word_counts = list(zip(*(word_counts.column(c).to_pylist() for c in ("token", "count")), strict=True))
     vocab = initial_vocab(special_tokens)

@@ -42,7 +42,7 @@ SPECIAL = "<|endoftext|>"
 # of spaces and newlines, accents, CJK, an emoji, and a special token.
 TEXT = (
     "Once upon a time, it's said, 12345 cats   didn't STOP.\n\n  Café naïve — 東京 🙂 x=1;"
-    f"{SPECIAL}She'll say: \"hello\" again\t\r\n" * 8
+    f'{SPECIAL}She\'ll say: "hello" again\t\r\n' * 8
 )
 # What a stage runs compiled: a map task's counting, a reduce task's sum of sorted runs, the merge
 # loop, an encode task, and an evaluate task's counting and tally of ids.
