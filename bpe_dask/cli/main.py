@@ -39,8 +39,8 @@ def run() -> NoReturn:
     """The console script (and ``python -m bpe_dask``): ``main``, then the process ends at once.
 
     Everything the job writes is committed, and its cluster closed, before ``main`` returns; what
-    Python's own teardown would do then (free numba's compiled code, module by module) takes half a
-    second and changes nothing, so it is skipped, once the output streams are flushed."""
+    Python's own teardown would do then (free numba's compiled code, module by module) takes time and
+    changes nothing, so it is skipped, once the output streams are flushed."""
     code = main()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
@@ -50,6 +50,8 @@ def run() -> NoReturn:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command ``argv`` (the process's arguments by default) and give its exit code, as the
+    module's docstring lists them; SIGINT and SIGTERM are handled while it runs (``interrupts``)."""
     parser = build_parser()
     args = vars(parser.parse_args(argv))
     if not args.get("command"):

@@ -190,6 +190,7 @@ def _flags(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``bpe-dask`` and each of its commands, with each command's flags (``FLAGS``)."""
     parser = _Parser(
         prog="bpe-dask",
         description="Exact byte-level BPE tokenizers (GPT-2 / CS336 rules) trained and applied as Dask jobs.",

@@ -1,12 +1,13 @@
 """The compiled core (numba): each task of the pipeline as one loop, at machine speed.
 
 What the rest of the package uses, for the built-in split patterns (``gpt2``, ``gpt4``, ``o200k``):
-``Counter`` counts pre-tokens, ``Encoder`` encodes text, ``train_merges`` runs the merge loop (on
-``Words``, the words laid out as its records: ``word_records``) and
-``sum_sorted`` sums sorted count tables; each computes what a rule in ``bpe_dask.rules`` states,
-and gives flat arrays that the callers turn into Arrow tables. ``next_token`` and ``table_of``
-(with ``pattern_number``) are the scanners themselves, for the tests. Every compiled function of the
-package compiles once per machine (``compile_once``): processes that share numba's cache take turns.
+``Counter`` counts pre-tokens, ``Encoder`` encodes text, documents and batches of texts,
+``train_merges`` runs the merge loop (on ``Words``, the words laid out as its records), and
+``sum_sorted`` sums sorted count tables; each computes what a rule in ``bpe_dask.rules`` states, and
+gives flat arrays that the callers turn into Arrow tables. ``compile_merge_loop`` compiles the merge
+loop ahead of need. ``next_token`` and ``table_of`` (with ``pattern_number``) are the scanners
+themselves, for the tests. Every compiled function of the package compiles once per machine
+(``compile_once``): processes that share numba's cache take turns.
 """
 
 from __future__ import annotations

@@ -53,10 +53,10 @@ def _merge_batch(
     """Up to ``last_id - next_id`` merges. Stops early, before a merge, when the pairs' records or
     their index might fill up during it (the caller makes room and calls again), or when the best
     pair occurs fewer than ``min_frequency`` times (its count is then returned as ``below``, else 0).
-    Returns how many merges were made, ``below``, the pairs' use, the pool, its use, the limit of its
-    use and how far it has been written (``pool_written``, the highest use), the heap's size, the
-    buffers of new holders, and the token bytes and their use (arrays maybe regrown). Pairs that
-    would make a token over ``longest`` bytes are never chosen.
+    Takes the state's arrays and their use first (``merge_state.BATCH_TAKES``); returns how many
+    merges were made, ``below``, then what of the state it changed (``merge_state.BATCH_GIVES``:
+    arrays maybe regrown, and uses). Pairs that would make a token over ``longest`` bytes are never
+    chosen. ``pool_written`` is how far the pool has been written, its highest use.
 
     The pool is used up to ``pool_limit``, then squeezed (``compact``); the limit rises when the live
     lists need more, into the pool's room (pages the loop never wrote cost no memory), and only past
@@ -64,15 +64,6 @@ def _merge_batch(
 
     A merge creates pairs only with its new token, at most two per distinct neighbour: at most
     twice the vocabulary's size. Every pair it creates is new, and gains holders now or never.
-
-    The state's arrays and their use come first, as ``State.batch_arrays`` gives them, and go back
-    into it after ``made`` and ``below`` as ``State.take`` takes them:
-
-    >>> import inspect
-    >>> from bpe_dask.compiled.merge_state import BATCH_TAKES
-    >>> takes = list(inspect.signature(_merge_batch.py_func).parameters)
-    >>> takes[:17] == BATCH_TAKES.split(), takes[17:]
-    (True, ['next_id', 'last_id', 'out_pairs', 'min_frequency', 'longest'])
     """
     made, below = 0, np.int64(0)
     width, end = count_width(words), end_mark(words)
@@ -240,11 +231,16 @@ def train_merges(
     stopped: Callable[[str, int], None] | None = None,
     savings: list[int] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """Add merges to ``vocab`` (the bytes and special tokens) until it holds ``vocab_size`` tokens.
+    """Add merges to ``vocab`` (the bytes and special tokens) until it holds ``vocab_size`` tokens or
+    no pair is left, and give it with the merges, as the pure-Python loop does.
 
     The words are ``words``' records (laid out for ``vocab_size``; they are taken from it and merged
-    in place). ``min_frequency``, ``max_token_length``, ``stopped`` and ``savings`` are those of
-    ``stages.merge.train_merges``.
+    in place). ``progress`` is told the number of merges done, for each merge, once its batch is done.
+    A pair that would make a token over ``max_token_length`` bytes is never chosen; the loop stops
+    before a pair that occurs fewer than ``min_frequency`` times. When either ends it before the
+    vocabulary is full, ``stopped`` is told which: ``"min_frequency"`` and that pair's count, or
+    ``"max_token_length"`` and 0. ``savings`` gets each merge's tokens saved (the words' shortening
+    times their counts).
     """
     longest = UNLIMITED if max_token_length is None else min(max_token_length, UNLIMITED)
     min_frequency = min(min_frequency, UNLIMITED)  # both int64 in compiled code
@@ -282,11 +278,11 @@ def train_merges(
 
 
 def compile_merge_loop(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> None:
-    """Run every compiled function once on tiny tables, so numba compiles them all (or loads them
-    from its cache) before the real work needs them: for the records ``vocab_sizes`` take (uint16;
-    int32 for a vocabulary over 65,535 tokens), the rarely taken regrowths and the pool's squeeze
-    included. A job that knows its vocabulary size warms the one width it merges with: each costs
-    seconds to compile."""
+    """Run every compiled function of the merge loop once on tiny tables, so numba compiles them all
+    (or loads them from its cache) before the real work needs them: for the records ``vocab_sizes``
+    take (uint16; int32 for a vocabulary over 65,535 tokens), the rarely taken regrowths and the
+    pool's squeeze included. Each width is a version of its own, seconds to compile: a job that knows
+    its vocabulary size compiles the one it merges with."""
     words = [(bytes([97 + i % 7, 98 + i % 5, 97 + i % 3]) * (1 + i % 4), 1 + i % 3) for i in range(64)]
     data = np.frombuffer(b"".join(w for w, _ in words), np.uint8)
     offsets = np.concatenate(([0], np.cumsum([len(w) for w, _ in words]))).astype(np.int64)

@@ -43,7 +43,7 @@ from bpe_dask.compiled.word_records import Words, count_of, count_width, end_mar
 UNLIMITED = 2**62  # the longest token when there is no max_token_length
 INDEX_LOAD = 2  # the pairs' index has at least this many slots per pair
 # The arrays (and their use) that ``merge_loop._merge_batch`` takes first, and that it gives back
-# after how many merges it made and ``below``, each in its order.
+# after how many merges it made and ``below``, each in its order (``State.batch_arrays``, ``take``).
 BATCH_TAKES = (
     "words pairs pairs_used index pool pool_used pool_limit pool_written heap_counts heap_ids heap_size "
     "gained_pairs gained_words token_bytes offsets sizes bytes_used"
@@ -198,7 +198,14 @@ class State:
         self.gained_words = np.empty(1024, positions)
 
     def batch_arrays(self) -> list:
-        """The arrays and their use that a batch of merges takes (``BATCH_TAKES``), in order."""
+        """The arrays and their use that a batch of merges takes (``BATCH_TAKES``), in order.
+
+        >>> import inspect
+        >>> from bpe_dask.compiled import merge_loop
+        >>> takes = list(inspect.signature(merge_loop._merge_batch.py_func).parameters)
+        >>> takes[:17] == BATCH_TAKES.split(), takes[17:]
+        (True, ['next_id', 'last_id', 'out_pairs', 'min_frequency', 'longest'])
+        """
         return [getattr(self, name) for name in BATCH_TAKES.split()]
 
     def take(self, given: list) -> None:

@@ -48,6 +48,7 @@ def count_width(words):
 
 @njit(cache=True, nogil=True, inline="always")
 def end_mark(words):
+    """The element that ends a record: 0xFFFF in uint16 records, -1 in int32 ones."""
     return 0xFFFF if words.itemsize == 2 else -1
 
 

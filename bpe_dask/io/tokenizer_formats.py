@@ -46,6 +46,12 @@ def _translation() -> dict[int, str]:
 
 
 def token_to_str(token: bytes) -> str:
+    """``token``'s bytes as GPT-2's ``vocab.json`` and ``merges.txt`` write them, each byte one printable
+    character (``bytes_to_unicode``).
+
+    >>> token_to_str(b" the\\n")
+    'ĠtheĊ'
+    """
     return token.decode("latin-1").translate(_translation())
 
 
@@ -95,6 +101,7 @@ def _vocab_entries(vocab: Mapping[int, bytes], special_ids: Mapping[str, int]) -
 
 
 def merges_txt(merges: Sequence[tuple[bytes, bytes]]) -> str:
+    """The text of ``merges.txt``: each merge's two tokens (``token_to_str``) on a line, in order."""
     return "".join(f"{token_to_str(a)} {token_to_str(b)}\n" for a, b in merges)
 
 

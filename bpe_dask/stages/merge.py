@@ -46,6 +46,7 @@ class _Descending(bytes):
 
 
 def initial_vocab(special_tokens: Sequence[str]) -> dict[int, bytes]:
+    """The vocabulary before any merge: ids 0-255 the bytes, then the special tokens in order."""
     vocab = {i: bytes([i]) for i in range(256)}
     for token in special_tokens:
         vocab[len(vocab)] = token.encode("utf-8")
@@ -150,9 +151,8 @@ def _word_arrays(word_counts: list[tuple[bytes, int]]) -> tuple[np.ndarray, np.n
 
 
 NUMBA_MIN_WORDS = 50_000  # below this, loading compiled code costs more than it saves
-# Input from which the merge loop likely runs compiled: 1 MiB of the most varied text measured (the
-# OpenWebText-like benchmark corpus) holds 40,000 distinct pre-tokens, 2 MiB 64,000; the bundled
-# sample (134 KB of English) 4,858.
+# Input from which the merge loop likely runs compiled: varied text of this size holds about as many
+# distinct pre-tokens as NUMBA_MIN_WORDS; English prose holds far fewer.
 COMPILE_AHEAD_BYTES = 1 << 20
 
 
@@ -172,11 +172,11 @@ def _use_numba(engine: str, words: int) -> bool:
 def compile_merge_loop_in_background(
     engine: str = "auto", input_bytes: int | None = None, vocab_size: int | None = None
 ) -> threading.Thread | None:
-    """Compile the numba engine in a background thread (or load it from numba's cache), so that the
-    first merges of a fresh install do not wait for it: the job starts this before counting. With
-    ``engine="auto"``, only for ``input_bytes`` of at least ``COMPILE_AHEAD_BYTES`` (``None``: any): a
-    smaller input's words are merged by the Python loop, and compiling here would only take a core
-    from the workers. With ``vocab_size``, only the loop for that size's records (``compiled.merge_loop``)."""
+    """Start compiling the merge loop (or loading it from numba's cache) in a background thread, and
+    give the thread, so that the first merges of a fresh install do not wait for it. ``None``, and
+    no thread, where the loop will not run compiled: with ``engine="auto"``, for ``input_bytes`` under
+    ``COMPILE_AHEAD_BYTES`` (``None``: any size), whose words the Python loop merges. With
+    ``vocab_size``, only the loop for that size's records (``compiled.word_records``)."""
     likely = input_bytes is None or input_bytes >= COMPILE_AHEAD_BYTES
     if merge_engine(engine, NUMBA_MIN_WORDS if likely else 0) != "numba":
         return None

@@ -239,8 +239,8 @@ class Tokenizer:
         allowed_special: Allowed = "all",
         disallowed_special: Allowed = (),
     ) -> np.ndarray:
-        """``encode`` as a NumPy array (of ``dtype``, which must hold every id): no Python int per
-        token.
+        """The token ids of ``text``, as ``encode`` gives them, in a NumPy array of ``dtype`` (which must
+        hold every id): no Python int per token.
 
         >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).encode_array("hi", "uint16")
         array([104, 105], dtype=uint16)
@@ -288,8 +288,8 @@ class Tokenizer:
     def encode_utf8_documents(
         self, data: bytes, ends: np.ndarray, separator: str | None = None, dtype: npt.DTypeLike = np.uint32
     ) -> np.ndarray:
-        """``encode_documents`` of UTF-8 documents back to back in ``data``, the ``k``-th ending at
-        ``ends[k]``.
+        """The ids of UTF-8 documents back to back in ``data``, the ``k``-th ending at ``ends[k]``, each
+        standing alone and followed by ``separator``'s id when one is given, as in ``encode_documents``.
 
         >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
         >>> tokenizer.encode_utf8_documents(b"hi!", np.array([2, 3]), "<|endoftext|>").tolist()
