@@ -43,6 +43,10 @@ __all__ = ["COMPILED_MIN_CHARS", "FILES", "Tokenizer"]
 class Tokenizer:
     """Byte-level BPE encoding and decoding with a trained vocabulary.
 
+    ``vocab`` (with an id for each special token it lacked), ``merges``, ``special_tokens`` and
+    ``special_ids`` are the vocabulary's; ``pretokenizer`` splits text with every special token and
+    the split pattern; ``engine`` is the one asked for. Treat them as read-only.
+
     >>> from bpe_dask.rules import reference
     >>> vocab, merges = reference.train(["low lower lowest"], 260, ["<|endoftext|>"])
     >>> tokenizer = Tokenizer(vocab, merges, ["<|endoftext|>"])
@@ -74,6 +78,8 @@ class Tokenizer:
         return tokenizer
 
     def _hold(self, vocabulary: Vocabulary, pattern: str | SplitPattern) -> None:
+        """Hold ``vocabulary`` and what encoding with it under ``pattern`` takes; refuse an engine that
+        cannot run the pattern."""
         self._vocabulary = vocabulary
         self.vocab, self.merges = vocabulary.vocab, vocabulary.merges
         self.special_tokens, self.special_ids = vocabulary.special_tokens, vocabulary.special_ids
