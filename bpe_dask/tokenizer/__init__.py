@@ -3,11 +3,10 @@
 Takes ``vocab`` (id -> bytes), ``merges`` (in the order learned) and special tokens, as ``train_bpe``
 returns them; ``Tokenizer`` gives ``encode``, ``encode_iterable`` and ``decode`` with the reference
 encoder's semantics (``rules.reference.encode``, GPT-2's), on a Python or a compiled engine
-(``encoding``). The interface is CS336's, with tiktoken's ``encode_batch``, ``allowed_special`` and
-``disallowed_special`` (CS336's defaults: every special token in the text is split out as its id,
-none is refused; docs/exactness.md#special-tokens). Lone surrogates become U+FFFD first, as in
-tiktoken. Its tables are a ``rules.vocabulary.Vocabulary``; its files, those ``io.tokenizer_files``
-writes and reads (``save``, ``load``). Threads may share a tokenizer (``encoding`` says why).
+(``encoding``, which says why threads may share a tokenizer). The interface is CS336's, with
+tiktoken's ``encode_batch``, ``allowed_special`` and ``disallowed_special`` (CS336's defaults: every
+special token is split out as its id, none is refused; docs/exactness.md#special-tokens). Lone
+surrogates become U+FFFD first, as in tiktoken. Its files: ``io.tokenizer_files`` (``save``, ``load``).
 """
 
 from __future__ import annotations
@@ -43,9 +42,8 @@ __all__ = ["COMPILED_MIN_CHARS", "FILES", "Tokenizer"]
 class Tokenizer:
     """Byte-level BPE encoding and decoding with a trained vocabulary.
 
-    ``vocab`` (with an id for each special token it lacked), ``merges``, ``special_tokens`` and
-    ``special_ids`` are the vocabulary's; ``pretokenizer`` splits text with every special token and
-    the split pattern; ``engine`` is the one asked for. Treat them as read-only.
+    Read-only: ``vocab`` (an id added for each special token it lacked), ``merges``, ``special_tokens``,
+    ``special_ids``, ``pretokenizer`` (every special token and the split pattern) and ``engine``.
 
     >>> from bpe_dask.rules import reference
     >>> vocab, merges = reference.train(["low lower lowest"], 260, ["<|endoftext|>"])
@@ -66,21 +64,20 @@ class Tokenizer:
         pattern: str | SplitPattern = GPT2,
         engine: str = "auto",
     ) -> None:
-        self.engine = check_engine(engine)
-        self._hold(Vocabulary(vocab, merges, special_tokens or ()), pattern)
+        engine = check_engine(engine)
+        self._hold(Vocabulary(vocab, merges, special_tokens or ()), pattern, engine)
 
     @classmethod
     def _of(cls, vocabulary: Vocabulary, pattern: str | SplitPattern, engine: str) -> Self:
         """The tokenizer of a ``Vocabulary`` already built (one read from files)."""
         tokenizer = cls.__new__(cls)
-        tokenizer.engine = check_engine(engine)
-        tokenizer._hold(vocabulary, pattern)
+        tokenizer._hold(vocabulary, pattern, check_engine(engine))
         return tokenizer
 
-    def _hold(self, vocabulary: Vocabulary, pattern: str | SplitPattern) -> None:
-        """Hold ``vocabulary`` and what encoding with it under ``pattern`` takes; refuse an engine that
-        cannot run the pattern."""
-        self._vocabulary = vocabulary
+    def _hold(self, vocabulary: Vocabulary, pattern: str | SplitPattern, engine: str) -> None:
+        """Hold ``vocabulary`` and what encoding with it under ``pattern`` on ``engine`` takes; refuse
+        an engine that cannot run the pattern."""
+        self.engine, self._vocabulary = engine, vocabulary
         self.vocab, self.merges = vocabulary.vocab, vocabulary.merges
         self.special_tokens, self.special_ids = vocabulary.special_tokens, vocabulary.special_ids
         self.pretokenizer = Pretokenizer(self.special_tokens, pattern)
@@ -98,14 +95,7 @@ class Tokenizer:
     def truncated(self, vocab_size: int) -> Tokenizer:
         """The tokenizer of the first ``vocab_size`` ids: the 256 bytes, the special tokens and the first
         ``vocab_size - 256 - len(special_tokens)`` merges, which is what training to that size learns
-        (the merges of a smaller vocabulary are the first merges of a larger one). Ids stay as they are.
-
-        >>> from bpe_dask.rules import reference
-        >>> vocab, merges = reference.train(["low lower lowest"], 260, ["<|endoftext|>"])
-        >>> smaller = Tokenizer(vocab, merges, ["<|endoftext|>"]).truncated(258)
-        >>> len(smaller.vocab), smaller.merges, smaller.encode("lowest")
-        (258, [(b'o', b'w')], [108, 257, 101, 115, 116])
-        """
+        (the merges of a smaller vocabulary are the first merges of a larger one). Ids stay as they are."""
         first = 256 + len(self.special_tokens)
         whole = isinstance(vocab_size, int) and not isinstance(vocab_size, bool)
         if not (whole and first <= vocab_size <= len(self.vocab)):
@@ -115,8 +105,6 @@ class Tokenizer:
             )
         vocab, merges = self._vocabulary.first_ids(vocab_size)
         return Tokenizer(vocab, merges, self.special_tokens, self.pretokenizer.pattern, self.engine)
-
-    # --- the vocabulary ------------------------------------------------------------------------
 
     def token_id(self, token: str | bytes) -> int:
         """The id of one whole token (a special token's text, or a token's bytes); a ``KeyError`` for
@@ -130,8 +118,6 @@ class Tokenizer:
     def merged(self, word: bytes) -> tuple[int, ...]:
         """The ids of one pre-token's bytes, its merges applied, the lowest-ranked pair first."""
         return self._vocabulary.merged(word)
-
-    # --- files ---------------------------------------------------------------------------------
 
     def files(self) -> dict[str, str]:
         """The files ``save`` writes, by name: ``vocab.json``, ``merges.txt``, ``tokenizer.json`` and
@@ -165,11 +151,9 @@ class Tokenizer:
         is true: a regex from a file may take time exponential in its text's length. A trusted one
         still runs with a time limit per call (``pattern_limit.pattern_timeout``).
 
-        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
-        >>> Tokenizer(vocab, [(b"h", b"i")], ["<|endoftext|>"], "gpt4").save("saved")
-        >>> loaded = Tokenizer.load("saved")
-        >>> loaded.special_tokens, loaded.pretokenizer.pattern.name, loaded.encode("hi!<|endoftext|>")
-        (['<|endoftext|>'], 'gpt4', [256, 33, 257])
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|x|>"], "gpt4").save("saved")
+        >>> Tokenizer.load("saved").encode("hi<|x|>")
+        [104, 105, 256]
         """
         vocabulary, pattern = load_files(
             directory, special_tokens, storage_options, trust_pattern=trust_pattern
@@ -187,13 +171,7 @@ class Tokenizer:
     ) -> Self:
         """The tokenizer of a Hugging Face ``tokenizer.json`` file of the byte-level BPE kind (GPT-2's,
         or one `bpe-dask train` wrote), with the special tokens it registers; a split pattern that
-        is not built in is refused unless ``trust_pattern``, as in ``load``.
-
-        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
-        >>> Tokenizer(vocab, [(b"h", b"i")], ["<|endoftext|>"], "gpt4").save("saved-hf")
-        >>> Tokenizer.from_tokenizer_json("saved-hf/tokenizer.json")
-        Tokenizer(vocab_size=258, merges=1, special_tokens=['<|endoftext|>'], pattern='gpt4', engine='auto')
-        """
+        is not built in is refused unless ``trust_pattern``, as in ``load``."""
         vocabulary, pattern = read_tokenizer_json(path, storage_options, trust_pattern=trust_pattern)
         return cls._of(vocabulary, pattern, engine)
 
@@ -213,8 +191,6 @@ class Tokenizer:
         pattern = split_pattern(pattern)
         vocabulary = read_gpt2_files(vocab_filepath, merges_filepath, special_tokens, storage_options)
         return cls._of(vocabulary, pattern, engine)
-
-    # --- encoding --------------------------------------------------------------------------------
 
     def encode(
         self, text: str, *, allowed_special: Allowed = "all", disallowed_special: Allowed = ()
@@ -295,12 +271,7 @@ class Tokenizer:
         self, data: bytes, ends: np.ndarray, separator: str | None = None, dtype: npt.DTypeLike = np.uint32
     ) -> np.ndarray:
         """The ids of UTF-8 documents back to back in ``data``, the ``k``-th ending at ``ends[k]``, each
-        standing alone and followed by ``separator``'s id when one is given, as in ``encode_documents``.
-
-        >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
-        >>> tokenizer.encode_utf8_documents(b"hi!", np.array([2, 3]), "<|endoftext|>").tolist()
-        [104, 105, 256, 33, 256]
-        """
+        standing alone and followed by ``separator``'s id when one is given, as in ``encode_documents``."""
         end = [] if separator is None else [self.token_id(separator)]
         return self._encoding.documents(data, ends, end, dtype)
 
@@ -309,9 +280,6 @@ class Tokenizer:
         ``engine="numba"``, and with ``"auto"`` when it is long enough to repay loading it (the
         pure-Python path stays the reference the tests hold it to).
 
-        >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [])
-        >>> tokenizer.uses_compiled(100), tokenizer.uses_compiled(1 << 20)
-        (False, True)
         """
         return self._encoding.uses_compiled(length)
 
@@ -326,7 +294,6 @@ class Tokenizer:
         >>> histogram[[32, 256]].tolist(), int(histogram.sum())  # " " once, "hi" three times
         ([1, 3], 4)
         """
-        offsets, counts = np.asarray(offsets, np.int64), np.asarray(counts, np.int64)
         return self._encoding.histogram(data, offsets, counts)
 
     def encode_iterable(
@@ -343,14 +310,6 @@ class Tokenizer:
         >>> list(tokenizer.encode_iterable(["h", "i<|endof", "text|>!"]))
         [104, 105, 256, 33]
         """
-        options = {"allowed_special": allowed_special, "disallowed_special": disallowed_special}
-        batch: list[str] = []
-        size = 0
-        for text in self._special_rules.cutter(allowed_special, disallowed_special).recut(iterable):
-            batch.append(text)
-            size += len(text)
-            if size >= COMPILED_MIN_CHARS:
-                yield from self.encode("".join(batch), **options)
-                batch, size = [], 0
-        if batch:
-            yield from self.encode("".join(batch), **options)
+        pieces = self._special_rules.cutter(allowed_special, disallowed_special).recut(iterable)
+        pretokenizer, disallowed = self._special_rules.of(allowed_special, disallowed_special)
+        yield from self._encoding.stream(pieces, pretokenizer, disallowed)

@@ -19,7 +19,9 @@ they are rebuilt where it lands.
 
 from __future__ import annotations
 
+import re
 import threading
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from typing import TYPE_CHECKING
@@ -29,7 +31,7 @@ import numpy as np
 from bpe_dask.engines import use_compiled
 from bpe_dask.rules.pattern_limit import finder
 from bpe_dask.rules.pretokenize import Pretokenizer
-from bpe_dask.rules.special_tokens import valid_text
+from bpe_dask.rules.special_tokens import refuse_disallowed, valid_text
 from bpe_dask.rules.vocabulary import Vocabulary
 
 if TYPE_CHECKING:
@@ -102,6 +104,16 @@ class Encoding:
         with ThreadPoolExecutor(num_threads) as pool:
             return list(pool.map(self.ids, texts, [pretokenizer] * len(texts)))
 
+    def stream(
+        self, pieces: Iterable[str], pretokenizer: Pretokenizer, disallowed: re.Pattern | None
+    ) -> Iterator[int]:
+        """The ids of the concatenation of ``pieces``, each ending at a safe cut, lazily: pieces joined
+        into batches of about ``COMPILED_MIN_CHARS`` (worth the compiled engine), each refused if
+        ``disallowed`` finds a special token in it (``refuse_disallowed``), and encoded alone."""
+        for text in _batches(pieces, COMPILED_MIN_CHARS):
+            refuse_disallowed(text, disallowed)
+            yield from self.ids(text, pretokenizer)
+
     def documents(self, data: bytes, ends: np.ndarray, end: list[int], dtype: npt.DTypeLike) -> np.ndarray:
         """The ids of UTF-8 documents back to back in ``data``, the ``k``-th ending at ``ends[k]``, each
         followed by the ids ``end`` (none, or a separator's), as a NumPy array of ``dtype``. Documents
@@ -116,9 +128,10 @@ class Encoding:
         ids = encoder.encode_documents(data, ends, end[0] if end else -1, self.pretokenizer)
         return np.concatenate([ids, end]).astype(dtype) if end and len(ends) else ids.astype(dtype)
 
-    def histogram(self, data: bytes, offsets: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    def histogram(self, data: bytes, offsets: npt.ArrayLike, counts: npt.ArrayLike) -> np.ndarray:
         """How often each id occurs (int64, indexed by id) in the ids of pre-tokens, the ``k``-th
         ``data[offsets[k]:offsets[k + 1]]`` (UTF-8), occurring ``counts[k]`` times."""
+        offsets, counts = np.asarray(offsets, np.int64), np.asarray(counts, np.int64)
         ids = max(self.vocabulary.vocab) + 1
         if self.uses_compiled(len(data)):
             return self._compiled_encoder().histogram(data, offsets, counts, ids)
@@ -167,3 +180,17 @@ class Encoding:
             return tuple(self._compiled_encoder().encode(data, bounds, no_specials).tolist())
         ids = self._cache[pretoken] = self.vocabulary.merged(pretoken.encode("utf-8"))
         return ids
+
+
+def _batches(pieces: Iterable[str], size: int) -> Iterator[str]:
+    """``pieces`` joined, in order, into texts of ``size`` characters or more (the last maybe fewer)."""
+    batch: list[str] = []
+    held = 0
+    for piece in pieces:
+        batch.append(piece)
+        held += len(piece)
+        if held >= size:
+            yield "".join(batch)
+            batch, held = [], 0
+    if batch:
+        yield "".join(batch)
