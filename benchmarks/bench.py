@@ -150,7 +150,7 @@ def merge_breakdown(counts: str, vocab_size: int) -> dict:
         Path("/proc/self/clear_refs").write_text("5")  # the next phase's peak is its own
         return time.perf_counter()
 
-    merge_loop.warm_up()  # machine code loaded from numba's cache, as the job does while it reads
+    merge_loop.compile_merge_loop()  # machine code loaded from numba's cache, as the job does while it reads
     gc.collect()
     phases: dict[str, dict] = {}
     started = phase("imports and compiled code", time.perf_counter())
@@ -604,10 +604,10 @@ def compile_stage(stage: str, pattern: str) -> dict:
     an empty numba cache: its processor seconds, and how many functions numba compiled."""
     with tempfile.TemporaryDirectory() as cache:
         os.environ["NUMBA_CACHE_DIR"] = cache  # before numba is imported
-        from bpe_dask.stages.warm_up import warm_up
+        from bpe_dask.stages.warm_up import compile_stages
 
         started = time.process_time()
-        used = warm_up([pattern], [stage])
+        used = compile_stages([pattern], [stage])
         return {"seconds": time.process_time() - started, "compiled": len(used.compiled)}
 
 

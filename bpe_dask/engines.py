@@ -30,19 +30,27 @@ def check_engine(engine: str) -> str:
     return engine
 
 
-def check_pattern(engine: str, builtin_pattern: bool, pattern: str = "") -> None:
-    """Refuse ``engine="numba"`` with a pattern of one's own: the compiled core scans only the
-    built-in ones."""
+def check_engine_supports(engine: str, builtin_pattern: bool, pattern: str = "") -> None:
+    """Refuse ``engine="numba"`` with a pattern of one's own (``pattern``, named in the error): the
+    compiled core scans only the built-in ones. Any other engine runs any pattern.
+
+    >>> check_engine_supports("auto", builtin_pattern=False)
+    >>> check_engine_supports("numba", False, "[a-z]+")
+    Traceback (most recent call last):
+    bpe_dask.errors.BpeDaskError: the numba engine works with the built-in patterns only ..., not [a-z]+: ...
+    """
     if check_engine(engine) == "numba" and not builtin_pattern:
         which = f", not {pattern}" if pattern else ""
-        raise BpeDaskError(f"the numba engine works with the built-in patterns only (gpt2, gpt4, o200k)"
-                           f"{which}: use engine auto or python")  # fmt: skip
+        raise BpeDaskError(
+            f"the numba engine works with the built-in patterns only (gpt2, gpt4, o200k){which}: "
+            "use engine auto or python"
+        )
 
 
 def use_compiled(engine: str, size: int, threshold: int, *, builtin_pattern: bool = True) -> bool:
     """Whether the compiled core does a task of ``size`` (bytes, characters or words) under
     ``engine``: always for ``numba``, never for ``python``, from ``threshold`` up for ``auto``."""
-    check_pattern(engine, builtin_pattern)
+    check_engine_supports(engine, builtin_pattern)
     if engine == "python" or not builtin_pattern:
         return False
     return engine == "numba" or size >= threshold

@@ -58,6 +58,7 @@ def received() -> int | None:
 
 
 def exception(signum: int) -> BaseException:
+    """What a signal is raised as: ``Terminated`` for SIGTERM, ``KeyboardInterrupt`` for SIGINT."""
     return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 

@@ -190,10 +190,10 @@ def test_the_warm_up_compiles_one_version_of_each_function(warmed_cache):
     assert {name: done["versions"].get(name) for name in called} == dict.fromkeys(called, 1), done["versions"]
     # Nor does a function get a version for a constant argument (numba types 0 as a literal apart from
     # an int64). The merge loop's words are records of uint16 ids up to 65,536 tokens and of int32
-    # beyond (compiled.merge_state): the functions that read them have a version for each, by design.
+    # beyond (compiled.word_records): the functions that read them have a version for each, by design.
     twice = {name: n for name, n in done["versions"].items() if n > 1}
     records = [f"bpe_dask.compiled.{name}" for name in (
-        "merge_loop._merge_batch", "merge_state._lay_out", "merge_state._prefixes", "merge_state._gather",
+        "merge_loop._merge_batch", "word_records._lay_out", "word_records._prefixes", "word_records._gather",
         "merge_state._byte_pairs", "merge_state._list_byte_pairs",
     )]  # fmt: skip
     assert twice == dict.fromkeys(records, 2), twice

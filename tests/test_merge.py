@@ -166,9 +166,9 @@ def test_a_training_job_warms_the_merge_loop_for_its_own_records_only():
     import sys
 
     script = (
-        "from bpe_dask.stages.merge import warm_up\n"
+        "from bpe_dask.stages.merge import compile_merge_loop_in_background\n"
         "from bpe_dask.compiled.merge_loop import _merge_batch\n"
-        "warm_up('numba', None, {size}).join()\n"
+        "compile_merge_loop_in_background('numba', None, {size}).join()\n"
         "print([str(sig[0].dtype) for sig in _merge_batch.signatures])\n"
     )
     for size, width in ((1000, "uint16"), (70_000, "int32")):

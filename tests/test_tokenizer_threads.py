@@ -10,8 +10,9 @@ import corpus
 import numpy as np
 import pytest
 
-from bpe_dask import Tokenizer, encode, tokenizer, train_bpe
+from bpe_dask import Tokenizer, encode, train_bpe
 from bpe_dask.compiled import Encoder
+from bpe_dask.tokenizer import encoding
 
 EOT = "<|endoftext|>"
 
@@ -42,7 +43,7 @@ def varied_texts(count: int) -> list[str]:
 def small_caches(monkeypatch):
     """Caches small enough to be emptied many times in a text, so threads empty them under each other."""
     monkeypatch.setattr(Encoder, "cache_entries", 64)
-    monkeypatch.setattr(tokenizer, "CACHE_LIMIT", 64)
+    monkeypatch.setattr(encoding, "CACHE_LIMIT", 64)
 
 
 @pytest.mark.parametrize("engine", ["numba", "python"])

@@ -185,7 +185,7 @@ def _one_place_to_run(options: dict[str, Any], levels: list[Mapping[str, Any]]) 
         if "scheduler_file" in given and len(given) > 1:
             raise UsageError(f"--scheduler-file and {_flag(given[1])} both say where to run: give one")
         if given:
-            for name in (PLACES[1:] if "scheduler_file" in given else PLACES[:1]):
+            for name in PLACES[1:] if "scheduler_file" in given else PLACES[:1]:
                 options.pop(name, None)
             return
 

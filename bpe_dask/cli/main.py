@@ -40,8 +40,8 @@ def run() -> NoReturn:
     """The console script (and ``python -m bpe_dask``): ``main``, then the process ends at once.
 
     Everything the job writes is committed, and its cluster closed, before ``main`` returns; what
-    Python's own teardown would do then (free numba's compiled code, module by module) takes half a
-    second and changes nothing, so it is skipped, once the output streams are flushed."""
+    Python's own teardown would do then (free numba's compiled code, module by module) takes time and
+    changes nothing, so it is skipped, once the output streams are flushed."""
     code = main()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
@@ -51,6 +51,8 @@ def run() -> NoReturn:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command ``argv`` (the process's arguments by default) and give its exit code, as the
+    module's docstring lists them; SIGINT and SIGTERM are handled while it runs (``interrupts``)."""
     parser = build_parser()
     args = vars(parser.parse_args(argv))
     if not args.get("command"):
@@ -184,12 +186,12 @@ def _merge(counts: str, options: dict[str, Any]) -> dict:
 
 def _warm_up(options: dict[str, Any]) -> int:
     """numba's cache filled for the patterns given (or the config file's), and where it is."""
-    from bpe_dask.stages.warm_up import builtin_patterns, warm_up
+    from bpe_dask.stages.warm_up import builtin_patterns, compile_stages
 
     patterns = builtin_patterns(options.get("patterns") or [options.get("pattern", "gpt2")])
     plural = "s" if len(patterns) > 1 else ""
     log.info("compiling every job's numba code for the %s pattern%s", " and ".join(patterns), plural)
-    for line in warm_up(patterns).lines():
+    for line in compile_stages(patterns).lines():
         log.info("%s", line)
     return 0
 

@@ -1,9 +1,8 @@
 """The command line's grammar: every flag once, in ``FLAGS``, and each command as the list of its flags.
 
 Takes nothing; gives the ``argparse`` parser of ``bpe-dask train | count | merge | encode | evaluate |
-warm-up``. A flag
-the user leaves out is absent from the parsed options (``argparse.SUPPRESS``), so a ``--config``
-file can give it instead (``config.resolve``).
+warm-up``. A flag the user leaves out is absent from the parsed options (``argparse.SUPPRESS``), so a
+``--config`` file can give it instead (``config.resolve``).
 
 >>> vars(build_parser().parse_args(["count", "in.txt", "--out", "counts.parquet"]))
 {'command': 'count', 'config': None, 'verbose': False, 'inputs': ['in.txt'], 'out': 'counts.parquet'}
@@ -36,14 +35,8 @@ WARM_UP_HELP = (
 # Every flag's argparse keywords; ``names`` where it has a short form, ``default`` where it is not
 # left out when not given. A command may add to them (``--out``'s metavar and help differ).
 FLAGS: dict[str, dict[str, Any]] = {
-    "--vocab-size": {
-        "metavar": "N",
-        "help": "tokens in the vocabulary: 256 bytes + special tokens + merges",
-    },
-    "--tokenizer": {
-        "metavar": "DIR",
-        "help": "a tokenizer directory `bpe-dask train` wrote",
-    },
+    "--vocab-size": {"metavar": "N", "help": "tokens in the vocabulary: 256 bytes + special tokens + merges"},
+    "--tokenizer": {"metavar": "DIR", "help": "a tokenizer directory `bpe-dask train` wrote"},
     "--vocab-sizes": {
         "metavar": "N,N,...",
         "help": "also measure each tokenizer cut to these vocabulary sizes (its first merges): 8000,16000",
@@ -56,14 +49,8 @@ FLAGS: dict[str, dict[str, Any]] = {
             "when OUT ends in .bin, npy when it has no suffix; any other name needs --format)"
         ),
     },
-    "--special-token": {
-        "dest": "special_tokens",
-        "action": "append",
-        "metavar": "TOKEN",
-    },
-    "--pattern": {
-        "metavar": "NAME|REGEX",
-    },
+    "--special-token": {"dest": "special_tokens", "action": "append", "metavar": "TOKEN"},
+    "--pattern": {"metavar": "NAME|REGEX"},
     "--min-frequency": {
         "metavar": "N",
         "help": "stop merging when the most frequent pair occurs fewer than N times (default: no limit)",
@@ -116,10 +103,7 @@ FLAGS: dict[str, dict[str, Any]] = {
         "metavar": "N",
         "help": "start a LocalCluster of N worker processes (default: one per core)",
     },
-    "--scheduler": {
-        "metavar": "ADDR",
-        "help": "run on a Dask scheduler, e.g. tcp://host:8786",
-    },
+    "--scheduler": {"metavar": "ADDR", "help": "run on a Dask scheduler, e.g. tcp://host:8786"},
     "--scheduler-file": {
         "metavar": "FILE",
         "help": (
@@ -145,10 +129,7 @@ FLAGS: dict[str, dict[str, Any]] = {
         "metavar": "DIR",
         "help": "where shards go; kept, so a re-run reuses them (default: a temporary directory)",
     },
-    "--ship-package": {
-        "action": "store_true",
-        "help": "upload this bpe_dask to workers that lack it",
-    },
+    "--ship-package": {"action": "store_true", "help": "upload this bpe_dask to workers that lack it"},
     "--ship-credentials": {
         "action": "store_true",
         "help": "send this machine's AWS_* credentials to the tasks (default: their own)",
@@ -157,20 +138,9 @@ FLAGS: dict[str, dict[str, Any]] = {
         "metavar": "JSON",
         "help": 'fsspec options for URLs, e.g. \'{"endpoint_url": "http://127.0.0.1:9000"}\'',
     },
-    "--config": {
-        "default": None,
-        "metavar": "FILE",
-        "help": "a TOML file of options; flags override it",
-    },
-    "--overwrite": {
-        "action": "store_true",
-        "help": "replace results already in --out",
-    },
-    "--quiet": {
-        "names": ("-q", "--quiet"),
-        "action": "store_true",
-        "help": "warnings and errors only",
-    },
+    "--config": {"default": None, "metavar": "FILE", "help": "a TOML file of options; flags override it"},
+    "--overwrite": {"action": "store_true", "help": "replace results already in --out"},
+    "--quiet": {"names": ("-q", "--quiet"), "action": "store_true", "help": "warnings and errors only"},
     "--verbose": {
         "names": ("-v", "--verbose"),
         "default": False,
@@ -181,8 +151,17 @@ FLAGS: dict[str, dict[str, Any]] = {
 LIMITS = ("--min-frequency", "--max-token-length")
 READING = ("--input-format", "--text-column", "--on-bad-record")
 COMMON = ("--storage-options", "--config", "--overwrite", "--quiet", "--verbose")
-CLUSTER = ("--workers", "--scheduler", "--scheduler-file", "--chunk-size", "--utf8-errors", "--engine",
-           "--work-dir", "--ship-package", "--ship-credentials", *COMMON)  # fmt: skip
+PLACE_FLAGS = ("--workers", "--scheduler", "--scheduler-file")  # where a job runs
+RUN_FLAGS = (
+    "--chunk-size",
+    "--utf8-errors",
+    "--engine",
+    "--work-dir",
+    "--ship-package",
+    "--ship-credentials",
+)
+CLUSTER = (*PLACE_FLAGS, *RUN_FLAGS, *COMMON)
+CHECKS = ("--trust-pattern", "--strict-pattern")
 
 Flag = str | tuple[str, dict[str, Any]]  # a flag, or a flag and what the command adds to it
 
@@ -211,6 +190,7 @@ def _flags(parser: argparse.ArgumentParser) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``bpe-dask`` and each of its commands, with each command's flags (``FLAGS``)."""
     parser = _Parser(
         prog="bpe-dask",
         description="Exact byte-level BPE tokenizers (GPT-2 / CS336 rules) trained and applied as Dask jobs.",
@@ -221,45 +201,60 @@ def build_parser() -> argparse.ArgumentParser:
     out = lambda metavar, help: ("--out", {"metavar": metavar, "help": help})  # noqa: E731
     special = lambda help: ("--special-token", {"help": help})  # noqa: E731
     pattern = lambda help: ("--pattern", {"help": help})  # noqa: E731
+    counting = [special(SPECIAL_TOKEN_HELP), pattern(PATTERN_HELP), "--strict-pattern"]
     _command(
-        commands, "train", "count words and learn merges: the whole job, a tokenizer directory out",
+        commands,
+        "train",
+        "count words and learn merges: the whole job, a tokenizer directory out",
         ["inputs", "--vocab-size", out("DIR", TOKENIZER_OUT)],
-        [special(SPECIAL_TOKEN_HELP), pattern(PATTERN_HELP), "--strict-pattern", *LIMITS, *READING,
-         "--merge-on", *CLUSTER],
-    )  # fmt: skip
+        [*counting, *LIMITS, *READING, "--merge-on", *CLUSTER],
+    )
     _command(
-        commands, "count", "count words only, into a Parquet table to merge later",
+        commands,
+        "count",
+        "count words only, into a Parquet table to merge later",
         ["inputs", out("COUNTS", "Parquet file for the counts (token: binary, count: int64)")],
-        [special(SPECIAL_TOKEN_HELP), pattern(PATTERN_HELP), "--strict-pattern", *READING, *CLUSTER],
-    )  # fmt: skip
+        [*counting, *READING, *CLUSTER],
+    )
+    merge_special = special("a special token (default: those the counts were made with)")
+    merge_pattern = pattern("the split pattern (default: the one the counts were made with)")
     _command(
-        commands, "merge", "learn merges from a counts table that `bpe-dask count` wrote",
+        commands,
+        "merge",
+        "learn merges from a counts table that `bpe-dask count` wrote",
         ["counts", "--vocab-size", out("DIR", TOKENIZER_OUT)],
-        [special("a special token (default: those the counts were made with)"),
-         pattern("the split pattern (default: the one the counts were made with)"), *LIMITS, "--engine",
-         *COMMON],
-    )  # fmt: skip
+        [merge_special, merge_pattern, *LIMITS, "--engine", *COMMON],
+    )
+    ids_out = out("OUT", "a .bin file of ids (with OUT.json beside it), or a directory of .npy shards")
+    encode_special = special("a special token (default: those the tokenizer's tokenizer.json registers)")
     _command(
-        commands, "encode", "encode text into token ids with a trained tokenizer",
-        ["inputs", "--tokenizer",
-         out("OUT", "a .bin file of ids (with OUT.json beside it), or a directory of .npy shards")],
-        ["--format", special("a special token (default: those the tokenizer's tokenizer.json registers)"),
-         *READING, "--document-separator", "--trust-pattern", "--strict-pattern", *CLUSTER],
-    )  # fmt: skip
+        commands,
+        "encode",
+        "encode text into token ids with a trained tokenizer",
+        ["inputs", "--tokenizer", ids_out],
+        ["--format", encode_special, *READING, "--document-separator", *CHECKS, *CLUSTER],
+    )
+    patterns_help = "the built-in patterns the jobs use: gpt2 (the default), gpt4, o200k"
+    patterns = {
+        "dest": "patterns",
+        "nargs": "+",
+        "action": "extend",
+        "metavar": "NAME",
+        "help": patterns_help,
+    }
     _command(
-        commands, "warm-up", WARM_UP_HELP, [],
-        [("--pattern", {"dest": "patterns", "nargs": "+", "action": "extend", "metavar": "NAME",
-                        "help": "the built-in patterns the jobs use: gpt2 (the default), gpt4, o200k"}),
-         "--config", "--quiet", "--verbose"],
-    )  # fmt: skip
-    tokenizers = ("--tokenizer", {"dest": "tokenizers", "action": "append", "metavar": "DIR|FILE",
-                                  "help": "a tokenizer directory, or a HF tokenizer.json (repeatable)"})
+        commands, "warm-up", WARM_UP_HELP, [], [("--pattern", patterns), "--config", "--quiet", "--verbose"]
+    )
+    tokenizers_help = "a tokenizer directory, or a HF tokenizer.json (repeatable)"
+    tokenizers = {"dest": "tokenizers", "action": "append", "metavar": "DIR|FILE", "help": tokenizers_help}
+    evaluation_out = out("DIR", "write evaluation.json and evaluation.png there (default: print only)")
     _command(
-        commands, "evaluate", "measure how well tokenizers compress held-out text (bytes per token)",
-        ["inputs", tokenizers],
-        ["--vocab-sizes", out("DIR", "write evaluation.json and evaluation.png there (default: print only)"),
-         *READING, "--trust-pattern", "--strict-pattern", *(f for f in CLUSTER if f != "--work-dir")],
-    )  # fmt: skip
+        commands,
+        "evaluate",
+        "measure how well tokenizers compress held-out text (bytes per token)",
+        ["inputs", ("--tokenizer", tokenizers)],
+        ["--vocab-sizes", evaluation_out, *READING, *CHECKS, *(f for f in CLUSTER if f != "--work-dir")],
+    )
     return parser
 
 

@@ -305,8 +305,8 @@ def _warm_up(patterns: tuple[str, ...], stages: tuple[str, ...]) -> None:
     if not stages:
         return
     try:
-        from bpe_dask.stages.warm_up import warm_up
+        from bpe_dask.stages.warm_up import compile_stages
 
-        warm_up(patterns, stages)
+        compile_stages(patterns, stages)
     except Exception:  # only ever an optimisation: the first task will say what is wrong
         log.debug("warming up %s for %s failed", ", ".join(stages), ", ".join(patterns), exc_info=True)

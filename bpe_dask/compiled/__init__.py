@@ -1,12 +1,13 @@
 """The compiled core (numba): each task of the pipeline as one loop, at machine speed.
 
 What the rest of the package uses, for the built-in split patterns (``gpt2``, ``gpt4``, ``o200k``):
-``Counter`` counts pre-tokens, ``Encoder`` encodes text, ``train_merges`` runs the merge loop (on
-``Words``, the words laid out as its records) and
-``sum_sorted`` sums sorted count tables; each computes what a rule in ``bpe_dask.rules`` states,
-and gives flat arrays that the callers turn into Arrow tables. ``next_token`` and ``table_of``
-(with ``pattern_number``) are the scanners themselves, for the tests. Every compiled function of the
-package compiles once per machine (``compile_once``): processes that share numba's cache take turns.
+``Counter`` counts pre-tokens, ``Encoder`` encodes text, documents and batches of texts,
+``train_merges`` runs the merge loop (on ``Words``, the words laid out as its records), and
+``sum_sorted`` sums sorted count tables; each computes what a rule in ``bpe_dask.rules`` states, and
+gives flat arrays that the callers turn into Arrow tables. ``compile_merge_loop`` compiles the merge
+loop ahead of need. ``next_token`` and ``table_of`` (with ``pattern_number``) are the scanners
+themselves, for the tests. Every compiled function of the package compiles once per machine
+(``compile_once``): processes that share numba's cache take turns.
 """
 
 from __future__ import annotations
@@ -14,15 +15,22 @@ from __future__ import annotations
 from bpe_dask.compiled.cache import functions
 from bpe_dask.compiled.compile_once import share_compiles
 from bpe_dask.compiled.count import Counter
-from bpe_dask.compiled.encode import Encoder
-from bpe_dask.compiled.merge_loop import train_merges, warm_up
-from bpe_dask.compiled.merge_state import Words
+from bpe_dask.compiled.encoder import Encoder
+from bpe_dask.compiled.merge_loop import compile_merge_loop, train_merges
 from bpe_dask.compiled.scan import next_token, pattern_number, table_of
 from bpe_dask.compiled.sum_sorted import sum_sorted
+from bpe_dask.compiled.word_records import Words
 
 share_compiles(functions().values())
 
 __all__ = [
-    "Counter", "Encoder", "Words", "next_token", "pattern_number", "sum_sorted", "table_of", "train_merges",
-    "warm_up",
-]  # fmt: skip
+    "Counter",
+    "Encoder",
+    "Words",
+    "compile_merge_loop",
+    "next_token",
+    "pattern_number",
+    "sum_sorted",
+    "table_of",
+    "train_merges",
+]

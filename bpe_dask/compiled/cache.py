@@ -94,4 +94,3 @@ def cache_use(seconds: float = 0.0) -> CacheUse:
         cache = getattr(function, "_cache", None)  # numba's FunctionCache: where this function's entries go
         folder = folder or getattr(cache, "cache_path", "")
     return CacheUse(compiled, loaded, folder, seconds)
-

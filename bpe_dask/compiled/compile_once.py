@@ -6,20 +6,19 @@ array is a type apart from a writable one: ``readonly`` gives the compiled funct
 read-only whatever they came in (text arrives as ``bytes``, read-only; an arena or a sum of runs is
 writable), so that a job runs the very version a warm-up compiled, and compiles nothing more. Two
 habits of the compiled code keep compiling cheap: it copies arrays in loops, not by slice assignment
-(for an array assigned to a slice numba 0.68 compiles an error message naming both shapes, string
-code that takes 1.5-2 s to compile in every process that compiles any such function: half of the
-counting loop's compile), and it passes no constant to a compiled function it calls (numba compiles
-a version of the callee for the literal ``0``, another for an ``int64``: ``np.int64(0)`` is one).
+(for an array assigned to a slice, numba compiles an error message naming both shapes: string code,
+slow to compile, in every process that compiles any such function), and it passes no constant to a
+compiled function it calls (numba compiles a version of the callee for the literal ``0``, another
+for an ``int64``: ``np.int64(0)`` is one).
 
 ``share_compiles`` gives numba dispatchers a ``compile`` that, for a signature this process has
 neither compiled nor loaded yet, first holds a lock file of that function's own in numba's cache
 folder (``lock_path``; ``flock``, which the system lets go of when a process dies). numba looks in
 its cache before it compiles, so a process that waited finds the entry the other saved and loads it:
 the worker processes of a LocalCluster (and a ``bpe-dask`` process beside them) compile each function
-once between them, where each compiled it on its own before, all at once (on two cores, two workers
-compiling the same scanner and a client compiling the merge loop). It also makes numba's index of a
-function's compiled versions safe to share: a process reads it, adds to it and writes it back whole,
-now one process at a time (``scan.own_cache_file`` says what went wrong without this). A lock only
+once between them, not each on its own at once, competing for the same cores. It also makes numba's
+index of a function's compiled versions safe to share: a process reads it, adds to it and writes it
+back whole, one process at a time (``scan.own_cache_file`` says what goes wrong otherwise). A lock only
 saves work: where none can be had (a cache folder that takes no lock file, a system without
 ``fcntl``), or after ``WAIT`` seconds (a process stopped in the middle of a compile), a process
 compiles on its own, as numba does.

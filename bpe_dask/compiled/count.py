@@ -62,9 +62,13 @@ def count_loop(pattern: int):
             hi = bounds[2 * piece + 1]
             i = max(position, bounds[2 * piece])
             while i < hi:
-                end = (next_token_gpt2(data, i, hi, table) if pattern == GPT2  # see the comment above
-                       else next_token_gpt4(data, i, hi, table) if pattern == GPT4
-                       else next_token_o200k(data, i, hi, table))
+                end = (
+                    next_token_gpt2(data, i, hi, table)
+                    if pattern == GPT2  # see the comment above
+                    else next_token_gpt4(data, i, hi, table)
+                    if pattern == GPT4
+                    else next_token_o200k(data, i, hi, table)
+                )
                 slot, tag = _find(data, i, end, arena, starts, lengths, slots)
                 if slots[slot] != 0:
                     counts[(slots[slot] & LOW) - 1] += 1
@@ -84,7 +88,6 @@ def count_loop(pattern: int):
         return piece, 0, used, n
 
     return njit(cache=True, nogil=True)(own_cache_file(count_pieces, pattern))
-
 
 
 COUNT_LOOPS = {number: count_loop(number) for number in NUMBERS.values()}
@@ -132,9 +135,19 @@ class Counter:
         piece, position = 0, 0
         while piece < len(bounds) // 2:
             piece, position, self.used, self.n = self._loop(
-                view, bounds, piece, position, self.classes, self.arena, self.used,
-                self.starts, self.lengths, self.counts, self.n, self.slots,
-            )  # fmt: skip
+                view,
+                bounds,
+                piece,
+                position,
+                self.classes,
+                self.arena,
+                self.used,
+                self.starts,
+                self.lengths,
+                self.counts,
+                self.n,
+                self.slots,
+            )
             if piece < len(bounds) // 2:
                 self._grow(need=int(bounds[2 * piece + 1]) - position)
 

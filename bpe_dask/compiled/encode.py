@@ -1,28 +1,24 @@
-"""Encoding (compiled): UTF-8 text in, token ids out, with ``Tokenizer.encode``'s semantics.
+"""The compiled encoding loops: UTF-8 pieces in, token ids out, with ``Tokenizer.encode``'s semantics.
 
-Takes a tokenizer's byte ids and merges, a built-in pattern's name, and the UTF-8 bytes of text with
-where the pieces between special tokens lie and the special tokens' ids; gives the ids the pure-Python
-``Tokenizer.encode`` gives, which the tests hold it to. ``Encoder.histogram`` gives only how often
-each id occurs in the ids of counted pre-tokens (what evaluating a tokenizer on counted words needs).
+Takes the UTF-8 bytes of text with where its pieces between special tokens lie and the ids of the
+special tokens between them, a tokenizer's merges in flat arrays (``merge_pretoken.fill_pairs``'s)
+and a cache; ``ENCODE_LOOPS`` holds each built-in pattern's loop, which gives the ids the pure-Python
+``Tokenizer.encode`` gives (the tests hold it to that), and ``pretoken_histogram`` how often each id
+occurs in the ids of counted pre-tokens. ``encoder.Encoder`` holds the arrays and caches they take.
 
-Each distinct pre-token is merged once (``merge_pretoken``) and its ids kept in a cache: its bytes
+Each distinct pre-token is merged once (``merge_pretoken``) and its ids kept in the cache: its bytes
 in one arena, its ids in another, found again by hash and confirmed byte by byte. The cache is
-emptied when full, so memory stays bounded. The merge tables are read-only and shared; a cache is
-written as it is read, so each call borrows one of its own (``Encoder.encode``): threads may share
-an encoder.
+emptied when full, so memory stays bounded.
 """
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 from numba import njit
 
-from bpe_dask.compiled.compile_once import readonly
 from bpe_dask.compiled.hashing import fnv_hash, same_bytes
-from bpe_dask.compiled.merge_pretoken import EMPTY, SHORT, fill_pairs, merge_long, merge_short
-from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, own_cache_file, pattern_number, table_of
+from bpe_dask.compiled.merge_pretoken import SHORT, merge_long, merge_short
+from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, own_cache_file
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
 from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
 
@@ -50,11 +46,27 @@ def _cached(data, i, end, h, slots, arena):
     return -1
 
 
-# Inlined, though only a pre-token missing from the cache comes here: as a call, GPT-2's encoding ran
-# about 10% slower. The price is compile time: about 20 s with an empty cache, once per install.
+# Inlined, though only a pre-token missing from the cache comes here: a call in the loop over every
+# pre-token slows it, where inlining costs only compile time, once per install.
 @njit(cache=True, nogil=True, inline="always")
-def _merged(data, i, end, h, out, n, parts, ranks, byte_ids, keys, pair_ranks, pair_merged,
-            slots, arena, ids_arena, used):  # fmt: skip
+def _merged(
+    data,
+    i,
+    end,
+    h,
+    out,
+    n,
+    parts,
+    ranks,
+    byte_ids,
+    keys,
+    pair_ranks,
+    pair_merged,
+    slots,
+    arena,
+    ids_arena,
+    used,
+):
     """Merge the pre-token ``data[i:end]`` (hash ``h``, not in the cache), write its ids to ``out``
     from ``n`` on and cache them, emptying the cache first if it is full; returns where they end."""
     length = end - i
@@ -92,8 +104,9 @@ def encode_loop(pattern: int):
     """The encoding loop of pattern number ``pattern``, compiled (and cached) for it alone, as
     ``count.count_loop`` is."""
 
-    def encode_pieces(data, bounds, specials, table, byte_ids, keys, pair_ranks, pair_merged, slots, arena,
-                      ids_arena, used):  # fmt: skip
+    def encode_pieces(
+        data, bounds, specials, table, byte_ids, keys, pair_ranks, pair_merged, slots, arena, ids_arena, used
+    ):
         """The ids of the pieces ``data[bounds[2k]:bounds[2k+1]]``, with ``specials[k]`` between pieces
         ``k`` and ``k + 1`` unless it is negative. ``used`` holds the cache's arena use, id-arena use
         and entries (updated)."""
@@ -107,9 +120,13 @@ def encode_loop(pattern: int):
                 n += 1
             i, hi = bounds[2 * piece], bounds[2 * piece + 1]
             while i < hi:
-                end = (next_token_gpt2(data, i, hi, table) if pattern == GPT2  # see count.count_loop
-                       else next_token_gpt4(data, i, hi, table) if pattern == GPT4
-                       else next_token_o200k(data, i, hi, table))
+                end = (
+                    next_token_gpt2(data, i, hi, table)
+                    if pattern == GPT2  # see count.count_loop
+                    else next_token_gpt4(data, i, hi, table)
+                    if pattern == GPT4
+                    else next_token_o200k(data, i, hi, table)
+                )
                 if end - i == 1:
                     out[n] = byte_ids[data[i]]
                     n += 1
@@ -123,8 +140,24 @@ def encode_loop(pattern: int):
                             into[k] = ids[k]
                         n += count
                     else:
-                        n = _merged(data, i, end, h, out, n, parts, ranks, byte_ids, keys, pair_ranks,
-                                    pair_merged, slots, arena, ids_arena, used)  # fmt: skip
+                        n = _merged(
+                            data,
+                            i,
+                            end,
+                            h,
+                            out,
+                            n,
+                            parts,
+                            ranks,
+                            byte_ids,
+                            keys,
+                            pair_ranks,
+                            pair_merged,
+                            slots,
+                            arena,
+                            ids_arena,
+                            used,
+                        )
                 i = end
         return out[:n]
 
@@ -149,78 +182,3 @@ def pretoken_histogram(data, offsets, counts, histogram, byte_ids, keys, pair_ra
             for token in merge_long(data, i, end, byte_ids, keys, pair_ranks, pair_merged):
                 histogram[token] += counts[k]
     return histogram
-
-
-class Encoder:
-    """A tokenizer's merges in flat arrays, shared, and caches of encoded pre-tokens, one per call under
-    way, for ``encode``.
-
-    Takes the id of each byte (``byte_ids[b]``), the merges as ``{(left id, right id): (rank, merged
-    id)}`` and a built-in pattern's name; ``encode`` gives the ids of UTF-8 text. ``cache_entries``
-    (by default the class's) is how many pre-tokens each cache holds.
-
-    >>> encoder = Encoder(list(range(256)), {(104, 105): (0, 256)}, "gpt2")
-    >>> encoder.encode(b"hi hi", np.array([0, 5]), np.array([], np.int64)).tolist()
-    [256, 32, 256]
-    """
-
-    cache_entries = CACHE_ENTRIES
-
-    def __init__(self, byte_ids: list[int], merges: dict[tuple[int, int], tuple[int, int]],
-                 pattern: str = "gpt2", cache_entries: int | None = None) -> None:  # fmt: skip
-        self.pattern = pattern_number(pattern)
-        self.classes = table_of(self.pattern)
-        self.byte_ids = np.array(byte_ids, np.int64)
-        size = 1 << max(4, (2 * len(merges) + 1).bit_length())
-        self.keys = np.full(size, EMPTY, np.int64)
-        self.pair_ranks = np.zeros(size, np.int64)
-        self.pair_merged = np.zeros(size, np.int64)
-        if merges:
-            pairs = np.array(list(merges), np.int64)
-            values = np.array(list(merges.values()), np.int64)
-            fill_pairs(pairs[:, 0], pairs[:, 1], values[:, 0], values[:, 1], self.keys, self.pair_ranks,
-                       self.pair_merged)  # fmt: skip
-        if cache_entries is not None:
-            self.cache_entries = cache_entries
-        self._idle: list[tuple[np.ndarray, ...]] = []  # caches no call holds, kept warm for the next
-        self._lock = threading.Lock()
-
-    def _new_cache(self) -> tuple[np.ndarray, ...]:
-        """Slots, byte arena, id arena and their use (arena use, id-arena use, entries)."""
-        entries = self.cache_entries
-        return (np.zeros((2 * entries, 5), np.int64), np.empty(16 * entries, np.uint8),
-                np.empty(8 * entries, np.int64), np.zeros(3, np.int64))  # fmt: skip
-
-    def encode(self, data: bytes, bounds: np.ndarray, specials: np.ndarray) -> np.ndarray:
-        """The ids (int64) of UTF-8 ``data`` whose pieces between special tokens are ``bounds``, with
-        ``specials[k]`` between pieces ``k`` and ``k + 1`` (none where it is negative).
-
-        The compiled loop runs without the GIL and writes the cache it reads, so each call holds a
-        cache no other call holds: one idle since an earlier call, or a new one. As many exist as
-        calls have ever been under way at once, and each keeps what it learned for the next call."""
-        with self._lock:
-            cache = self._idle.pop() if self._idle else None
-        if cache is None:
-            cache = self._new_cache()
-        view = readonly(np.frombuffer(data, np.uint8))
-        try:
-            return ENCODE_LOOPS[self.pattern](view, bounds, specials, self.classes, self.byte_ids, self.keys,
-                                              self.pair_ranks, self.pair_merged, *cache)  # fmt: skip
-        finally:
-            with self._lock:
-                self._idle.append(cache)
-
-    def histogram(self, data: bytes | np.ndarray, offsets: np.ndarray, counts: np.ndarray,
-                  ids: int) -> np.ndarray:  # fmt: skip
-        """How often each of ``ids`` ids occurs in the ids of pre-tokens, each pre-token ``counts[k]``
-        times (int64): their UTF-8 back to back in ``data``, the ``k``-th from ``offsets[k]`` to
-        ``offsets[k + 1]``.
-
-        >>> encoder = Encoder(list(range(256)), {(104, 105): (0, 256)}, "gpt2")
-        >>> encoder.histogram(b"hi hi", np.array([0, 2, 5]), np.array([2, 1]), 257)[[32, 256]].tolist()
-        [1, 3]
-        """
-        buffer = readonly(np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data)
-        return pretoken_histogram(buffer, np.asarray(offsets, np.int64), np.asarray(counts, np.int64),
-                                  np.zeros(ids, np.int64), self.byte_ids, self.keys, self.pair_ranks,
-                                  self.pair_merged)  # fmt: skip

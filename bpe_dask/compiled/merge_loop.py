@@ -1,6 +1,6 @@
 """The merge loop compiled with numba: the algorithm of ``stages.merge``, at machine speed.
 
-Takes the words laid out as its records (``merge_state.Words``) and the first vocabulary; gives the
+Takes the words laid out as its records (``word_records.Words``) and the first vocabulary; gives the
 same vocabulary and merges as the pure-Python loop of ``stages.merge``, which uses it for large
 tables; the tests hold both to the reference trainer. The arrays it works on, and how they are
 laid out, are ``merge_state``'s.
@@ -15,45 +15,48 @@ from numba import njit
 
 from bpe_dask import interrupts
 from bpe_dask.compiled.hashing import LOW
-from bpe_dask.compiled.merge_state import (
-    INDEX_LOAD,
-    UNLIMITED,
-    WIDE_VOCAB,
-    State,
-    Words,
-    count_of,
-    count_width,
-    end_mark,
-    fits,
-)
+from bpe_dask.compiled.merge_state import INDEX_LOAD, UNLIMITED, State, fits
 from bpe_dask.compiled.pair_heap import sift_down, sift_up
-from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, START, add, compact, find
+from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, START, add, compact, lose
 from bpe_dask.compiled.prefetch import prefetch
+from bpe_dask.compiled.word_records import WIDE_VOCAB, Words, count_of, count_width, end_mark
 
 _BATCH = 256  # merges per compiled call, between progress reports
 _AHEAD = 16  # holders read ahead
 
 
 @njit(cache=True, nogil=True)
-def _lose(index, pairs, key, f):
-    """Take ``f`` from the count of ``key``; a pair no word holds any more has a dead list."""
-    pair = find(index, pairs, key)
-    pairs[pair, COUNT] -= f
-    if pairs[pair, COUNT] == 0:
-        pairs[pair, LENGTH] = 0
-
-
-@njit(cache=True, nogil=True)
-def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, pool_written, heap_counts,
-                 heap_ids, heap_size, gained_pairs, gained_words, token_bytes, offsets, sizes, bytes_used,
-                 next_id, last_id, out_pairs, min_frequency, longest):  # fmt: skip
+def _merge_batch(
+    words,
+    pairs,
+    pairs_used,
+    index,
+    pool,
+    pool_used,
+    pool_limit,
+    pool_written,
+    heap_counts,
+    heap_ids,
+    heap_size,
+    gained_pairs,
+    gained_words,
+    token_bytes,
+    offsets,
+    sizes,
+    bytes_used,
+    next_id,
+    last_id,
+    out_pairs,
+    min_frequency,
+    longest,
+):
     """Up to ``last_id - next_id`` merges. Stops early, before a merge, when the pairs' records or
     their index might fill up during it (the caller makes room and calls again), or when the best
     pair occurs fewer than ``min_frequency`` times (its count is then returned as ``below``, else 0).
-    Returns how many merges were made, ``below``, the pairs' use, the pool, its use, the limit of its
-    use and how far it has been written (``pool_written``, the highest use), the heap's size, the
-    buffers of new holders, and the token bytes and their use (arrays maybe regrown). Pairs that
-    would make a token over ``longest`` bytes are never chosen.
+    Takes the state's arrays and their use first (``merge_state.BATCH_TAKES``); returns how many
+    merges were made, ``below``, then what of the state it changed (``merge_state.BATCH_GIVES``:
+    arrays maybe regrown, and uses). Pairs that would make a token over ``longest`` bytes are never
+    chosen. ``pool_written`` is how far the pool has been written, its highest use.
 
     The pool is used up to ``pool_limit``, then squeezed (``compact``); the limit rises when the live
     lists need more, into the pool's room (pages the loop never wrote cost no memory), and only past
@@ -127,9 +130,9 @@ def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, p
                 if words[r] == a and words[r + 1] == b:
                     found = True
                     if r > s and r != after:  # (where two merged spots touch, "a b a b", that pair is one)
-                        _lose(index, pairs, (np.int64(words[r - 1]) << 32) | a, f)
+                        lose(index, pairs, (np.int64(words[r - 1]) << 32) | a, f)
                     if words[r + 2] != end:
-                        _lose(index, pairs, (b << 32) | np.int64(words[r + 2]), f)
+                        lose(index, pairs, (b << 32) | np.int64(words[r + 2]), f)
                     after = r + 2
                     r += 2
                 else:
@@ -201,8 +204,20 @@ def _merge_batch(words, pairs, pairs_used, index, pool, pool_used, pool_limit, p
                 heap_counts[heap_size], heap_ids[heap_size] = pairs[pair, COUNT], pair
                 heap_size += 1
                 sift_up(heap_counts, heap_ids, heap_size - 1, pairs, token_bytes, offsets, sizes)
-    return (made, below, pairs_used, pool, pool_used, pool_limit, pool_written, heap_size, gained_pairs,
-            gained_words, token_bytes, bytes_used)  # fmt: skip
+    return (
+        made,
+        below,
+        pairs_used,
+        pool,
+        pool_used,
+        pool_limit,
+        pool_written,
+        heap_size,
+        gained_pairs,
+        gained_words,
+        token_bytes,
+        bytes_used,
+    )
 
 
 def train_merges(
@@ -216,11 +231,16 @@ def train_merges(
     stopped: Callable[[str, int], None] | None = None,
     savings: list[int] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
-    """Add merges to ``vocab`` (the bytes and special tokens) until it holds ``vocab_size`` tokens.
+    """Add merges to ``vocab`` (the bytes and special tokens) until it holds ``vocab_size`` tokens or
+    no pair is left, and give it with the merges, as the pure-Python loop does.
 
     The words are ``words``' records (laid out for ``vocab_size``; they are taken from it and merged
-    in place). ``min_frequency``, ``max_token_length``, ``stopped`` and ``savings`` are those of
-    ``stages.merge.train_merges``.
+    in place). ``progress`` is told the number of merges done, for each merge, once its batch is done.
+    A pair that would make a token over ``max_token_length`` bytes is never chosen; the loop stops
+    before a pair that occurs fewer than ``min_frequency`` times. When either ends it before the
+    vocabulary is full, ``stopped`` is told which: ``"min_frequency"`` and that pair's count, or
+    ``"max_token_length"`` and 0. ``savings`` gets each merge's tokens saved (the words' shortening
+    times their counts).
     """
     longest = UNLIMITED if max_token_length is None else min(max_token_length, UNLIMITED)
     min_frequency = min(min_frequency, UNLIMITED)  # both int64 in compiled code
@@ -231,14 +251,10 @@ def train_merges(
         interrupts.check()  # between batches: compiled code sees no signal, and garbles one raised in it
         first = len(vocab)
         want = min(vocab_size, first + _BATCH) - first
-        (made, below, state.pairs_used, state.pool, state.pool_used, state.pool_limit, state.pool_written,
-         state.heap_size, state.gained_pairs, state.gained_words, state.token_bytes,
-         state.bytes_used) = _merge_batch(
-            state.words, state.pairs, state.pairs_used, state.index, state.pool, state.pool_used,
-            state.pool_limit, state.pool_written, state.heap_counts, state.heap_ids, state.heap_size,
-            state.gained_pairs, state.gained_words, state.token_bytes, state.offsets, state.sizes,
-            state.bytes_used, first, first + want, out_pairs, min_frequency, longest,
-        )  # fmt: skip
+        made, below, *given = _merge_batch(
+            *state.batch_arrays(), first, first + want, out_pairs, min_frequency, longest
+        )
+        state.take(given)
         state.give_back()
         for a, b, saved in out_pairs[:made].tolist():
             if savings is not None:
@@ -261,20 +277,26 @@ def train_merges(
     return vocab, merges
 
 
-def warm_up(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> None:
-    """Run every compiled function once on tiny tables, so numba compiles them all (or loads them
-    from its cache) before the real work needs them: for the records ``vocab_sizes`` take (uint16;
-    int32 for a vocabulary over 65,535 tokens), the rarely taken regrowths and the pool's squeeze
-    included. A job that knows its vocabulary size warms the one width it merges with: each costs
-    seconds to compile."""
+def compile_merge_loop(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> None:
+    """Run every compiled function of the merge loop once on tiny tables, so numba compiles them all
+    (or loads them from its cache) before the real work needs them: for the records ``vocab_sizes``
+    take (uint16; int32 for a vocabulary over 65,535 tokens), the rarely taken regrowths and the
+    pool's squeeze included. Each width is a version of its own, seconds to compile: a job that knows
+    its vocabulary size compiles the one it merges with."""
     words = [(bytes([97 + i % 7, 98 + i % 5, 97 + i % 3]) * (1 + i % 4), 1 + i % 3) for i in range(64)]
     data = np.frombuffer(b"".join(w for w, _ in words), np.uint8)
     offsets = np.concatenate(([0], np.cumsum([len(w) for w, _ in words]))).astype(np.int64)
     freqs = np.array([c for _, c in words], np.int64)
     for vocab_size in vocab_sizes:
-        state = State(Words([(data, offsets, freqs)], len(words), len(data), vocab_size),
-                      {i: bytes([i]) for i in range(256)}, vocab_size)  # fmt: skip
+        state = State(
+            Words([(data, offsets, freqs)], len(words), len(data), vocab_size),
+            {i: bytes([i]) for i in range(256)},
+            vocab_size,
+        )
         state.room_for(len(state.pairs))  # the records copied, the index rebuilt
         state.pool_used = compact(state.pairs, state.pairs_used, state.pool)
-        train_merges(Words([(data, offsets, freqs)], len(words), len(data), vocab_size),
-                     {i: bytes([i]) for i in range(256)}, vocab_size)  # fmt: skip
+        train_merges(
+            Words([(data, offsets, freqs)], len(words), len(data), vocab_size),
+            {i: bytes([i]) for i in range(256)},
+            vocab_size,
+        )

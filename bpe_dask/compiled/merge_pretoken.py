@@ -1,4 +1,4 @@
-"""Merging one pre-token (compiled): its bytes in, its token ids out, as ``Tokenizer._merge`` merges.
+"""Merging one pre-token (compiled): its bytes in, its token ids out, as ``Vocabulary.merged`` does.
 
 Takes a tokenizer's byte ids and its merges as a table from a pair of ids to the merge's rank and
 merged id (``fill_pairs`` builds it in three flat arrays, read-only once built); gives the ids of

@@ -1,18 +1,8 @@
-"""The compiled merge loop's state: the words, the pairs, their holder lists and the heap.
+"""The compiled merge loop's state: the words' records in, their pairs, holder lists and heap out.
 
-Takes the words in chunks of flat arrays (their bytes back to back, where each starts, and its
-count: what an Arrow binary column holds, with no Python object per word) and the first
-vocabulary; gives the arrays ``merge_loop`` works on (``Words``, then ``State``). The loop is
-bound by memory, both its size and its speed, so what a merge reads together sits together, in as
-few bytes as it takes:
+Takes ``Words`` (``word_records``: the words laid out as records), the first vocabulary and the
+vocabulary size; gives ``State``, the arrays ``merge_loop`` works on, between its batches of merges:
 
-- Every word (of two bytes or more) is one record in one array (``Words.records``): its count (64
-  bits: four uint16 or two int32, low first), its token ids, and an end mark (``end_mark``). Token
-  ids are uint16 while the vocabulary fits (at most 65,535 tokens, 0xFFFF being the end mark),
-  int32 beyond (-1 the end mark). A merge shortens a word in place, moving its end mark. A word is
-  known by where its record starts: uint32 while the records fit (``POSITIONS``), int64 beyond.
-  The records are in the order of their bytes (``Words.sort``), so that a pair's holders are near
-  each other.
 - A pair ``(a, b)`` is the int64 key ``a << 32 | b``, with a record of its own (``pair_map``): its
   count, and its list of holder words in ``pool``, which names them by position. Before any merge a
   pair is two bytes: a counting sort over the records makes every list in one go, each word named
@@ -25,15 +15,15 @@ few bytes as it takes:
   creates it, so its entry is pushed then (or by ``heapify``, for the byte pairs) and lowered to the
   current count when it surfaces above it.
 - With a longest token (``max_token_length``), a pair that would make a longer one is counted
-  like any other but never has a heap entry (none is pushed for it), so it is never chosen; tokens
-  keep their bytes, so it never fits later either.
+  like any other but never has a heap entry, so it is never chosen; tokens keep their bytes, so it
+  never fits later either.
 
 Arrays are allocated once with room to spare (``np.empty``: pages never written cost no memory)
-rather than doubled as they fill, which holds two copies at once: the records for every byte of
-the words, the pool with half as much room again as its lists need at first (its limit of use
-rises into that room when the live lists need it; its pages past its use go back to the system
-after a squeeze, ``State.give_back``), the pairs' records and the heap for a pair per word (tables
-of more pairs than words, which are small ones, copy them to grow).
+rather than doubled as they fill, which holds two copies at once: the pool with half as much room
+again as its lists need at first (its limit of use rises into that room when the live lists need
+it; its pages past its use go back to the system after a squeeze, ``State.give_back``), the pairs'
+records and the heap for a pair per word (tables of more pairs than words, which are small ones,
+copy them to grow: ``State.room_for``).
 """
 
 from __future__ import annotations
@@ -41,7 +31,6 @@ from __future__ import annotations
 import ctypes
 import mmap
 import sys
-from collections.abc import Iterable
 
 import numpy as np
 from numba import njit
@@ -49,186 +38,20 @@ from numba import njit
 from bpe_dask.compiled.hashing import LOW
 from bpe_dask.compiled.pair_heap import sift_down
 from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, NO_PAIR, START, add, index_pairs
-from bpe_dask.compiled.prefetch import prefetch
+from bpe_dask.compiled.word_records import Words, count_of, count_width, end_mark, token_dtype
 
 UNLIMITED = 2**62  # the longest token when there is no max_token_length
-WIDE_VOCAB = 65_535  # above this many tokens, token ids are int32 (uint16's 0xFFFF is the end mark)
-POSITIONS = 2**32  # records of fewer elements than this are named by uint32 positions; more, int64
 INDEX_LOAD = 2  # the pairs' index has at least this many slots per pair
-_AHEAD = 32  # records read ahead while they are sorted
-
-Chunk = tuple[np.ndarray, np.ndarray, np.ndarray]  # bytes (uint8), where words start (int64), counts
-
-
-def token_dtype(vocab_size: int) -> np.dtype:
-    """The records' type for a vocabulary of ``vocab_size`` tokens."""
-    return np.dtype(np.uint16 if vocab_size <= WIDE_VOCAB else np.int32)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def count_width(words):
-    """How many elements a record's count takes."""
-    return 4 if words.itemsize == 2 else 2
-
-
-@njit(cache=True, nogil=True, inline="always")
-def end_mark(words):
-    return 0xFFFF if words.itemsize == 2 else -1
-
-
-@njit(cache=True, nogil=True, inline="always")
-def count_of(words, p):
-    """The count of the word whose record starts at ``p``."""
-    if words.itemsize == 2:
-        return (np.int64(words[p]) | (np.int64(words[p + 1]) << 16) | (np.int64(words[p + 2]) << 32)
-                | (np.int64(words[p + 3]) << 48))  # fmt: skip
-    return (np.int64(words[p + 1]) << 32) | (np.int64(words[p]) & LOW)
-
-
-@njit(cache=True, nogil=True)
-def _lay_out(data, offsets, freqs, words, p):
-    """Append the records of the words ``data[offsets[i]:offsets[i + 1]]`` counted ``freqs[i]`` (those
-    of two bytes or more: a single byte holds no pair) at ``p``; returns where they end, how many
-    there are, and the bytes of text all the words stand for (each word's bytes times its count)."""
-    width, end = count_width(words), end_mark(words)
-    n, text = 0, np.int64(0)
-    for w in range(len(offsets) - 1):
-        length = offsets[w + 1] - offsets[w]
-        f = freqs[w]
-        text += length * f
-        if length < 2:
-            continue
-        if width == 4:
-            for k in range(4):
-                words[p + k] = (f >> (16 * k)) & 0xFFFF
-        else:
-            words[p], words[p + 1] = f & LOW, f >> 32
-        p += width
-        for k in range(length):
-            words[p + k] = data[offsets[w] + k]
-        p += length
-        words[p] = end
-        p += 1
-        n += 1
-    return p, n, text
-
-
-@njit(cache=True, nogil=True)
-def _prefixes(words, used, n):
-    """Each record's first eight bytes as a big-endian number (shorter words padded with zeros:
-    their order is the order of the bytes), and where it starts; and whether they are in order."""
-    width, end = count_width(words), end_mark(words)
-    keys, starts = np.empty(n, np.uint64), np.empty(n, np.int64)
-    in_order = True
-    p, i = 0, 0
-    while p < used:
-        r, key = p + width, np.uint64(0)
-        for k in range(8):
-            if words[r + k] == end:
-                break
-            key |= np.uint64(words[r + k]) << np.uint64(56 - 8 * k)
-        while words[r] != end:
-            r += 1
-        keys[i], starts[i] = key, p
-        if i and keys[i - 1] > key:
-            in_order = False
-        p, i = r + 1, i + 1
-    return keys, starts, in_order
-
-
-@njit(cache=True, nogil=True)
-def _radix_order(keys, order, spare, spare_keys):
-    """The order that sorts ``keys`` (a stable radix sort, 16 bits a pass, through ``order`` and the
-    ``spare`` arrays, each as long as ``keys``; ``keys`` is overwritten): one of the two buffers."""
-    n = len(keys)
-    for i in range(n):
-        order[i] = i
-    for shift in range(0, 64, 16):
-        counts = np.zeros((1 << 16) + 1, np.int64)
-        for i in range(n):
-            counts[((keys[i] >> np.uint64(shift)) & np.uint64(0xFFFF)) + 1] += 1
-        if counts.max() == n:
-            continue  # every key has the same 16 bits here
-        place = np.cumsum(counts)
-        for i in range(n):
-            digit = (keys[i] >> np.uint64(shift)) & np.uint64(0xFFFF)
-            spare[place[digit]], spare_keys[place[digit]] = order[i], keys[i]
-            place[digit] += 1
-        order, spare, keys, spare_keys = spare, order, spare_keys, keys
-    return order
-
-
-@njit(cache=True, nogil=True)
-def _gather(words, starts, order, moved):
-    """The records that start at ``starts[order]``, in that order, into ``moved``."""
-    width, end = count_width(words), end_mark(words)
-    n, q = len(order), 0
-    for i in range(min(n, 2 * _AHEAD)):
-        prefetch(starts, order[i])
-    for i in range(min(n, _AHEAD)):
-        prefetch(words, starts[order[i]])
-    for i in range(n):
-        # The records lie anywhere, and so do their starts: ask for the next ones now, the starts
-        # further ahead, as finding a record needs its start first.
-        if i + 2 * _AHEAD < n:
-            prefetch(starts, order[i + 2 * _AHEAD])
-        if i + _AHEAD < n:
-            prefetch(words, starts[order[i + _AHEAD]])
-        p = starts[order[i]]
-        for k in range(width):
-            moved[q + k] = words[p + k]
-        p, q = p + width, q + width
-        while words[p] != end:
-            moved[q] = words[p]
-            p, q = p + 1, q + 1
-        moved[q] = end
-        q += 1
-
-
-class Words:
-    """The words as the merge loop's records, laid out chunk by chunk (``Chunk``: a chunk's bytes,
-    where each of its words starts and the last ends, from 0, and their counts), so that whoever
-    holds the words in another form can let it go before the loop starts. ``rows`` and
-    ``data_bytes`` are how many words and bytes the chunks hold; ``byte_tokens`` is the bytes of
-    text the words stand for (each word's bytes times its count)."""
-
-    def __init__(self, chunks: Iterable[Chunk], rows: int, data_bytes: int, vocab_size: int):
-        dtype = token_dtype(vocab_size)
-        width = 4 if dtype.itemsize == 2 else 2
-        # At most this many elements: words of one byte take none. Pages never written cost nothing.
-        self.records = np.empty(max(1, data_bytes + rows * (width + 1)), dtype)
-        self.rows, self.used, self.count, self.byte_tokens = rows, 0, 0, 0
-        for chunk in chunks:
-            # Read-only views, whatever the chunk's arrays are: numba compiles one version per kind.
-            data, offsets, freqs = (np.asarray(a).view() for a in chunk)
-            for array in (data, offsets, freqs):
-                array.flags.writeable = False
-            self.used, n, text = _lay_out(data, offsets, freqs, self.records, self.used)
-            self.count += n
-            self.byte_tokens += int(text)
-
-    def sort(self) -> None:
-        """Put the records in the order of their bytes (of their first eight: ``bpe-dask count``
-        writes its tables in that order, and then this is one pass that finds them so). The loop
-        runs faster so, as a pair's holders, which it reads in the order they are laid out, are then
-        close together; what it learns does not depend on the order. Takes another copy of the
-        records while it moves them, so it runs once whoever held the words in another form has let
-        them go."""
-        keys, starts, in_order = _prefixes(self.records, self.used, self.count)
-        if not in_order:
-            # Arrays numpy allocates (not numba): numpy asks Linux for huge pages, which these reads
-            # and writes all over them need (a page table entry per 2 MiB, not per 4 KiB).
-            n = len(keys)
-            order = _radix_order(keys, np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.uint64))
-            del keys
-            moved = np.empty_like(self.records)
-            _gather(self.records, starts, order, moved)
-            self.records = moved
-
-    @property
-    def positions(self) -> np.dtype:
-        """The type that names a word by where its record starts."""
-        return np.dtype(np.uint32 if self.used < POSITIONS else np.int64)
+# The arrays (and their use) that ``merge_loop._merge_batch`` takes first, and that it gives back
+# after how many merges it made and ``below``, each in its order (``State.batch_arrays``, ``take``).
+BATCH_TAKES = (
+    "words pairs pairs_used index pool pool_used pool_limit pool_written heap_counts heap_ids heap_size "
+    "gained_pairs gained_words token_bytes offsets sizes bytes_used"
+)
+BATCH_GIVES = (
+    "pairs_used pool pool_used pool_limit pool_written heap_size gained_pairs gained_words token_bytes "
+    "bytes_used"
+)
 
 
 @njit(cache=True, nogil=True)
@@ -355,15 +178,41 @@ class State:
         self.pool_used = int(holders.sum())
         self.pool_limit = self.pool_used + max(self.pool_used // 8, int(holders.max())) + 16
         self.pool = np.empty(self.pool_limit + self.pool_used // 2, positions)
-        self.pairs_used = _list_byte_pairs(self.words, used, holders, weighted, self.pool, self.pairs,
-                                           self.index)  # fmt: skip
+        self.pairs_used = _list_byte_pairs(
+            self.words, used, holders, weighted, self.pool, self.pairs, self.index
+        )
         self.pool_written = self.pool_used  # how far the pool's pages hold memory (its highest use)
         self.heap_counts = np.empty(len(self.pairs), np.int64)
         self.heap_ids = np.empty(len(self.pairs), np.int32)
-        self.heap_size = heapify(self.pairs, self.pairs_used, self.heap_counts, self.heap_ids,
-                                 self.token_bytes, self.offsets, self.sizes, longest)  # fmt: skip
+        self.heap_size = heapify(
+            self.pairs,
+            self.pairs_used,
+            self.heap_counts,
+            self.heap_ids,
+            self.token_bytes,
+            self.offsets,
+            self.sizes,
+            longest,
+        )
         self.gained_pairs = np.empty(1024, np.int32)  # a merge's new holders, before their lists are laid
         self.gained_words = np.empty(1024, positions)
+
+    def batch_arrays(self) -> list:
+        """The arrays and their use that a batch of merges takes (``BATCH_TAKES``), in order.
+
+        >>> import inspect
+        >>> from bpe_dask.compiled import merge_loop
+        >>> takes = list(inspect.signature(merge_loop._merge_batch.py_func).parameters)
+        >>> takes[:17] == BATCH_TAKES.split(), takes[17:]
+        (True, ['next_id', 'last_id', 'out_pairs', 'min_frequency', 'longest'])
+        """
+        return [getattr(self, name) for name in BATCH_TAKES.split()]
+
+    def take(self, given: list) -> None:
+        """Hold what a batch of merges gives back (``BATCH_GIVES``, in order): arrays it may have
+        regrown, and their use."""
+        for name, value in zip(BATCH_GIVES.split(), given, strict=True):
+            setattr(self, name, value)
 
     def give_back(self) -> None:
         """Return to the system the pages of the pool past its use, once a squeeze has left a good
@@ -392,4 +241,3 @@ class State:
             self.index = np.empty(0, np.int32)  # let the old one go first
             self.index = np.full(1 << (INDEX_LOAD * need - 1).bit_length(), NO_PAIR, np.int32)
             index_pairs(self.pairs, self.pairs_used, self.index)
-

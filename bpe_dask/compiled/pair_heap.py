@@ -46,6 +46,8 @@ def _before(heap_counts, heap_ids, i, j, pairs, token_bytes, offsets, sizes):
 
 @njit(cache=True, nogil=True)
 def sift_up(heap_counts, heap_ids, i, pairs, token_bytes, offsets, sizes):
+    """Move entry ``i`` up until its parent comes out before it: the heap holds again after an entry
+    is put at its end."""
     while i > 0:
         parent = (i - 1) // 2
         if not _before(heap_counts, heap_ids, i, parent, pairs, token_bytes, offsets, sizes):
@@ -57,6 +59,8 @@ def sift_up(heap_counts, heap_ids, i, pairs, token_bytes, offsets, sizes):
 
 @njit(cache=True, nogil=True)
 def sift_down(heap_counts, heap_ids, size, i, pairs, token_bytes, offsets, sizes):
+    """Move entry ``i`` of the heap's first ``size`` down until neither child comes out before it: the
+    heap holds again after entry ``i`` is replaced or lowered."""
     while True:
         best, left = i, 2 * i + 1
         if left < size and _before(heap_counts, heap_ids, left, best, pairs, token_bytes, offsets, sizes):

@@ -39,6 +39,15 @@ def find(index, pairs, key):
 
 
 @njit(cache=True, nogil=True)
+def lose(index, pairs, key, f):
+    """Take ``f`` from the count of ``key``; a pair no word holds any more has a dead list."""
+    pair = find(index, pairs, key)
+    pairs[pair, COUNT] -= f
+    if pairs[pair, COUNT] == 0:
+        pairs[pair, LENGTH] = 0
+
+
+@njit(cache=True, nogil=True)
 def add(index, pairs, used, key):
     """The id of ``key``, a new record (count 0, no list) if it had none; returns it and whether new.
     The caller makes sure there is room: ``used`` records below ``len(pairs)``, the index under half

@@ -4,8 +4,7 @@ caches, and returns at once.
 Takes an array and an index (not checked: a hint never faults); gives nothing. A loop that reads
 words at positions it knows in advance (a pair's list of holders, a permutation) and would
 otherwise wait on memory for each in turn names the ones a few steps ahead, so that many reads
-are under way at once: the merge loop's first merges, which read millions of words each, take
-about a quarter less time so.
+are under way at once (the merge loop's first merges read millions of words each, scattered).
 """
 
 from __future__ import annotations

@@ -49,7 +49,6 @@ def own_cache_file(function, pattern: int):
     own. numba names a function's cache files after its qualified name, and its index of compiled
     versions is one file that a process reads, adds to and writes back whole: two processes that
     compiled two patterns' loops at once into one index (two jobs on one machine, say) could leave
-    one's machine code filed under the other's key (seen in the test suite, run in two processes:
-    ``NRT_adapt_ndarray_to_python: 'descr' is NULL``)."""
+    one's machine code filed under the other's key, which then fails when it runs."""
     function.__qualname__ = f"{function.__qualname__}_{pattern}"
     return function

@@ -91,4 +91,3 @@ def sum_sorted(runs: list[Run]) -> Run:
     if not runs:
         return np.zeros(0, np.uint8), np.zeros(1, np.int64), np.zeros(0, np.int64)
     return runs[0]
-

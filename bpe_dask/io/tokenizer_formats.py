@@ -1,11 +1,12 @@
-"""The tokenizer's files: a vocabulary and merges in, GPT-2 style text files out, and back.
+"""The tokenizer's files: a vocabulary and merges in, the text of GPT-2-style files out, and back.
 
-Takes ``vocab`` (id -> bytes), ``merges`` and the special tokens with their ids; gives the
-text of ``vocab.json`` and ``merges.txt`` (bytes mapped to printable characters as GPT-2 and the
-CS336 fixtures do, special tokens as their own text), of a Hugging Face ``tokenizer.json`` (with
-the split pattern) and of a tiktoken rank file; ``parse_vocab_json``, ``parse_merges_txt``,
-``special_tokens_in`` and ``pattern_in`` read them back. ``Tokenizer.save`` and
-``Tokenizer.load`` put these together into the directory contract.
+Takes ``vocab`` (id -> bytes), ``merges`` and the special tokens with their ids; gives the text of
+``vocab.json`` and ``merges.txt`` (bytes mapped to printable characters as GPT-2 and the CS336
+fixtures do, special tokens as their own text), of a Hugging Face ``tokenizer.json`` (with the split
+pattern) and of a tiktoken rank file (``tiktoken_bpe``, with the ranks ``tiktoken_ranks`` finds for a
+``Vocabulary``, or says why there are none); ``parse_vocab_json``, ``parse_merges_txt``,
+``parse_tokenizer_json``, ``special_tokens_in`` and ``pattern_in`` read them back. ``tokenizer_files``
+puts these together into the tokenizer directory's contract.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.rules.patterns import GPT2, SplitPattern, split_pattern
+from bpe_dask.rules.vocabulary import Vocabulary
 
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
@@ -44,6 +46,12 @@ def _translation() -> dict[int, str]:
 
 
 def token_to_str(token: bytes) -> str:
+    """``token``'s bytes as GPT-2's ``vocab.json`` and ``merges.txt`` write them, each byte one printable
+    character (``bytes_to_unicode``).
+
+    >>> token_to_str(b" the\\n")
+    'ĠtheĊ'
+    """
     return token.decode("latin-1").translate(_translation())
 
 
@@ -93,6 +101,7 @@ def _vocab_entries(vocab: Mapping[int, bytes], special_ids: Mapping[str, int]) -
 
 
 def merges_txt(merges: Sequence[tuple[bytes, bytes]]) -> str:
+    """The text of ``merges.txt``: each merge's two tokens (``token_to_str``) on a line, in order."""
     return "".join(f"{token_to_str(a)} {token_to_str(b)}\n" for a, b in merges)
 
 
@@ -131,18 +140,17 @@ def tokenizer_json(
     and drops what no match covers, as ``regex.findall`` (and tiktoken) do: ``invert`` makes the
     matches the pieces kept and ``Removed`` drops the rest. ``ByteLevel`` then only maps bytes.
     """
+    flags = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
     added = [
-        {"id": i, "content": token, "single_word": False, "lstrip": False, "rstrip": False,
-         "normalized": False, "special": True}
+        {"id": i, "content": token, **flags}
         for token, i in sorted(special_ids.items(), key=lambda item: item[1])
-    ]  # fmt: skip
+    ]
     byte_level = {"add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     pre_tokenizer: dict = {"type": "ByteLevel", **byte_level}
     if pattern != GPT2:
-        split = {"type": "Split", "pattern": {"Regex": pattern.hf_regex or pattern.regex},
-                 "behavior": "Removed", "invert": True}  # fmt: skip
-        pre_tokenizer = {"type": "Sequence",
-                         "pretokenizers": [split, {**pre_tokenizer, "use_regex": False}]}  # fmt: skip
+        regex = pattern.hf_regex or pattern.regex
+        split = {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Removed", "invert": True}
+        pre_tokenizer = {"type": "Sequence", "pretokenizers": [split, {**pre_tokenizer, "use_regex": False}]}
     document = {
         "version": "1.0",
         "truncation": None,
@@ -189,6 +197,15 @@ def pattern_in(tokenizer_json_text: str) -> SplitPattern:
     return split_pattern(regexes[0])
 
 
+# The model options of a tokenizer.json that encodes otherwise than its merges alone, and what each does.
+_NOT_BYTE_LEVEL = {
+    "ignore_merges": "words in its vocabulary are taken whole, merges ignored",
+    "byte_fallback": "it falls back to byte tokens",
+    "continuing_subword_prefix": "it marks word pieces with a prefix",
+    "end_of_word_suffix": "it marks word ends with a suffix",
+}
+
+
 def parse_tokenizer_json(text: str) -> tuple[Vocab, Merges, list[str], SplitPattern]:
     """The vocabulary, merges, special tokens and split pattern of a Hugging Face ``tokenizer.json`` of
     the byte-level BPE kind (GPT-2's, or what ``tokenizer_json`` writes); a ``ValueError`` says why
@@ -198,10 +215,7 @@ def parse_tokenizer_json(text: str) -> tuple[Vocab, Merges, list[str], SplitPatt
     model = document.get("model") or {}
     if model.get("type") != "BPE":
         raise ValueError(f"its model is {model.get('type')!r}, not BPE")
-    for key, what in (("ignore_merges", "words in its vocabulary are taken whole, merges ignored"),
-                      ("byte_fallback", "it falls back to byte tokens"),
-                      ("continuing_subword_prefix", "it marks word pieces with a prefix"),
-                      ("end_of_word_suffix", "it marks word ends with a suffix")):  # fmt: skip
+    for key, what in _NOT_BYTE_LEVEL.items():
         if model.get(key):
             raise ValueError(f"{what} ({key}), not byte-level BPE")
     if document.get("normalizer"):
@@ -227,3 +241,40 @@ def tiktoken_bpe(ranks: Mapping[bytes, int]) -> str:
         f"{base64.b64encode(token).decode()} {rank}\n"
         for token, rank in sorted(ranks.items(), key=lambda item: item[1])
     )
+
+
+def tiktoken_ranks(vocabulary: Vocabulary) -> dict[bytes, int]:
+    """The ``mergeable_ranks`` of a ``tiktoken.Encoding`` that encodes as ``vocabulary`` does (its
+    special tokens go apart: ``special_ids``), or a ``BpeDaskError`` saying why none does. The ids
+    are the ranks when four conditions hold, checked here; why tiktoken then encodes as
+    ``Vocabulary.merged`` does: docs/exactness.md#tiktokens-ranks.
+
+    >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
+    >>> tiktoken_ranks(Vocabulary(vocab, [(b"h", b"i")]))[b"hi"]
+    256
+    >>> tiktoken_ranks(Vocabulary({**vocab, 257: b"hi"}, [(b"h", b"i")]))
+    Traceback (most recent call last):
+    bpe_dask.errors.BpeDaskError: ids 256 and 257 hold the same bytes b'hi'
+    """
+    specials = set(vocabulary.special_ids.values())
+    ranks: dict[bytes, int] = {}
+    for i, token in sorted(vocabulary.vocab.items()):
+        if i in specials:
+            continue
+        if token in ranks:
+            raise BpeDaskError(f"ids {ranks[token]} and {i} hold the same bytes {token!r}")
+        ranks[token] = i
+    missing = [b for b in range(256) if bytes([b]) not in ranks]
+    if missing:
+        raise BpeDaskError(f"byte {missing[0]} is not a token")
+    longer = [token for token in ranks if len(token) > 1]  # in id order
+    made = [a + b for a, b in vocabulary.merges]
+    if longer != made:
+        raise BpeDaskError("its tokens of several bytes are not, in id order, what its merges make")
+    for (a, b), token in zip(vocabulary.merges, made, strict=True):
+        rank = ranks[token]
+        if not (ranks.get(a, rank) < rank and ranks.get(b, rank) < rank):
+            raise BpeDaskError(f"merge {a!r} {b!r} joins what is no token before {token!r}")
+        if vocabulary.merged(token) != (rank,):
+            raise BpeDaskError(f"its merges do not make {token!r} from its own bytes")
+    return ranks

@@ -47,7 +47,7 @@ from bpe_dask.rules.pretokenize import split_pattern
 from bpe_dask.sources.source import Source
 from bpe_dask.stages import compression
 from bpe_dask.stages.counters import SpecialsSeen
-from bpe_dask.stages.merge import warm_up
+from bpe_dask.stages.merge import compile_merge_loop_in_background
 
 log = logging.getLogger(__name__)
 PLOT_EARLY = 16 * 2**20  # input bytes below which compression.png's library loads as the job starts
@@ -128,7 +128,7 @@ def _train(
     where = placement(job, source, job.options.count_settings())  # 3. where it is counted
     plotting = compression.Plotting(early=_small(source, where))
     if not where.here and job.options.merge_on != "worker" and job.starts_cluster:
-        warm_up(opts.engine, input_bytes_known(source), vocab_size)  # the merge loop compiles meanwhile
+        compile_merge_loop_in_background(opts.engine, input_bytes_known(source), vocab_size)
     scratch = None if job.embedded else out
     with (
         plotting,

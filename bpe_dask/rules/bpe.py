@@ -56,9 +56,7 @@ def pair_counts(
 _UNMERGEABLE = (float("inf"), -1)  # (rank, merged id) of a pair no merge joins
 
 
-def merge_lowest_first(
-    parts: list[int], ranks: dict[tuple[int, int], tuple[int, int]]
-) -> tuple[int, ...]:
+def merge_lowest_first(parts: list[int], ranks: dict[tuple[int, int], tuple[int, int]]) -> tuple[int, ...]:
     """``parts`` (token ids) with the merges ``ranks`` holds, ``(left, right) -> (rank, merged id)``,
     applied: the lowest-ranked neighbouring pair first, the leftmost of equals, one occurrence at a
     time. What ``merge`` of the lowest-ranked pair, again and again, gives (docs/exactness.md#encoding),

@@ -104,8 +104,9 @@ class SafeCuts:
         )
 
     def first_cut_in_bytes(self, data: bytes, lo: int, hi: int) -> int | None:
-        """``first_cut`` for UTF-8 bytes that may begin and end mid-character: the byte offset.
-        Invalid bytes are judged as the class "other" (why: docs/exactness.md#long-texts-and-documents)."""
+        """The byte offset of the first safe cut in bytes ``[lo, hi)`` of UTF-8 ``data``, which may begin
+        and end mid-character, preferring the start of a special token as ``first_cut`` does. Invalid
+        bytes are judged as the class "other" (why: docs/exactness.md#long-texts-and-documents)."""
         first = _character_start(data, 0)  # skip the tail of a character cut off by the window
         lo, hi = _character_start(data, max(lo, first + 1)), _character_start(data, hi)
         if lo >= hi:

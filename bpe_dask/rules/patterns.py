@@ -43,6 +43,7 @@ class SplitPattern:
 
     @property
     def builtin(self) -> bool:
+        """Whether this is one of the built-in patterns (``PATTERNS``), which the compiled core scans."""
         return PATTERNS.get(self.name) == self
 
     @property
@@ -52,6 +53,7 @@ class SplitPattern:
 
     @cached_property
     def compiled(self) -> regex.Pattern:
+        """The regex, compiled once per pattern."""
         return regex.compile(self.regex)
 
 

@@ -23,9 +23,14 @@ from bpe_dask.rules.pattern_limit import finder
 from bpe_dask.rules.patterns import GPT2, WHITESPACE, SplitPattern, split_pattern
 
 __all__ = [  # the patterns' names are here too, beside the rest of the rules
-    "GPT2", "WHITESPACE", "NoCutError", "Pretokenizer", "SplitPattern",
-    "check_special_tokens", "split_pattern",
-]  # fmt: skip
+    "GPT2",
+    "WHITESPACE",
+    "NoCutError",
+    "Pretokenizer",
+    "SplitPattern",
+    "check_special_tokens",
+    "split_pattern",
+]
 
 
 def check_special_tokens(special_tokens: Iterable[str]) -> tuple[str, ...]:
@@ -130,7 +135,8 @@ class Pretokenizer(SafeCuts):
         return [text] if self._specials is None else self._specials.split(text)
 
     def piece_bounds(self, data: bytes) -> np.ndarray:
-        """``pieces`` for UTF-8 ``data``: where each piece starts and ends, ``[start, end, start, ...]``."""
+        """Where each piece of UTF-8 ``data`` between special tokens starts and ends, ``[start, end,
+        start, ...]`` in bytes: the special tokens lie between an end and the next start."""
         bounds = [0]
         if self._special_bytes is not None:
             for match in self._special_bytes.finditer(data):
@@ -185,7 +191,8 @@ class Pretokenizer(SafeCuts):
         return self.count_pieces(self.pieces(text), counts)
 
     def count_pieces(self, pieces: Iterable[str], counts: dict[str, int] | None = None) -> dict[str, int]:
-        """``count`` of text already split at its special tokens (``split``, ``pieces``)."""
+        """How often each pre-token occurs in ``pieces``, text already split at its special tokens
+        (``pieces``), added into ``counts`` when given."""
         if counts is None:
             counts = {}  # a plain dict: a Counter's __missing__ is Python code, slow on this hot path
         if self._chunk is None:

@@ -38,6 +38,18 @@ def valid_text(text: str) -> str:
     return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
+def utf8(text: str) -> bytes:
+    """``text`` in UTF-8, lone surrogates made U+FFFD first (``valid_text``), as tiktoken does.
+
+    >>> utf8("é"), utf8("a\\ud800")
+    (b'\\xc3\\xa9', b'a\\xef\\xbf\\xbd')
+    """
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return valid_text(text).encode("utf-8")
+
+
 def _tokens(given: Allowed, name: str) -> frozenset[str]:
     if isinstance(given, str) or not all(isinstance(token, str) for token in given):
         raise BpeDaskError(f'{name} must be "all" or a collection of special tokens, got {given!r}')
@@ -102,9 +114,12 @@ class SpecialTokenRules:
         pretokenizer, search = self.of(allowed_special, disallowed_special)
         if search is None:
             return pretokenizer
-        disallowed = self._all - frozenset(pretokenizer.special_tokens) if disallowed_special == "all" else (
-            _tokens(disallowed_special, "disallowed_special"))  # fmt: skip
-        return Pretokenizer(frozenset(pretokenizer.special_tokens) | disallowed, self.everything.pattern)
+        allowed = frozenset(pretokenizer.special_tokens)
+        if disallowed_special == "all":
+            disallowed = self._all - allowed
+        else:
+            disallowed = _tokens(disallowed_special, "disallowed_special")
+        return Pretokenizer(allowed | disallowed, self.everything.pattern)
 
 
 def refuse_disallowed(text: str, search: re.Pattern | None) -> None:

@@ -1,9 +1,9 @@
 """A trained vocabulary: ``vocab`` (id -> bytes), ``merges`` and special tokens in, the tables an
-encoder reads out, and decoding. Pure: no I/O.
+encoder reads, decoding, and the vocabulary of its first ids out. Pure: no I/O.
 
-``Vocabulary`` is the part of ``Tokenizer`` that knows what the ids are: the id of each token's
-bytes (the first id, where two hold the same bytes), of each special token, and the merges by ids,
-``(left id, right id) -> (rank, merged id)``, so that merging never touches bytes.
+``Vocabulary`` knows what the ids are: the id of each token's bytes (the first id, where two hold the
+same bytes), of each special token, and the merges by ids, ``(left id, right id) -> (rank, merged
+id)``, so that merging never touches bytes.
 """
 
 from __future__ import annotations
@@ -15,11 +15,17 @@ from bpe_dask.rules.pretokenize import check_special_tokens
 
 
 class Vocabulary:
-    """Ids by bytes, special ids, merges by ids, and ``decode``.
+    """Ids by bytes (``ids_by_bytes``), special ids (``special_ids``), each byte's id (``byte_ids``),
+    the merges by ids (``merge_ranks``), and ``decode``.
+
+    A special token the vocabulary lacks is added to it, under the next free id. Raises ``KeyError``
+    for a vocabulary without a token for each byte, or a merge of tokens it does not hold.
 
     >>> vocabulary = Vocabulary({**{i: bytes([i]) for i in range(256)}, 256: b"hi"}, [(b"h", b"i")])
     >>> vocabulary.token_id(b"hi"), vocabulary.decode([256, 33]), vocabulary.merged(b"hi!")
     (256, 'hi!', (256, 33))
+    >>> vocabulary.merge_ranks, Vocabulary(vocabulary.vocab, [], ["<|endoftext|>"]).special_ids
+    ({(104, 105): (0, 256)}, {'<|endoftext|>': 257})
     """
 
     def __init__(
@@ -31,10 +37,10 @@ class Vocabulary:
         ids: dict[bytes, int] = {}
         for i, token in sorted(self.vocab.items()):
             ids.setdefault(token, i)  # where two ids hold the same bytes, the first is the token's
-        self._ids = ids
+        self.ids_by_bytes = ids
         self.special_ids = {token: self._special_id(token) for token in self.special_tokens}
-        self._byte_ids = [ids[bytes([b])] for b in range(256)]
-        self._merges = {
+        self.byte_ids = [ids[bytes([b])] for b in range(256)]
+        self.merge_ranks = {
             (ids[a], ids[b]): (rank, ids[a + b]) for rank, (a, b) in enumerate(self.merges) if a + b in ids
         }
 
@@ -47,11 +53,12 @@ class Vocabulary:
             return min(found)
         new_id = max(self.vocab, default=-1) + 1
         self.vocab[new_id] = data
-        self._ids.setdefault(data, new_id)
+        self.ids_by_bytes.setdefault(data, new_id)
         return new_id
 
     def token_id(self, token: str | bytes) -> int:
-        """The id of one whole token (a special token's text, or a token's bytes).
+        """The id of one whole token (a special token's text, or a token's bytes); a ``KeyError`` for
+        anything else.
 
         >>> Vocabulary({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"]).token_id("<|endoftext|>")
         256
@@ -60,7 +67,7 @@ class Vocabulary:
             return self.special_ids[token]
         token = token.encode("utf-8") if isinstance(token, str) else token
         try:
-            return self._ids[token]
+            return self.ids_by_bytes[token]
         except KeyError:
             raise KeyError(f"{token!r} is not a token of this vocabulary") from None
 
@@ -79,4 +86,22 @@ class Vocabulary:
         >>> Vocabulary(vocab, [(b"l", b"l"), (b"e", b"ll")]).merged(b"hello")
         (104, 257, 111)
         """
-        return merge_lowest_first([self._byte_ids[b] for b in word], self._merges)
+        return merge_lowest_first([self.byte_ids[b] for b in word], self.merge_ranks)
+
+    def first_ids(self, vocab_size: int) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+        """The vocabulary and merges of the first ``vocab_size`` ids (at least the bytes and the special
+        tokens): the 256 bytes, the special tokens and the first ``vocab_size - 256 -
+        len(special_tokens)`` merges, which is what training to that size learns (the merges of a
+        smaller vocabulary are the first merges of a larger one). Ids stay as they are.
+
+        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi", 257: b"hi!"}
+        >>> vocab, merges = Vocabulary(vocab, [(b"h", b"i"), (b"hi", b"!")]).first_ids(257)
+        >>> len(vocab), vocab[256], merges
+        (257, b'hi', [(b'h', b'i')])
+        """
+        merges = self.merges[: vocab_size - 256 - len(self.special_tokens)]
+        # What the merges make, and what they join (the same, for merges that each join what earlier
+        # ones made, as trained ones do); a merge whose token is missing changes nothing.
+        tokens = (self.ids_by_bytes.get(token) for a, b in merges for token in (a + b, a, b))
+        kept = {*self.byte_ids, *self.special_ids.values(), *(i for i in tokens if i is not None)}
+        return {i: self.vocab[i] for i in sorted(kept)}, merges

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from bpe_dask.engines import check_pattern, use_compiled
+from bpe_dask.engines import check_engine_supports, use_compiled
 from bpe_dask.io.documents import BadRecords, Documents
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.text import ReadProgress, check_utf8_errors
@@ -53,7 +53,7 @@ class CountSettings:
     def __post_init__(self) -> None:
         check_utf8_errors(self.utf8_errors)
         object.__setattr__(self, "pattern", split_pattern(self.pattern).spec)  # "cl100k_base" is "gpt4"
-        check_pattern(self.engine, split_pattern(self.pattern).builtin, self.pattern)
+        check_engine_supports(self.engine, split_pattern(self.pattern).builtin, self.pattern)
 
     def pretokenizer(self) -> Pretokenizer:
         return _pretokenizer(self.special_tokens, self.pattern)

@@ -46,6 +46,7 @@ class _Descending(bytes):
 
 
 def initial_vocab(special_tokens: Sequence[str]) -> dict[int, bytes]:
+    """The vocabulary before any merge: ids 0-255 the bytes, then the special tokens in order."""
     vocab = {i: bytes([i]) for i in range(256)}
     for token in special_tokens:
         vocab[len(vocab)] = token.encode("utf-8")
@@ -87,10 +88,11 @@ def train_merges(
     if not isinstance(word_counts, pa.Table | list):  # the compiled loop's records
         from bpe_dask.compiled import train_merges
 
+        limits = {"min_frequency": min_frequency, "max_token_length": max_token_length}
+        vocab = initial_vocab(special_tokens)
         return train_merges(
-            word_counts, initial_vocab(special_tokens), vocab_size, progress,
-            min_frequency=min_frequency, max_token_length=max_token_length, stopped=stopped, savings=savings,
-        )  # fmt: skip
+            word_counts, vocab, vocab_size, progress, **limits, stopped=stopped, savings=savings
+        )
     if isinstance(word_counts, pa.Table):
         word_counts = list(zip(*(word_counts.column(c).to_pylist() for c in ("token", "count")), strict=True))
     vocab = initial_vocab(special_tokens)
@@ -149,10 +151,9 @@ def _word_arrays(word_counts: list[tuple[bytes, int]]) -> tuple[np.ndarray, np.n
 
 
 NUMBA_MIN_WORDS = 50_000  # below this, loading compiled code costs more than it saves
-# Input from which the merge loop likely runs compiled: 1 MiB of the most varied text measured (the
-# OpenWebText-like benchmark corpus) holds 40,000 distinct pre-tokens, 2 MiB 64,000; the bundled
-# sample (134 KB of English) 4,858.
-WARM_UP_BYTES = 1 << 20
+# Input from which the merge loop likely runs compiled: varied text of this size holds about as many
+# distinct pre-tokens as NUMBA_MIN_WORDS; English prose holds far fewer.
+COMPILE_AHEAD_BYTES = 1 << 20
 
 
 def merge_engine(engine: str, words: int) -> str:
@@ -168,21 +169,21 @@ def _use_numba(engine: str, words: int) -> bool:
     return numba
 
 
-def warm_up(
+def compile_merge_loop_in_background(
     engine: str = "auto", input_bytes: int | None = None, vocab_size: int | None = None
 ) -> threading.Thread | None:
-    """Compile the numba engine in a background thread (or load it from numba's cache), so that the
-    first merges of a fresh install do not wait for it: the job starts this before counting. With
-    ``engine="auto"``, only for ``input_bytes`` of at least ``WARM_UP_BYTES`` (``None``: any): a
-    smaller input's words are merged by the Python loop, and compiling here would only take a core
-    from the workers. With ``vocab_size``, only the loop for that size's records (``compiled.merge_loop``)."""
-    likely = input_bytes is None or input_bytes >= WARM_UP_BYTES
+    """Start compiling the merge loop (or loading it from numba's cache) in a background thread, and
+    give the thread, so that the first merges of a fresh install do not wait for it. ``None``, and
+    no thread, where the loop will not run compiled: with ``engine="auto"``, for ``input_bytes`` under
+    ``COMPILE_AHEAD_BYTES`` (``None``: any size), whose words the Python loop merges. With
+    ``vocab_size``, only the loop for that size's records (``compiled.word_records``)."""
+    likely = input_bytes is None or input_bytes >= COMPILE_AHEAD_BYTES
     if merge_engine(engine, NUMBA_MIN_WORDS if likely else 0) != "numba":
         return None
-    from bpe_dask.compiled import warm_up as compile_merges
+    from bpe_dask.compiled import compile_merge_loop
 
     sizes = () if vocab_size is None else ((max(vocab_size, 257),),)  # default: every width
-    thread = threading.Thread(target=compile_merges, args=sizes, name="bpe-dask-compile", daemon=True)
+    thread = threading.Thread(target=compile_merge_loop, args=sizes, name="bpe-dask-compile", daemon=True)
     thread.start()
     return thread
 

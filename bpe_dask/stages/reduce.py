@@ -25,8 +25,8 @@ from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.stages.counters import SpecialsSeen
 from bpe_dask.stages.shards import Shard
 
-# Each combine holds its inputs and their hash table: 16 shards of a million words is about
-# 1 GB. Fewer levels mean fewer Parquet round trips (one level costs 0.6 s on 65 MB of text).
+# Each combine holds its inputs and their sum: 16 shards of a million words is about 1 GB. Fewer
+# levels mean fewer Parquet round trips, each a write and a read of every word.
 DEFAULT_FAN_IN = 16
 COMPILED_MIN_WORDS = 50_000  # words in the runs of one sum; below this, loading compiled code costs more
 
@@ -49,8 +49,7 @@ def combine(
     memory anyway.
 
     Sorted counts make the same input give the same file, and the merge loop run faster: words
-    that share bytes sit together in memory, so a pair's holders do too (1.6 s against 2.0 s for
-    419K words to 32K).
+    that share bytes sit together in memory, so a pair's holders do too.
     """
     if settings is not None and shards:
         seen = SpecialsSeen()

@@ -2,16 +2,16 @@
 compiled into numba's cache (or loaded from it) out, with numba's account of which
 (``compiled.cache.CacheUse``).
 
-Runs each stage's compiled path once on a few hundred bytes, through the very calls the stages make, so
-with the argument types numba compiles for: checking UTF-8, counting text and documents (the counter
-grown past its first size too), summing sorted count runs as the reduce does, the merge loop (its rarely
-taken regrowths too), encoding text and documents, and tallying the ids of counted words (an evaluate
-task). What a stage compiles depends on its pattern (its counting and encoding loops) and nothing else,
-so a process, or a worker image, that ran this for a job's pattern runs the job on machine code loaded
-from the cache (on this project's machine, about a second for what takes 15-20 s to compile for gpt2).
-``bpe-dask warm-up`` runs every stage; a job's embedded cluster warms only the stages its workers run
-compiled (``jobs.cluster``), and ``train`` the merge loop (``stages.merge.warm_up``). Where numba keeps
-it, and what an entry must match to serve: ``compiled.cache``.
+``compile_stages`` runs each stage's compiled path once on a few hundred bytes, through the very calls
+the stages make, so with the argument types a job compiles for: checking UTF-8, counting text and
+documents (the counter grown past its first size too), summing sorted count runs as the reduce does,
+the merge loop (its rarely taken regrowths too), encoding text and documents, and tallying the ids of
+counted words (an evaluate task). What a stage compiles depends on its pattern (its counting and
+encoding loops) and nothing else, so a process, or a worker image, that ran it for a job's pattern
+runs the job on machine code loaded from the cache. ``bpe-dask warm-up`` compiles every stage; a
+job's embedded cluster only the stages its workers run compiled (``jobs.cluster``), and ``train``
+the merge loop (``stages.merge.compile_merge_loop_in_background``). Where numba keeps it, and what
+an entry must match to serve: ``compiled.cache``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow as pa
 
-from bpe_dask.compiled import Counter
-from bpe_dask.compiled import warm_up as warm_up_merge_loop
+from bpe_dask.compiled import Counter, compile_merge_loop
 from bpe_dask.compiled.cache import CacheUse, cache_use
 from bpe_dask.compiled.utf8 import check_utf8
 from bpe_dask.errors import BpeDaskError
@@ -70,7 +69,7 @@ def builtin_patterns(names: Iterable[str]) -> list[str]:
     return found
 
 
-def warm_up(patterns: Iterable[str] = ("gpt2",), stages: Iterable[str] = STAGES) -> CacheUse:
+def compile_stages(patterns: Iterable[str] = ("gpt2",), stages: Iterable[str] = STAGES) -> CacheUse:
     """Run every compiled loop that ``stages`` (``STAGES``, all by default) run in a job with one of
     ``patterns``, so numba compiles each into its cache, or loads it from there; gives numba's
     account of which it did."""
@@ -96,7 +95,7 @@ def warm_up(patterns: Iterable[str] = ("gpt2",), stages: Iterable[str] = STAGES)
             train_merges(counts, MERGED, [SPECIAL], engine="numba")  # as a job calls it
         finally:
             merging.setLevel(level)
-        warm_up_merge_loop()  # its regrowths too, which a small table never needs
+        compile_merge_loop()  # its regrowths too, which a small table never needs
     return cache_use(time.perf_counter() - started)
 
 

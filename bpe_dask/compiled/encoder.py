@@ -1,0 +1,179 @@
+"""A tokenizer's compiled encoder: its merges in flat arrays and caches of encoded pre-tokens in, the
+ids of text, documents and batches of texts out.
+
+Takes a tokenizer's byte ids, its merges by ids, a built-in pattern's name and its special tokens' ids;
+gives the ids the pure-Python ``Tokenizer.encode`` gives (the tests hold it to that), by the loops of
+``encode``: of UTF-8 pieces (``Encoder.encode``), of text a ``Pretokenizer`` splits at its special
+tokens (``encode_text``), of documents that each stand alone (``encode_documents``), of many texts in
+a few calls on threads (``encode_texts``), and how often each id occurs in the ids of counted
+pre-tokens (``histogram``).
+
+The merge tables are read-only once built and shared; a cache is written as it is read, so each call
+borrows one of its own (``Encoder.encode``): threads may share an encoder.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
+
+import numpy as np
+
+from bpe_dask.compiled.compile_once import readonly
+from bpe_dask.compiled.encode import CACHE_ENTRIES, ENCODE_LOOPS, pretoken_histogram
+from bpe_dask.compiled.merge_pretoken import EMPTY, fill_pairs
+from bpe_dask.compiled.scan import pattern_number, table_of
+from bpe_dask.rules.pretokenize import Pretokenizer
+from bpe_dask.rules.special_tokens import utf8
+
+BETWEEN = np.int64(1) << 62  # marks a document's end in one call over many texts: no token's id
+
+
+class Encoder:
+    """A tokenizer's merges in flat arrays, shared, and caches of encoded pre-tokens, one per call under
+    way, for ``encode``.
+
+    Takes the id of each byte (``byte_ids[b]``), the merges as ``{(left id, right id): (rank, merged
+    id)}``, a built-in pattern's name and the special tokens' ids (``special_ids``, which the text
+    and documents may hold); ``encode`` gives the ids of UTF-8 pieces. ``cache_entries`` (by default
+    the class's) is how many pre-tokens each cache holds.
+
+    >>> encoder = Encoder(list(range(256)), {(104, 105): (0, 256)}, "gpt2")
+    >>> encoder.encode(b"hi hi", np.array([0, 5]), np.array([], np.int64)).tolist()
+    [256, 32, 256]
+    """
+
+    cache_entries = CACHE_ENTRIES
+
+    def __init__(
+        self,
+        byte_ids: list[int],
+        merges: dict[tuple[int, int], tuple[int, int]],
+        pattern: str = "gpt2",
+        cache_entries: int | None = None,
+        special_ids: Mapping[str, int] | None = None,
+    ) -> None:
+        self.pattern = pattern_number(pattern)
+        self.classes = table_of(self.pattern)
+        self.special_ids = dict(special_ids or {})
+        self.byte_ids = np.array(byte_ids, np.int64)
+        size = 1 << max(4, (2 * len(merges) + 1).bit_length())
+        self.keys = np.full(size, EMPTY, np.int64)
+        self.pair_ranks = np.zeros(size, np.int64)
+        self.pair_merged = np.zeros(size, np.int64)
+        if merges:
+            pairs = np.array(list(merges), np.int64)
+            values = np.array(list(merges.values()), np.int64)
+            left, right, ranks, merged = pairs[:, 0], pairs[:, 1], values[:, 0], values[:, 1]
+            fill_pairs(left, right, ranks, merged, self.keys, self.pair_ranks, self.pair_merged)
+        # What the loops read of the merges, in the order they take it.
+        self.tables = (self.byte_ids, self.keys, self.pair_ranks, self.pair_merged)
+        if cache_entries is not None:
+            self.cache_entries = cache_entries
+        self._idle: list[tuple[np.ndarray, ...]] = []  # caches no call holds, kept warm for the next
+        self._lock = threading.Lock()
+
+    def _new_cache(self) -> tuple[np.ndarray, ...]:
+        """Slots, byte arena, id arena and their use (arena use, id-arena use, entries)."""
+        entries = self.cache_entries
+        slots, arena = np.zeros((2 * entries, 5), np.int64), np.empty(16 * entries, np.uint8)
+        return slots, arena, np.empty(8 * entries, np.int64), np.zeros(3, np.int64)
+
+    def encode(self, data: bytes, bounds: np.ndarray, specials: np.ndarray) -> np.ndarray:
+        """The ids (int64) of UTF-8 ``data`` whose pieces between special tokens are ``bounds``, with
+        ``specials[k]`` between pieces ``k`` and ``k + 1`` (none where it is negative).
+
+        The compiled loop runs without the GIL and writes the cache it reads, so each call holds a
+        cache no other call holds: one idle since an earlier call, or a new one. As many exist as
+        calls have ever been under way at once, and each keeps what it learned for the next call."""
+        with self._lock:
+            cache = self._idle.pop() if self._idle else None
+        if cache is None:
+            cache = self._new_cache()
+        view = readonly(np.frombuffer(data, np.uint8))
+        try:
+            return ENCODE_LOOPS[self.pattern](view, bounds, specials, self.classes, *self.tables, *cache)
+        finally:
+            with self._lock:
+                self._idle.append(cache)
+
+    def encode_text(self, text: str, pretokenizer: Pretokenizer) -> np.ndarray:
+        """The ids (int64) of ``text``, the special tokens ``pretokenizer`` splits out as their ids.
+
+        >>> encoder = Encoder(list(range(256)), {(104, 105): (0, 256)}, "gpt2", special_ids={"<|e|>": 257})
+        >>> encoder.encode_text("hi<|e|>hi", Pretokenizer(["<|e|>"])).tolist()
+        [256, 257, 256]
+        """
+        data = utf8(text)
+        bounds = pretokenizer.piece_bounds(data)
+        between = [data[bounds[k] : bounds[k + 1]].decode("utf-8") for k in range(1, len(bounds) - 1, 2)]
+        specials = np.array([self.special_ids[token] for token in between], np.int64)
+        return self.encode(data, bounds, specials)
+
+    def encode_documents(
+        self, data: bytes, ends: np.ndarray, between_documents: int, pretokenizer: Pretokenizer
+    ) -> np.ndarray:
+        """The ids (int64) of UTF-8 documents back to back in ``data``, the ``k``-th ending at
+        ``ends[k]``, in one call: no pre-token crosses from one into the next, and
+        ``between_documents`` (unless negative) is written after each but the last.
+
+        >>> encoder = Encoder(list(range(256)), {}, "gpt2")
+        >>> encoder.encode_documents(b"ab", np.array([1, 2]), 99, Pretokenizer()).tolist()
+        [97, 99, 98]
+        """
+        bounds, is_boundary = pretokenizer.document_bounds(data, ends)
+        gaps = zip(bounds[1:-1:2].tolist(), bounds[2:-1:2].tolist(), is_boundary.tolist(), strict=True)
+        special_id = self.special_ids
+        specials = [between_documents if edge else special_id[data[a:b].decode()] for a, b, edge in gaps]
+        return self.encode(data, bounds, np.array(specials, np.int64))
+
+    def encode_texts(
+        self, texts: list[str], pretokenizer: Pretokenizer, num_threads: int, group_chars: int
+    ) -> list[list[int]]:
+        """The ids of each of ``texts``, in order, as ``encode_text`` gives them: texts in groups of
+        about equal size (``group_chars`` characters at least), each group one call (``BETWEEN``
+        marks where a text ends), the groups on up to ``num_threads`` threads.
+
+        >>> encoder = Encoder(list(range(256)), {}, "gpt2")
+        >>> encoder.encode_texts(["a", "", "bc"], Pretokenizer(), num_threads=2, group_chars=2)
+        [[97], [], [98, 99]]
+        """
+        groups, group, group_size = [], [], 0
+        share = max(group_chars, sum(map(len, texts)) // (4 * max(1, num_threads)))
+        for text in texts:
+            group.append(text)
+            group_size += len(text)
+            if group_size >= share:
+                groups.append(group)
+                group, group_size = [], 0
+        groups += [group] if group else []
+        if num_threads <= 1 or len(groups) <= 1:
+            return [ids for g in groups for ids in self._encode_group(g, pretokenizer)]
+        with ThreadPoolExecutor(min(num_threads, len(groups))) as pool:
+            encoded = pool.map(self._encode_group, groups, [pretokenizer] * len(groups))
+            return [ids for group_ids in encoded for ids in group_ids]
+
+    def _encode_group(self, texts: list[str], pretokenizer: Pretokenizer) -> list[list[int]]:
+        """The ids of each text, all in one call, cut apart where a mark between them falls."""
+        encoded = [utf8(text) for text in texts]
+        ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
+        ids = self.encode_documents(b"".join(encoded), ends, BETWEEN, pretokenizer)
+        marks = np.flatnonzero(ids == BETWEEN)
+        return [ids[a + 1 : b].tolist() for a, b in pairwise([-1, *marks.tolist(), len(ids)])]
+
+    def histogram(
+        self, data: bytes | np.ndarray, offsets: np.ndarray, counts: np.ndarray, ids: int
+    ) -> np.ndarray:
+        """How often each of ``ids`` ids occurs in the ids of pre-tokens, each pre-token ``counts[k]``
+        times (int64): their UTF-8 back to back in ``data``, the ``k``-th from ``offsets[k]`` to
+        ``offsets[k + 1]``.
+
+        >>> encoder = Encoder(list(range(256)), {(104, 105): (0, 256)}, "gpt2")
+        >>> encoder.histogram(b"hi hi", np.array([0, 2, 5]), np.array([2, 1]), 257)[[32, 256]].tolist()
+        [1, 3]
+        """
+        buffer = readonly(np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data)
+        offsets, counts = np.asarray(offsets, np.int64), np.asarray(counts, np.int64)
+        return pretoken_histogram(buffer, offsets, counts, np.zeros(ids, np.int64), *self.tables)
