@@ -172,6 +172,22 @@ def values_documents(
     return Documents.joined(encoded)
 
 
+TEXT_KINDS = ("is_string", "is_large_string", "is_string_view", "is_binary", "is_large_binary")
+
+
+def is_text_type(kind: pa.DataType) -> bool:
+    """Whether an Arrow column of ``kind`` holds text: strings or binary, or a dictionary of them.
+
+    >>> is_text_type(pa.large_string()), is_text_type(pa.dictionary(pa.int8(), pa.binary()))
+    (True, True)
+    >>> is_text_type(pa.int64())
+    False
+    """
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return any(getattr(pa.types, name, lambda _: False)(kind) for name in TEXT_KINDS)  # views: pyarrow 16
+
+
 def column_documents(
     column: pa.Array, policy: RecordPolicy, bad: BadRecords, where: Callable[[int], str]
 ) -> Documents:

@@ -39,6 +39,7 @@ from bpe_dask.io.documents import (
     Documents,
     RecordPolicy,
     column_documents,
+    is_text_type,
     values_documents,
 )
 from bpe_dask.io.storage import describe
@@ -202,16 +203,7 @@ def _check_column(names: list[str], text_column: str) -> None:
 
 
 def _check_text(kind: pa.DataType, what: str) -> None:
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    texts = (
-        pa.types.is_string,
-        pa.types.is_large_string,
-        pa.types.is_binary,
-        pa.types.is_large_binary,
-        pa.types.is_string_view,
-    )
-    if not any(is_text(kind) for is_text in texts):
+    if not is_text_type(kind):
         raise BpeDaskError(f"{what} holds {kind}, not text ({TEXT_TYPES})")
 
 

@@ -23,6 +23,7 @@ from fsspec.utils import infer_compression
 
 from bpe_dask.credentials import shown
 from bpe_dask.errors import BpeDaskError
+from bpe_dask.io.documents import is_text_type
 from bpe_dask.io.storage import LOCAL, Store, describe
 from bpe_dask.io.web import file_info, is_http, path_of
 
@@ -245,15 +246,7 @@ def text_column_index(file: InputFile, schema: pa.Schema) -> int:
             f"{file.name}: no column {name!r} (columns: {', '.join(schema.names)}; --text-column names it)"
         )
     field = schema.field(name)
-    kind = field.type.value_type if pa.types.is_dictionary(field.type) else field.type
-    textual = (
-        pa.types.is_string,
-        pa.types.is_large_string,
-        pa.types.is_string_view,
-        pa.types.is_binary,
-        pa.types.is_large_binary,
-    )
-    if not any(is_kind(kind) for is_kind in textual):
+    if not is_text_type(field.type):
         raise BpeDaskError(f"{file.name}: column {name!r} holds {field.type}, not text")
     leaves_before = sum(_leaf_count(schema.field(i).type) for i in range(schema.get_field_index(name)))
     return leaves_before

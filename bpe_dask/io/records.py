@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
 
 import pyarrow.parquet as pq
@@ -46,23 +47,27 @@ def iter_documents(
     batch_bytes = batch_bytes or store.size("block-size")
     progress = progress or _no_progress
     policy = RecordPolicy(part.file.reading.on_bad_record, utf8_errors, flags=True)
-    if isinstance(part, RowGroups):
-        return _parquet_documents(part, store, policy, bad, batch_bytes, progress)
-    return _jsonl_documents(part, store, policy, bad, batch_bytes, progress)
+    how = _How(store, policy, bad, batch_bytes, progress)
+    return _parquet_documents(part, how) if isinstance(part, RowGroups) else _jsonl_documents(part, how)
+
+
+@dataclass(frozen=True)
+class _How:
+    """How a partition's records are read: where, their bad ones' rule and tally, batches' size, progress."""
+
+    store: Store
+    policy: RecordPolicy
+    bad: BadRecords
+    batch_bytes: int
+    progress: ReadProgress
 
 
 def _no_progress(done: int, documents: int = 0, last: bool = False) -> None:
     pass
 
 
-def _jsonl_documents(
-    part: ByteRange,
-    store: Store,
-    policy: RecordPolicy,
-    bad: BadRecords,
-    batch_bytes: int,
-    progress: ReadProgress,
-) -> Iterator[Documents]:
+def _jsonl_documents(part: ByteRange, how: _How) -> Iterator[Documents]:
+    store, policy, bad, batch_bytes, progress = how.store, how.policy, how.bad, how.batch_bytes, how.progress
     reading = part.file.reading
     batch: list[bytes] = []
     size = records = 0  # records: read so far, for ``progress``
@@ -174,14 +179,8 @@ def _of_decompressed(part: ByteRange) -> str:
     return " of the decompressed data" if part.file.compression else ""
 
 
-def _parquet_documents(
-    part: RowGroups,
-    store: Store,
-    policy: RecordPolicy,
-    bad: BadRecords,
-    batch_bytes: int,
-    progress: ReadProgress,
-) -> Iterator[Documents]:
+def _parquet_documents(part: RowGroups, how: _How) -> Iterator[Documents]:
+    store, policy, bad, batch_bytes, progress = how.store, how.policy, how.bad, how.batch_bytes, how.progress
     reading = part.file.reading
     fs, path = store.fs(part.file.url)
     try:

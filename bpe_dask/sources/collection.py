@@ -24,7 +24,7 @@ import pyarrow as pa
 from dask.delayed import Delayed
 
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.documents import STRICT, BadRecords, Documents, NotText, RecordPolicy, utf8_of
+from bpe_dask.io.documents import STRICT, BadRecords, Documents, NotText, RecordPolicy, is_text_type, utf8_of
 from bpe_dask.io.sample import SAMPLE_BYTES, first_texts
 from bpe_dask.io.text import ReadProgress
 from bpe_dask.sources.part import PartReading
@@ -143,8 +143,7 @@ def _arrow_text(series) -> pa.Array | None:
         array = array.combine_chunks()
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
-    kinds = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary)
-    if array.null_count or not any(kind(array.type) for kind in kinds):
+    if array.null_count or not is_text_type(array.type):
         return None
     try:
         array.cast(pa.large_string()).validate(full=True)  # bytes, or strings Arrow took unchecked
@@ -245,7 +244,5 @@ def _holds_text(dtype: object) -> bool:
     if isinstance(dtype, pandas.CategoricalDtype):  # strings stored once each: text all the same
         return _holds_text(dtype.categories.dtype)
     if isinstance(dtype, pandas.ArrowDtype):
-        kind = dtype.pyarrow_dtype
-        kinds = ("is_string", "is_large_string", "is_binary", "is_large_binary", "is_string_view")
-        return any(getattr(pa.types, k, lambda _: False)(kind) for k in kinds)  # string views: pyarrow 16
+        return is_text_type(dtype.pyarrow_dtype)
     return pandas.api.types.is_string_dtype(dtype) or pandas.api.types.is_object_dtype(dtype)
