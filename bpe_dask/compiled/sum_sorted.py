@@ -67,10 +67,10 @@ def _merge_two(data_a, offsets_a, counts_a, data_b, offsets_b, counts_b):
     return data[:used], offsets[: n + 1], counts[:n]
 
 
-Run = tuple[np.ndarray, np.ndarray, np.ndarray]  # tokens back to back, where each starts, counts
+SortedRun = tuple[np.ndarray, np.ndarray, np.ndarray]  # tokens back to back, where each starts, counts
 
 
-def sum_sorted(runs: list[Run]) -> Run:
+def sum_sorted(runs: list[SortedRun]) -> SortedRun:
     """One run, sorted by token, each token once with the sum of its counts in ``runs``.
 
     A run is a count table sorted by token as three arrays: the tokens back to back (uint8), where

@@ -26,7 +26,7 @@ from bpe_dask.io.inputs import text_column_index
 from bpe_dask.io.plan import ByteRange, Partition, RowGroups
 from bpe_dask.io.retries import is_transient
 from bpe_dask.io.storage import LOCAL, Store, describe
-from bpe_dask.io.text import ReadProgress, open_range, read_range
+from bpe_dask.io.text import ReadProgress, of_decompressed, open_range, read_range
 
 MAX_LINE = 1 << 28  # a JSON Lines record this long is more likely a file that is not JSON Lines
 
@@ -85,7 +85,7 @@ def _jsonl_documents(part: ByteRange, how: _How) -> Iterator[Documents]:
         try:
             batch.append(_record_text(held, reading.text_column, policy))
         except NotText as problem:
-            where = f"{part.file.name}: the line at byte offset {offset}{_of_decompressed(part)}"
+            where = f"{part.file.name}: the line at byte offset {offset}{of_decompressed(part)}"
             policy.handle(where, problem, bad)
             continue
         records += 1
@@ -123,7 +123,7 @@ def _lines(
                 held.append(block)
                 held_size += len(block)
                 if held_size > MAX_LINE:
-                    where = f"{part.file.name}: the line at byte offset {offset}{_of_decompressed(part)}"
+                    where = f"{part.file.name}: the line at byte offset {offset}{of_decompressed(part)}"
                     raise InputError(f"{where} is longer than {MAX_LINE:,} bytes: not JSON Lines?")
                 continue
             lines = block.split(b"\n")
@@ -173,10 +173,6 @@ def _json_kind(value: object) -> str:
         type(None): "null",
     }
     return kinds.get(type(value), type(value).__name__)
-
-
-def _of_decompressed(part: ByteRange) -> str:
-    return " of the decompressed data" if part.file.compression else ""
 
 
 def _parquet_documents(part: RowGroups, how: _How) -> Iterator[Documents]:

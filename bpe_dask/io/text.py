@@ -272,7 +272,7 @@ def _read_error(byte_range: ByteRange, error: Exception) -> BpeDaskError:
 def _uncut_error(byte_range: ByteRange, offset: int, max_uncut: int, pattern: SplitPattern) -> InputError:
     where = (
         f"{byte_range.file.name}: no place to split the text in the {_characters(max_uncut)} "
-        f"after byte offset {offset}{_of_decompressed(byte_range)}"
+        f"after byte offset {offset}{of_decompressed(byte_range)}"
     )
     if pattern.cut_rule is None:  # only special tokens cut the text
         return InputError(
@@ -291,10 +291,11 @@ def _characters(count: int) -> str:
 
 def _decode_error(byte_range: ByteRange, offset: int) -> InputError:
     return InputError(
-        f"{byte_range.file.name}: invalid UTF-8 at byte offset {offset}{_of_decompressed(byte_range)} "
+        f"{byte_range.file.name}: invalid UTF-8 at byte offset {offset}{of_decompressed(byte_range)} "
         "(--utf8-errors replace substitutes U+FFFD)"
     )
 
 
-def _of_decompressed(byte_range: ByteRange) -> str:
+def of_decompressed(byte_range: ByteRange) -> str:
+    """Where an offset counts in, said after it: a compressed file's are of its decompressed data."""
     return " of the decompressed data" if byte_range.file.compression else ""

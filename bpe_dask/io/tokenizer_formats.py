@@ -19,10 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.rules.patterns import GPT2, SplitPattern, split_pattern
+from bpe_dask.rules.reference import Merges, Vocab
 from bpe_dask.rules.vocabulary import Vocabulary
-
-Vocab = dict[int, bytes]
-Merges = list[tuple[bytes, bytes]]
 
 
 @functools.cache

@@ -35,8 +35,6 @@ from bpe_dask.wording import plural
 
 log = logging.getLogger(__name__)
 
-TINY_CHUNK = 4096  # an explicit chunk size below this is likely a unit left out ("64" for 64MiB)
-
 
 @dataclass(frozen=True)
 class Run:

@@ -34,8 +34,8 @@ from bpe_dask.stages.encode import (
     dtype_for,
     encode_part_to_shard,
     encoding_key,
+    ids_path,
     read_encoded_shard,
-    shard_path,
 )
 from bpe_dask.tokenizer import Tokenizer
 from bpe_dask.version import __version__
@@ -162,7 +162,7 @@ def _encode_parts(
         parts = source.plan(tokenizer.pretokenizer, opts.chunk_size, cluster_threads(client))
     shared = client.scatter(tokenizer, broadcast=True, hash=False)
     key = encoding_key(tokenizer, separator, opts.utf8_errors)
-    paths = [shard_path(run.work, part, key) for part in parts]
+    paths = [ids_path(run.work, part, key) for part in parts]
     tasks = map_parts(
         source, parts, _encode, [shared, opts.utf8_errors, separator], "encode", paths, job.store, _reuse
     )

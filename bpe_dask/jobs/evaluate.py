@@ -32,7 +32,7 @@ from bpe_dask.io.publish import publish_directory
 from bpe_dask.io.storage import Store, absolute, describe
 from bpe_dask.jobs.context import Job, Run
 from bpe_dask.jobs.counting import placement
-from bpe_dask.jobs.evaluation import Group, Row, evaluation_report, plot
+from bpe_dask.jobs.evaluation import Group, Row, evaluation_report, plot_evaluation
 from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character
 from bpe_dask.sources.files import FileSource
 from bpe_dask.sources.source import input_list
@@ -43,7 +43,7 @@ from bpe_dask.wording import plural
 
 log = logging.getLogger(__name__)
 
-FILES = ("evaluation.json", "evaluation.png")
+EVALUATION_FILES = ("evaluation.json", "evaluation.png")
 TokenizerSource = PathLike | Tokenizer
 
 
@@ -94,7 +94,7 @@ def evaluate(
     job = Job.start(opts, inputs, [out, *[source for _, source in sources if isinstance(source, str)]])
     rows = _rows_of(job, sources, vocab_sizes, trust_pattern)
     if out:  # 1. the output may be written
-        check_output_dir(out, opts.overwrite, lambda name: name in FILES, job.store)
+        check_output_dir(out, opts.overwrite, lambda name: name in EVALUATION_FILES, job.store)
     source = job.find_source(input_list(inputs), exclude=[out])  # 2. what the input is: files
     groups, here, in_threads, warm_up = _placed(job, source, _groups(rows, opts))  # 3. where it is read
     with job.running(source, here, groups[0][0].pretokenizer(), in_threads, warm_up, writes=False) as run:
@@ -103,7 +103,7 @@ def evaluate(
     if out:
         files = {
             "evaluation.json": json.dumps(report, indent=2) + "\n",
-            "evaluation.png": plot(report, job.store),
+            "evaluation.png": plot_evaluation(report, job.store),
         }
         interrupts.check()  # nothing is published after a signal
         publish_directory(out, files, job.store, overwrite=opts.overwrite)  # 6. publish

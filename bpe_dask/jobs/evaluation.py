@@ -3,7 +3,7 @@ table the command line prints, and ``evaluation.png`` out.
 
 ``evaluation_report`` is a row per tokenizer and vocabulary size (tokens, bytes per token, and
 for inputs of records tokens per document); ``table`` lays the rows out, numbers aligned right;
-``plot`` draws bytes per token against vocabulary size, a line per tokenizer, and dashed, each
+``plot_evaluation`` draws bytes per token against vocabulary size, a line per tokenizer, and dashed, each
 one's training data's curve where its directory holds one (``compression.csv``).
 """
 
@@ -145,7 +145,7 @@ def training_curve(source: str | None, store: Store) -> list[tuple[int, float]]:
     return [(int(r["vocab_size"]), float(r["bytes_per_token"])) for r in csv.DictReader(io.StringIO(text))]
 
 
-def plot(report: dict, store: Store) -> bytes:
+def plot_evaluation(report: dict, store: Store) -> bytes:
     """A PNG of bytes per token against vocabulary size: for each tokenizer, its points on the held-out
     text joined by a line and, dashed, its training data's curve where its directory holds one."""
     import matplotlib

@@ -28,12 +28,10 @@ from bpe_dask.io.storage import Store
 from bpe_dask.jobs.context import Job, Run
 from bpe_dask.jobs.counted import Counted
 from bpe_dask.jobs.options import JobOptions
+from bpe_dask.rules.reference import Merges, Vocab
 from bpe_dask.stages.merge import laid_out, train_merges
 
 log = logging.getLogger(__name__)
-
-Vocab = dict[int, bytes]
-Merges = list[tuple[bytes, bytes]]
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.storage import Store
 from bpe_dask.jobs.counted import Counted
 from bpe_dask.sources.part import Part, read_bytes
-from bpe_dask.stages.count import Counter, CountSettings, Seen, count_part
+from bpe_dask.stages.count import CountSettings, PretokenCounter, Seen, count_part
 from bpe_dask.stages.counters import SpecialsSeen
 from bpe_dask.stages.read_events import ReadTally
 from bpe_dask.stages.reduce import sum_sorted
@@ -37,7 +37,7 @@ from bpe_dask.stages.reduce import sum_sorted
 class _Counting:
     """One thread's counter, and what it has counted."""
 
-    counter: Counter
+    counter: PretokenCounter
     parts: int = 0
     read: int = 0
     seen: Seen = field(default_factory=Seen)
@@ -48,7 +48,7 @@ def count_here(
     parts: Iterable[Part],
     settings: CountSettings,
     store: Store,
-    counters: list[Counter],
+    counters: list[PretokenCounter],
     progress: MapProgress | None = None,
 ) -> Counted:
     """Count ``parts`` on one thread per counter of ``counters`` (one: in this thread)."""

@@ -22,7 +22,7 @@ from bpe_dask.tokenizer import FILES, Tokenizer
 
 log = logging.getLogger(__name__)
 
-OUTPUT_FILES = (*FILES, *compression.FILES, "report.json")
+OUTPUT_FILES = (*FILES, *compression.CURVE_FILES, "report.json")
 
 
 def is_output_file(name: str) -> bool:
@@ -66,7 +66,7 @@ def tokenizer_files(
     files: dict[str, str | bytes] = dict(tokenizer.files())
     if curve is not None:
         files["compression.csv"] = curve.csv()
-        files["compression.png"] = compression.plot({"training data": curve})
+        files["compression.png"] = compression.plot_curves({"training data": curve})
     return files
 
 

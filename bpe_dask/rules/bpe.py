@@ -13,18 +13,18 @@ from collections.abc import Hashable, Sequence
 from itertools import pairwise
 from typing import TypeVar
 
-Part = TypeVar("Part", bound=Hashable)
+Symbol = TypeVar("Symbol", bound=Hashable)
 
 
-def merge(ids: Sequence[Part], pair: tuple[Part, Part], idx: Part) -> list[Part]:
+def merge_pair(ids: Sequence[Symbol], pair: tuple[Symbol, Symbol], idx: Symbol) -> list[Symbol]:
     """``ids`` with every occurrence of ``pair`` replaced by ``idx``, left to right, no overlaps.
 
-    >>> merge([1, 2, 3, 1, 2], (1, 2), 4)
+    >>> merge_pair([1, 2, 3, 1, 2], (1, 2), 4)
     [4, 3, 4]
-    >>> merge([b"a", b"a", b"a"], (b"a", b"a"), b"aa")  # the leftmost occurrence wins
+    >>> merge_pair([b"a", b"a", b"a"], (b"a", b"a"), b"aa")  # the leftmost occurrence wins
     [b'aa', b'a']
     """
-    out: list[Part] = []
+    out: list[Symbol] = []
     i = 0
     while i < len(ids):
         if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
@@ -37,8 +37,8 @@ def merge(ids: Sequence[Part], pair: tuple[Part, Part], idx: Part) -> list[Part]
 
 
 def pair_counts(
-    ids: Sequence[Part], counts: dict[tuple[Part, Part], int] | None = None, weight: int = 1
-) -> dict[tuple[Part, Part], int]:
+    ids: Sequence[Symbol], counts: dict[tuple[Symbol, Symbol], int] | None = None, weight: int = 1
+) -> dict[tuple[Symbol, Symbol], int]:
     """How often each neighbouring pair occurs in ``ids``, each occurrence counted ``weight`` times,
     added into ``counts`` when given (a word that occurs ``weight`` times in a corpus).
 

@@ -17,7 +17,7 @@ from itertools import pairwise
 
 import regex
 
-from bpe_dask.rules.bpe import merge, pair_counts
+from bpe_dask.rules.bpe import merge_pair, pair_counts
 from bpe_dask.rules.patterns import GPT2
 
 Vocab = dict[int, bytes]
@@ -88,7 +88,7 @@ def train_on_counts(
         vocab[len(vocab)] = best[0] + best[1]
         merged: Counter[tuple[bytes, ...]] = Counter()
         for word, count in words.items():
-            merged[tuple(merge(word, best, best[0] + best[1]))] += count
+            merged[tuple(merge_pair(word, best, best[0] + best[1]))] += count
         words = merged
     return vocab, merges
 
@@ -147,6 +147,6 @@ def encode(
                 pair = min(pairwise(parts), key=lambda pair: ranks.get(pair, len(merges)))
                 if pair not in ranks:
                     break
-                parts = merge(parts, pair, pair[0] + pair[1])
+                parts = merge_pair(parts, pair, pair[0] + pair[1])
             ids.extend(ids_of[part] for part in parts)
     return ids

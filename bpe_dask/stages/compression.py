@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-FILES = ("compression.csv", "compression.png")
+CURVE_FILES = ("compression.csv", "compression.png")
 STEP, GAIN = 1000, 0.01  # the knee: where STEP more tokens of vocabulary save less than GAIN of the tokens
 
 
@@ -87,12 +87,12 @@ class Curve:
 
 
 def load_plotting() -> None:
-    """Import what ``plot`` uses, by drawing an empty picture (``Plotting`` says when)."""
-    plot({})
+    """Import what ``plot_curves`` uses, by drawing an empty picture (``Plotting`` says when)."""
+    plot_curves({})
 
 
 class Plotting:
-    """``plot``'s library (matplotlib: 0.6 s of Python, holding the GIL) loaded in a background
+    """``plot_curves``'s library (matplotlib: 0.6 s of Python, holding the GIL) loaded in a background
     thread while a training job's cluster is up: ``early`` (a small input, whose counting is over
     sooner than the import) as the job starts, else once counting, which takes the GIL between
     blocks, is done (``start``), while the merge loop, which releases it, leaves a core free.
@@ -113,7 +113,7 @@ class Plotting:
         self.pool.shutdown(wait=True)  # an import under way is finished, never left behind
 
 
-def plot(curves: Mapping[str, Curve], title: str = "Compression of the training data") -> bytes:
+def plot_curves(curves: Mapping[str, Curve], title: str = "Compression of the training data") -> bytes:
     """A PNG of bytes per token against vocabulary size, a line per curve, each curve's knee marked."""
     import matplotlib
 

@@ -4,7 +4,7 @@ Takes a part of any source (``sources.part``) and the ``CountSettings`` of the j
 documents (a text in blocks cut at safe places, records as documents that each stand alone, one
 longer than a block counted in pieces cut at safe places, so memory stays bounded either way),
 counts their pre-tokens with one of two engines (the ``regex`` module through ``pretokenize``,
-the reference, or the compiled scanners of ``compiled.Counter``; both give the same counts) and
+the reference, or the compiled scanners of ``compiled.PretokenCounter``; both give the same counts) and
 writes ``token: binary, count: int64`` (``large_binary`` past 2 GiB of tokens: ``counts_table``),
 sorted by token, to a shard. The shard's name is made of the part's key and the settings, so a
 re-run reuses finished shards and never confuses them with other work.
@@ -34,7 +34,7 @@ from bpe_dask.stages.counters import COMPILED_MIN_BYTES, CompiledCounter, RegexC
 from bpe_dask.stages.read_events import ReadTally, reporter
 from bpe_dask.stages.shards import Shard, read_shard, write_shard
 
-Counter = RegexCounter | CompiledCounter
+PretokenCounter = RegexCounter | CompiledCounter
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range counts
 # to, so that shards an older version left in a work directory are counted again, not reused.
@@ -86,7 +86,7 @@ def _pretokenizer(special_tokens: tuple[str, ...], pattern: str) -> Pretokenizer
     return Pretokenizer(special_tokens, pattern)
 
 
-def new_counter(settings: CountSettings, size: int = COMPILED_MIN_BYTES) -> Counter:
+def new_counter(settings: CountSettings, size: int = COMPILED_MIN_BYTES) -> PretokenCounter:
     """A counter for the settings' pattern and about ``size`` bytes of text: the compiled scanner for
     a built-in pattern (``engine="auto"``: for enough text), else the ``regex`` module, which stays
     the reference."""
@@ -120,13 +120,13 @@ def count_part(
     part: Part,
     settings: CountSettings,
     store: Store = LOCAL,
-    counter: Counter | None = None,
+    counter: PretokenCounter | None = None,
     bad: BadRecords | None = None,
     progress: ReadProgress | None = None,
     data: Any = None,
     seen: Seen | None = None,
     block_size: int | None = None,
-) -> Counter:
+) -> PretokenCounter:
     """The pre-token counts of one part, added into ``counter`` when given (``counter.table()``);
     records skipped as bad are added to ``bad``; ``progress`` hears how far the reading has got;
     ``data`` is what the part's task was handed (``Part.documents``); ``seen`` tallies the
@@ -159,7 +159,9 @@ def count_part(
     return counter
 
 
-def add_documents(counter: Counter, documents: Documents, pretokenizer: Pretokenizer, limit: int) -> None:
+def add_documents(
+    counter: PretokenCounter, documents: Documents, pretokenizer: Pretokenizer, limit: int
+) -> None:
     """Count the documents; one longer than ``limit`` bytes is counted in pieces of at most ``limit``
     bytes cut at safe places, as a text file is read in blocks, so that a long record takes no more
     memory than the same text in a text file (why the pieces count as the whole would:

@@ -69,7 +69,7 @@ def encoding_key(tokenizer: Tokenizer, separator: str | None = None, utf8_errors
     return digest.hexdigest()[:16]
 
 
-def shard_path(work_dir: str, part: Part, key: str) -> str:
+def ids_path(work_dir: str, part: Part, key: str) -> str:
     """Where a part's ids are: named after what the part holds and what decides its ids."""
     return f"{work_dir.rstrip('/')}/encoded/{part.key()}-{key}.npy"
 

@@ -6,12 +6,11 @@ encoder's semantics (``rules.reference.encode``, GPT-2's), on a Python or a comp
 (``encoding``, which says why threads may share a tokenizer). The interface is CS336's, with
 tiktoken's ``encode_batch``, ``allowed_special`` and ``disallowed_special`` (CS336's defaults: every
 special token is split out as its id, none is refused; docs/exactness.md#special-tokens). Lone
-surrogates become U+FFFD first, as in tiktoken. Its files: ``io.tokenizer_files`` (``save``, ``load``).
+surrogates become U+FFFD first, as in tiktoken. Its files: ``files`` (``save``, ``load``).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Self
 
@@ -19,18 +18,11 @@ import numpy as np
 
 from bpe_dask.engines import check_engine, check_engine_supports
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.tokenizer_files import (
-    FILES,
-    files_of,
-    load_files,
-    read_gpt2_files,
-    read_tokenizer_json,
-    save_files,
-)
-from bpe_dask.io.tokenizer_formats import tiktoken_ranks
-from bpe_dask.rules.pretokenize import GPT2, Pretokenizer, SplitPattern, check_special_tokens, split_pattern
+from bpe_dask.io.tokenizer_files import FILES
+from bpe_dask.rules.pretokenize import GPT2, Pretokenizer, SplitPattern
 from bpe_dask.rules.special_tokens import Allowed, SpecialTokenRules, refuse_disallowed, utf8
 from bpe_dask.rules.vocabulary import Vocabulary
+from bpe_dask.tokenizer import files as _files
 from bpe_dask.tokenizer.encoding import COMPILED_MIN_CHARS, Encoding
 
 if TYPE_CHECKING:
@@ -43,7 +35,8 @@ class Tokenizer:
     """Byte-level BPE encoding and decoding with a trained vocabulary.
 
     Read-only: ``vocab`` (an id added for each special token it lacked), ``merges``, ``special_tokens``,
-    ``special_ids``, ``pretokenizer`` (every special token and the split pattern) and ``engine``.
+    ``special_ids``, ``pretokenizer`` (every special token and the split pattern), ``engine``, and
+    ``vocabulary`` (all of them as the ``rules.vocabulary.Vocabulary`` that encodes and decodes).
 
     >>> from bpe_dask.rules import reference
     >>> vocab, merges = reference.train(["low lower lowest"], 260, ["<|endoftext|>"])
@@ -77,7 +70,7 @@ class Tokenizer:
     def _hold(self, vocabulary: Vocabulary, pattern: str | SplitPattern, engine: str) -> None:
         """Hold ``vocabulary`` and what encoding with it under ``pattern`` on ``engine`` takes; refuse
         an engine that cannot run the pattern."""
-        self.engine, self._vocabulary = engine, vocabulary
+        self.engine, self.vocabulary = engine, vocabulary
         self.vocab, self.merges = vocabulary.vocab, vocabulary.merges
         self.special_tokens, self.special_ids = vocabulary.special_tokens, vocabulary.special_ids
         self.pretokenizer = Pretokenizer(self.special_tokens, pattern)
@@ -95,7 +88,12 @@ class Tokenizer:
     def truncated(self, vocab_size: int) -> Tokenizer:
         """The tokenizer of the first ``vocab_size`` ids: the 256 bytes, the special tokens and the first
         ``vocab_size - 256 - len(special_tokens)`` merges, which is what training to that size learns
-        (the merges of a smaller vocabulary are the first merges of a larger one). Ids stay as they are."""
+        (the merges of a smaller vocabulary are the first merges of a larger one). Ids stay as they are.
+
+        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi", 257: b"hi!"}
+        >>> Tokenizer(vocab, [(b"h", b"i"), (b"hi", b"!")]).truncated(257).encode("hi!")
+        [256, 33]
+        """
         first = 256 + len(self.special_tokens)
         whole = isinstance(vocab_size, int) and not isinstance(vocab_size, bool)
         if not (whole and first <= vocab_size <= len(self.vocab)):
@@ -103,94 +101,42 @@ class Tokenizer:
                 f"vocabulary size {vocab_size!r} is not between {first:,} (the 256 bytes and the special "
                 f"tokens) and the tokenizer's {len(self.vocab):,}"
             )
-        vocab, merges = self._vocabulary.first_ids(vocab_size)
+        vocab, merges = self.vocabulary.first_ids(vocab_size)
         return Tokenizer(vocab, merges, self.special_tokens, self.pretokenizer.pattern, self.engine)
 
     def token_id(self, token: str | bytes) -> int:
         """The id of one whole token (a special token's text, or a token's bytes); a ``KeyError`` for
-        anything else."""
-        return self._vocabulary.token_id(token)
+        anything else.
+
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|x|>"]).token_id("<|x|>")
+        256
+        """
+        return self.vocabulary.token_id(token)
 
     def decode(self, ids: Iterable[int]) -> str:
-        """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD."""
-        return self._vocabulary.decode(ids)
+        """The text of ``ids``; bytes that are not valid UTF-8 become U+FFFD.
+
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).decode([104, 105, 255])
+        'hi\ufffd'
+        """
+        return self.vocabulary.decode(ids)
 
     def merged(self, word: bytes) -> tuple[int, ...]:
-        """The ids of one pre-token's bytes, its merges applied, the lowest-ranked pair first."""
-        return self._vocabulary.merged(word)
+        """The ids of one pre-token's bytes, its merges applied, the lowest-ranked pair first.
 
-    def files(self) -> dict[str, str]:
-        """The files ``save`` writes, by name: ``vocab.json``, ``merges.txt``, ``tokenizer.json`` and
-        ``tokenizer.tiktoken`` (left out, with a warning, where tiktoken would merge otherwise)."""
-        return files_of(self._vocabulary, self.pretokenizer.pattern)
-
-    def tiktoken_ranks(self) -> dict[bytes, int]:
-        """The ``mergeable_ranks`` of a ``tiktoken.Encoding`` that encodes as this tokenizer does (its
-        special tokens apart), or a ``BpeDaskError`` saying why none does."""
-        return tiktoken_ranks(self._vocabulary)
-
-    def save(self, directory: str | os.PathLike, storage_options: dict | None = None) -> None:
-        """Make ``directory`` (a path or URL) hold the tokenizer's ``files``, published whole: a
-        tokenizer saved there before is replaced; a directory holding other files is refused."""
-        save_files(directory, self.files(), storage_options)
-
-    @classmethod
-    def load(
-        cls,
-        directory: str | os.PathLike,
-        special_tokens: Iterable[str] | None = None,
-        storage_options: dict | None = None,
-        engine: str = "auto",
-        *,
-        trust_pattern: bool = False,
-    ) -> Self:
-        """The tokenizer ``save`` (or `bpe-dask train`) wrote into ``directory``, with the special
-        tokens its ``tokenizer.json`` registers unless ``special_tokens`` are given.
-
-        A split pattern that is not built in (gpt2, gpt4, o200k) is refused unless ``trust_pattern``
-        is true: a regex from a file may take time exponential in its text's length. A trusted one
-        still runs with a time limit per call (``pattern_limit.pattern_timeout``).
-
-        >>> Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|x|>"], "gpt4").save("saved")
-        >>> Tokenizer.load("saved").encode("hi<|x|>")
-        [104, 105, 256]
+        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
+        >>> Tokenizer(vocab, [(b"h", b"i")]).merged(b" hi")
+        (32, 256)
         """
-        vocabulary, pattern = load_files(
-            directory, special_tokens, storage_options, trust_pattern=trust_pattern
-        )
-        return cls._of(vocabulary, pattern, engine)
+        return self.vocabulary.merged(word)
 
-    @classmethod
-    def from_tokenizer_json(
-        cls,
-        path: str | os.PathLike,
-        storage_options: dict | None = None,
-        engine: str = "auto",
-        *,
-        trust_pattern: bool = False,
-    ) -> Self:
-        """The tokenizer of a Hugging Face ``tokenizer.json`` file of the byte-level BPE kind (GPT-2's,
-        or one `bpe-dask train` wrote), with the special tokens it registers; a split pattern that
-        is not built in is refused unless ``trust_pattern``, as in ``load``."""
-        vocabulary, pattern = read_tokenizer_json(path, storage_options, trust_pattern=trust_pattern)
-        return cls._of(vocabulary, pattern, engine)
-
-    @classmethod
-    def from_files(
-        cls,
-        vocab_filepath: str | os.PathLike,
-        merges_filepath: str | os.PathLike,
-        special_tokens: Iterable[str] | None = None,
-        storage_options: dict | None = None,
-        engine: str = "auto",
-        pattern: str | SplitPattern = GPT2,
-    ) -> Self:
-        """A tokenizer from GPT-2-style ``vocab.json`` and ``merges.txt`` (CS336's interface),
-        local paths or any URL fsspec reads."""
-        special_tokens = check_special_tokens(special_tokens or ())
-        pattern = split_pattern(pattern)
-        vocabulary = read_gpt2_files(vocab_filepath, merges_filepath, special_tokens, storage_options)
-        return cls._of(vocabulary, pattern, engine)
+    # Its files, written and read back (``tokenizer.files``).
+    files = _files.files
+    tiktoken_ranks = _files.tiktoken_ranks
+    save = _files.save
+    load = classmethod(_files.load)
+    from_tokenizer_json = classmethod(_files.from_tokenizer_json)
+    from_files = classmethod(_files.from_files)
 
     def encode(
         self, text: str, *, allowed_special: Allowed = "all", disallowed_special: Allowed = ()
@@ -271,7 +217,12 @@ class Tokenizer:
         self, data: bytes, ends: np.ndarray, separator: str | None = None, dtype: npt.DTypeLike = np.uint32
     ) -> np.ndarray:
         """The ids of UTF-8 documents back to back in ``data``, the ``k``-th ending at ``ends[k]``, each
-        standing alone and followed by ``separator``'s id when one is given, as in ``encode_documents``."""
+        standing alone and followed by ``separator``'s id when one is given, as in ``encode_documents``.
+
+        >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|x|>"])
+        >>> tokenizer.encode_utf8_documents(b"hi!", np.array([2, 3]), "<|x|>").tolist()
+        [104, 105, 256, 33, 256]
+        """
         end = [] if separator is None else [self.token_id(separator)]
         return self._encoding.documents(data, ends, end, dtype)
 
@@ -280,6 +231,8 @@ class Tokenizer:
         ``engine="numba"``, and with ``"auto"`` when it is long enough to repay loading it (the
         pure-Python path stays the reference the tests hold it to).
 
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, [], engine="python").uses_compiled(10**9)
+        False
         """
         return self._encoding.uses_compiled(length)
 
