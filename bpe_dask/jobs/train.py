@@ -40,6 +40,7 @@ from bpe_dask.jobs.tokenizer_output import (
     compression_curve,
     is_output_file,
     publish_tokenizer,
+    tokenizer_files,
     warn_if_empty,
     warn_if_short,
 )
@@ -143,6 +144,10 @@ def _train(
         plotting.start()
         merged = merge_counts(job, run, counted, vocab_size, limits)  # 5. merge
         workers_peak = other_processes_peak_rss_bytes(run.client) if run.client is not None else None
+        curve = compression_curve(merged, opts.special_tokens, counted.specials)
+        # The tokenizer's files take a moment to make (tiktoken's ranks are checked): made while the
+        # cluster closes.
+        files = plotting.draw(tokenizer_files, merged, opts.special_tokens, opts.pattern, curve)
     warn_if_empty(merged.unique_words, input_bytes(source, counted))
     read = read_report(source, counted, opts.utf8_errors, opts.pattern)  # 6. report
     report = training_report(read, merged, opts.special_tokens, vocab_size, limits, timings)
@@ -150,8 +155,7 @@ def _train(
     if workers_peak is not None:
         report["workers_peak_rss_bytes"] = workers_peak
     report["timings"]["total"] = time.perf_counter() - started
-    curve = compression_curve(merged, opts.special_tokens, counted.specials)
-    publish_tokenizer(out, merged, opts, report, job.store, limits, curve=curve)  # 7. publish
+    publish_tokenizer(out, merged, opts, report, job.store, limits, files.result(), curve)  # 7. publish
     if source.kind == "collection":  # a re-run of a finished job must not reuse them
         forget_shards(counted.shards, job.store)
     return report

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import io
 import itertools
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 CURVE_FILES = ("compression.csv", "compression.png")
+T = TypeVar("T")
 STEP, GAIN = 1000, 0.01  # the knee: where STEP more tokens of vocabulary save less than GAIN of the tokens
 
 
@@ -96,8 +98,9 @@ class Plotting:
     thread while a training job's cluster is up: ``early`` (a small input, whose counting is over
     sooner than the import) as the job starts, else once counting, which takes the GIL between
     blocks, is done (``start``), while the merge loop, which releases it, leaves a core free.
-    Finished on leaving the ``with``, before the cluster closes: a closing scheduler takes its
-    directory out of ``sys.path``, and an import walking it then can miss a module."""
+    The import is waited for before the cluster closes (``draw``, or leaving the ``with``): a
+    closing scheduler takes its directory out of ``sys.path``, and an import walking it then can
+    miss a module."""
 
     def __init__(self, early: bool) -> None:
         self.pool = ThreadPoolExecutor(1, thread_name_prefix="bpe-dask-plotting")
@@ -105,6 +108,13 @@ class Plotting:
 
     def start(self) -> None:
         self.loading = self.loading or self.pool.submit(load_plotting)
+
+    def draw(self, function: Callable[..., T], *args: object) -> Future[T]:
+        """``function(*args)`` (which draws), in the background once the library has loaded; the
+        wait for that is here, while the cluster is up."""
+        self.start()
+        self.loading.result()
+        return self.pool.submit(function, *args)
 
     def __enter__(self) -> Plotting:
         return self
