@@ -4,7 +4,7 @@ Takes a byte range, the job's ``Pretokenizer`` and how to treat invalid UTF-8; s
 through fsspec (decompressing on the fly), decodes it, and gives text blocks of about
 ``block_size`` bytes that end at safe cuts, so pre-tokenizing or encoding the blocks one by one
 gives exactly what the whole range gives, in bounded memory. Both map stages read this way:
-counting (``counting``) and encoding (``encoding``); the compiled counter reads the same blocks as
+counting (``stages.count``) and encoding (``stages.encode``); the compiled counter reads the same blocks as
 UTF-8 bytes (``iter_utf8``), checked but never decoded whole. A ``progress`` callable, when given,
 hears how many of the range's bytes have been read before each read (``ReadProgress``).
 """

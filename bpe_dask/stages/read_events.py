@@ -1,7 +1,7 @@
 """How far a running map task has read: what its reader says as it reads in, a Dask event out.
 
 Takes, from ``io.text`` and ``io.records`` (a ``ReadProgress``), how many of the partition's bytes
-(and records) have been read; gives the client, which subscribes to ``TOPIC`` (``jobs.progress``),
+(and records) have been read; gives the client, which subscribes to ``TOPIC`` (``cluster.progress``),
 events through Dask's own channel (the worker's ``log_event``): ``{"key": the task's key, "bytes":
 read so far, "documents": records read so far}``, one when the first block has been handed on and
 then at most one every ``bpe-dask.progress-interval``; a task that is one block sends none, and a

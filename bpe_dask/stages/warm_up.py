@@ -9,7 +9,7 @@ the merge loop (its rarely taken regrowths too), encoding text and documents, an
 counted words (an evaluate task). What a stage compiles depends on its pattern (its counting and
 encoding loops) and nothing else, so a process, or a worker image, that ran it for a job's pattern
 runs the job on machine code loaded from the cache. ``bpe-dask warm-up`` compiles every stage; a
-job's embedded cluster only the stages its workers run compiled (``jobs.cluster``), and ``train``
+job's embedded cluster only the stages its workers run compiled (``cluster.client``), and ``train``
 the merge loop (``stages.merge.compile_merge_loop_in_background``). Where numba keeps it, and what
 an entry must match to serve: ``compiled.cache``.
 """
