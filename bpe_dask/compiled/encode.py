@@ -49,24 +49,8 @@ def _cached(data, i, end, h, slots, arena):
 # Inlined, though only a pre-token missing from the cache comes here: a call in the loop over every
 # pre-token slows it, where inlining costs only compile time, once per install.
 @njit(cache=True, nogil=True, inline="always")
-def _merged(
-    data,
-    i,
-    end,
-    h,
-    out,
-    n,
-    parts,
-    ranks,
-    byte_ids,
-    keys,
-    pair_ranks,
-    pair_merged,
-    slots,
-    arena,
-    ids_arena,
-    used,
-):
+def _merged(data, i, end, h, out, n, parts, ranks, byte_ids, keys,
+            pair_ranks, pair_merged, slots, arena, ids_arena, used):  # fmt: skip
     """Merge the pre-token ``data[i:end]`` (hash ``h``, not in the cache), write its ids to ``out``
     from ``n`` on and cache them, emptying the cache first if it is full; returns where they end."""
     length = end - i
@@ -140,24 +124,8 @@ def encode_loop(pattern: int):
                             into[k] = ids[k]
                         n += count
                     else:
-                        n = _merged(
-                            data,
-                            i,
-                            end,
-                            h,
-                            out,
-                            n,
-                            parts,
-                            ranks,
-                            byte_ids,
-                            keys,
-                            pair_ranks,
-                            pair_merged,
-                            slots,
-                            arena,
-                            ids_arena,
-                            used,
-                        )
+                        n = _merged(data, i, end, h, out, n, parts, ranks, byte_ids, keys,
+                                   pair_ranks, pair_merged, slots, arena, ids_arena, used)  # fmt: skip
                 i = end
         return out[:n]
 
