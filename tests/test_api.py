@@ -33,6 +33,22 @@ def test_in_process_cannot_also_take_a_cluster(text_file):
         count_words(text_file, [EOT], in_process=True, workers=2)
 
 
+def test_train_in_process_counts_here_with_no_cluster(text_file, tmp_path, monkeypatch):
+    """``in_process=True`` counts in this process for ``train`` as for ``count_words``: it started a
+    LocalCluster all the same."""
+    from bpe_dask import train
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a LocalCluster was started")
+
+    monkeypatch.setattr(LocalCluster, "__init__", refused)
+    report = train(text_file, 300, tmp_path / "tok", [EOT], in_process=True)
+    assert report["merge_ran_on"] == "client"
+    assert read_reference_merges(tmp_path / "tok" / "merges.txt") == reference.train(
+        [text_file.read_text(encoding="utf-8")], 300, [EOT]
+    )[1]
+
+
 def test_a_special_token_that_reads_as_a_learned_token_is_caught_before_writing():
     vocab = {i: bytes([i]) for i in range(256)} | {256: "Ġthe".encode(), 257: b" the"}
     with pytest.raises(BpeDaskError, match="rename the special token"):
