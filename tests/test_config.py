@@ -68,6 +68,11 @@ def test_config_mistakes_are_named(tmp_path, text, message):
          "--vocab-szie 300 (did you mean --vocab-size?)"),
         (["train", "in.txt", "--vocab-size=300", "--wrokers=2", "--out", "o"], "(did you mean --workers?)"),
         (["encode", "in.txt", "--tokenzier", "t", "--out", "o.bin"], "(did you mean --tokenizer?)"),
+        # Another command's flag is no typo: the hint names the commands that take it.
+        (["count", "in.txt", "--vocab-size", "300", "--out", "c.parquet"],
+         "--vocab-size 300 (--vocab-size is an option of train and merge, not of count)"),
+        (["train", "in.txt", "--vocab-size", "300", "--vocab-sizes", "8", "--out", "o"],
+         "(--vocab-sizes is an option of evaluate, not of train)"),
     ],
 )
 def test_a_mistyped_flag_is_a_usage_error_that_names_the_flag_it_was_meant_to_be(argv, suggestion, capsys):

@@ -154,6 +154,9 @@ def test_a_bad_json_line_names_the_file_and_offset_or_is_skipped(tmp_path, data,
         count_words(path, in_process=True)
     message = str(error.value)
     assert "\n" not in message and "bad.jsonl" in message and where in message and what in message
+    # A missing field is first the way to name the right one (--text-column), then to skip it.
+    assert message.endswith("--on-bad-record skip leaves such records out)")
+    assert ("(--text-column names the field that holds the text; " in message) == (what == "no field 'text'")
     skipped = count_words(path, in_process=True, on_bad_record="skip")
     assert skipped.bad_records_skipped == 1
     assert counts_of(skipped.table()) == reference.pretokenize(["fine", "also fine"], [])

@@ -11,6 +11,8 @@ warm-up``. A flag the user leaves out is absent from the parsed options (``argpa
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from bpe_dask.cli.config import did_you_mean
@@ -167,16 +169,43 @@ Flag = str | tuple[str, dict[str, Any]]  # a flag, or a flag and what the comman
 
 
 class _Parser(argparse.ArgumentParser):
+    given: Sequence[str] = ()  # the arguments being parsed, to tell which command an error is of
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> argparse.Namespace:
+        self.given = list(sys.argv[1:] if args is None else args)
+        return super().parse_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         if message.startswith("unrecognized arguments: "):  # a typo: name the flag it was meant to be
-            known = _flags(self)
-            for word in message.removeprefix("unrecognized arguments: ").split():
-                if word.startswith("--"):
-                    message += did_you_mean(word.split("=")[0], known)
-                    break
+            words = message.removeprefix("unrecognized arguments: ").split()
+            flag = next((word.split("=")[0] for word in words if word.startswith("--")), None)
+            command = self._command_given()
+            known = _flags(command[1]) if command else _flags(self)
+            owners = _commands_with(flag) if flag and flag not in known else []
+            if owners:  # another command's flag, not a typo
+                where = f"of {command[0]}" if command else "here"
+                message += f" ({flag} is an option of {' and '.join(owners)}, not {where})"
+            elif flag:
+                message += did_you_mean(flag, known)
         # One prefix for every error line, a command's included: "bpe-dask: error: train: ...".
         command = self.prog.removeprefix("bpe-dask").strip()
         self.exit(2, f"bpe-dask: error: {command + ': ' if command else ''}{message}\n")
+
+    def _command_given(self) -> tuple[str, argparse.ArgumentParser] | None:
+        """The command the arguments name, and its parser (none before a command is parsed)."""
+        commands = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        name = next((word for word in self.given if commands and word in commands.choices), None)
+        return (name, commands.choices[name]) if name else None
+
+
+def _commands_with(flag: str) -> list[str]:
+    """The commands that take ``flag``.
+
+    >>> _commands_with("--vocab-size")
+    ['train', 'merge']
+    """
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return [name for name, command in commands.choices.items() if flag in _flags(command)]
 
 
 def _flags(parser: argparse.ArgumentParser) -> list[str]:

@@ -106,9 +106,12 @@ class RecordPolicy:
         ways = ['on_bad_record="skip" leaves such records out']
         if problem.replaceable:
             ways.insert(0, 'utf8_errors="replace" substitutes U+FFFD')
+        if problem.no_field:  # in every record, likely: another field holds the text
+            ways.insert(0, "text_column= names the field that holds the text")
         if self.flags:
             ways = [w.replace('on_bad_record="skip"', "--on-bad-record skip") for w in ways]
             ways = [w.replace('utf8_errors="replace"', "--utf8-errors replace") for w in ways]
+            ways = [w.replace("text_column=", "--text-column") for w in ways]
         raise InputError(f"{where}: {problem} ({'; '.join(ways)})")
 
 
@@ -117,11 +120,12 @@ STRICT = RecordPolicy()  # bad records stop the job, invalid UTF-8 is a bad reco
 
 class NotText(Exception):
     """What is wrong with a value that is not a document; ``replaceable`` when it is invalid UTF-8
-    or a lone surrogate, which ``utf8_errors="replace"`` would read as U+FFFD."""
+    or a lone surrogate, which ``utf8_errors="replace"`` would read as U+FFFD; ``no_field`` when a
+    record lacks the field the text was looked for in."""
 
-    def __init__(self, problem: str, replaceable: bool = False) -> None:
+    def __init__(self, problem: str, replaceable: bool = False, no_field: bool = False) -> None:
         super().__init__(problem)
-        self.replaceable = replaceable
+        self.replaceable, self.no_field = replaceable, no_field
 
 
 def utf8_of(value: object, policy: RecordPolicy) -> bytes:

@@ -155,7 +155,7 @@ def _record_text(held: list[bytes], field: str, policy: RecordPolicy) -> bytes:
     if not isinstance(record, dict):
         raise NotText(f"not a JSON object but {_json_kind(record)}")
     if field not in record:
-        raise NotText(f"no field {field!r}")
+        raise NotText(f"no field {field!r}", no_field=True)
     text = record[field]
     if not isinstance(text, str):
         raise NotText(f"field {field!r} holds {_json_kind(text)}, not a string")
