@@ -134,7 +134,7 @@ def count_with(
     table, path = (None, counted.counts) if isinstance(counted.counts, str) else (counted.counts, None)
     return CountResult(
         source.shown,
-        input_bytes(source, counted),
+        input_bytes(source, counted.read_bytes),
         counted.parts,
         counted.reused,
         counted.bad.count,

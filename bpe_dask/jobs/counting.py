@@ -27,6 +27,7 @@ from bpe_dask.jobs.counted import Counted
 from bpe_dask.jobs.on_cluster import count_on_cluster
 from bpe_dask.jobs.on_threads import count_here
 from bpe_dask.jobs.options import JobOptions
+from bpe_dask.jobs.report import input_bytes
 from bpe_dask.sources.collection import UNKNOWN_SIZE
 from bpe_dask.sources.source import Source
 from bpe_dask.stages.count import CountSettings, counting_engine, counts_compiled, new_counter
@@ -89,7 +90,7 @@ def placement(
     small = source.known_bytes <= config.size("in-process-limit", job.store.settings)
     auto = opts.in_process is None and small_here and small and not (opts.wants_cluster or writes)
     if opts.in_process or source.empty or auto:
-        return Placement(settings, True, 1, source.known_bytes)
+        return Placement(settings, True)  # counters sized once the files are planned (count_source)
     threads = opts.workers or default_workers()  # the embedded cluster's: one per worker
     largest = source.expected_largest_part(threads, opts.chunk_size)
     return _on_cluster(job, settings, source.known_bytes, largest, stages)
@@ -199,7 +200,7 @@ def _say_counted(source: Source, counted: Counted) -> None:
     text = format_bytes(counted.text_bytes)
     if source.kind == "files":
         if any(f.compression or f.has_records for f in source.files):
-            log.info("%s of text in %s of input", text, format_bytes(source.known_bytes + counted.read_bytes))
+            log.info("%s of text in %s of input", text, format_bytes(input_bytes(source, counted.read_bytes)))
     elif source.kind == "collection":
         log.info("%s of text in %s, %s reused", text, plural(counted.parts, "partition"), counted.reused)
     else:

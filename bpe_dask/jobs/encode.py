@@ -26,6 +26,7 @@ from bpe_dask.jobs.context import Job, Run, report_bad_records
 from bpe_dask.jobs.ids_output import check_output, output_format, publish_bin, publish_shards, say_format
 from bpe_dask.jobs.on_cluster import forget_shards, map_parts
 from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character
+from bpe_dask.jobs.report import input_bytes
 from bpe_dask.sources.collection import UNKNOWN_SIZE
 from bpe_dask.sources.part import Part
 from bpe_dask.sources.source import Source
@@ -207,7 +208,7 @@ def _report(
     seconds = time.perf_counter() - started
     tokens = sum(s.tokens for s in shards)
     text_bytes = sum(s.text_bytes for s in shards)
-    read = getattr(source, "known_bytes", 0) + sum(s.read_bytes for s in shards)  # and of no known size
+    read = input_bytes(source, sum(s.read_bytes for s in shards))
     reused = sum(s.reused for s in shards)
     return {
         "version": __version__,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.storage import Store
 from bpe_dask.jobs.context import Job, report_bad_records
+from bpe_dask.jobs.report import input_bytes
 from bpe_dask.sources.files import FileSource
 from bpe_dask.stages.count import CountSettings
 from bpe_dask.stages.evaluate import Measure, Measured
@@ -52,7 +53,7 @@ def evaluation_report(
     """The report: what was read, and a row per tokenizer and size."""
     first = measured[0]  # every group reads the same text
     text_bytes, documents = sum(m.text_bytes for m in first), sum(m.documents for m in first)
-    read = source.known_bytes + sum(m.read_bytes for m in first)  # and what inputs of no known size held
+    read = input_bytes(source, sum(m.read_bytes for m in first))
     bad = BadRecords()
     for m in first:
         bad.merge(m.bad_records)

@@ -90,7 +90,7 @@ def count_on_cluster(
     ``out`` holds."""
     shard_dir = f"{work_dir.rstrip('/')}/shards"
     paths = [shard_path(shard_dir, part, settings.key()) for part in parts]
-    shards = map_parts(source, parts, _count, [settings], "count", paths, store, _reuse)
+    shards = map_parts(source, parts, count_part_to_shard, [settings], "count", paths, store, _reuse)
     final, partial_sums = reduce_tree(
         shards, out, work_dir, settings.recorded(), store, overwrite=overwrite, engine=settings.engine
     )
@@ -98,10 +98,6 @@ def count_on_cluster(
     *done, counts = run_tasks(client, [*shards, final], progress, sizes, lambda shard: (shard.text_bytes, 0))
     remove_files(partial_sums, store)
     return Counted.of_shards(counts, done)
-
-
-def _count(part: Part, settings: CountSettings, path: str, store: Store, data: Any = None):
-    return count_part_to_shard(part, settings, path, store, data)
 
 
 def _reuse(path: str, part: Part, store: Store, settings: CountSettings):

@@ -18,16 +18,17 @@ from bpe_dask.sources.source import Source
 from bpe_dask.version import __version__
 
 
-def input_bytes(source: Source, counted: Counted) -> int:
-    """The input's bytes: what its store told of each file, and what parts of no known size held."""
-    return getattr(source, "known_bytes", 0) + counted.read_bytes
+def input_bytes(source: Source, read_bytes: int = 0) -> int:
+    """The input's bytes: what its store told of each file, and ``read_bytes``, what its parts of no
+    known size held once read (a web file served with no size, a collection, documents in memory)."""
+    return source.known_bytes + read_bytes
 
 
 def read_report(source: Source, counted: Counted, utf8_errors: str, pattern: str) -> dict:
     """What a job read of ``source``, as its report says."""
     report = {
         "inputs": source.shown,
-        "input_bytes": input_bytes(source, counted),
+        "input_bytes": input_bytes(source, counted.read_bytes),
         "text_bytes": counted.text_bytes,
         "partitions": counted.parts,
         "partitions_reused": counted.reused,

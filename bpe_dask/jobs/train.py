@@ -129,7 +129,7 @@ def _train(
     where = placement(job, source, job.options.count_settings())  # 3. where it is counted
     plotting = compression.Plotting(early=_small(source, where))
     if not where.here and job.options.merge_on != "worker" and job.starts_cluster:
-        compile_merge_loop_in_background(opts.engine, input_bytes_known(source), vocab_size)
+        compile_merge_loop_in_background(opts.engine, source.known_bytes, vocab_size)
     scratch = None if job.embedded else out
     with (
         plotting,
@@ -148,7 +148,7 @@ def _train(
         # The tokenizer's files take a moment to make (tiktoken's ranks are checked): made while the
         # cluster closes.
         files = plotting.draw(tokenizer_files, merged, opts.special_tokens, opts.pattern, curve)
-    warn_if_empty(merged.unique_words, input_bytes(source, counted))
+    warn_if_empty(merged.unique_words, input_bytes(source, counted.read_bytes))
     read = read_report(source, counted, opts.utf8_errors, opts.pattern)  # 6. report
     report = training_report(read, merged, opts.special_tokens, vocab_size, limits, timings)
     report["merge_ran_on"] = "worker" if on_worker else "client"
@@ -159,11 +159,6 @@ def _train(
     if source.kind == "collection":  # a re-run of a finished job must not reuse them
         forget_shards(counted.shards, job.store)
     return report
-
-
-def input_bytes_known(source: Source) -> int:
-    """The input's bytes as known before it is read (files' sizes; 0 for other sources)."""
-    return getattr(source, "known_bytes", 0)
 
 
 def _small(source: Source, where: Placement) -> bool:

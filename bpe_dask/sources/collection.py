@@ -184,6 +184,7 @@ class CollectionSource:
     partitions: tuple[Delayed, ...]
     policy: RecordPolicy = STRICT
     kind = "collection"
+    known_bytes = 0  # its size is known only once its partitions are read
 
     @classmethod
     def of(cls, collection: object, text_column: str, policy: RecordPolicy) -> CollectionSource:

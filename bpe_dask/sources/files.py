@@ -135,10 +135,6 @@ class FileSource:
     def all_records(self) -> bool:
         return bool(self.files) and all(f.has_records for f in self.files)
 
-    @property
-    def compressions(self) -> list[str | None]:
-        return [f.compression for f in self.files]
-
     def sample(self, run: object = None) -> tuple[list[str], str]:
         """The first documents of the first file, and what they are, for the split pattern's check."""
         if not self.files:

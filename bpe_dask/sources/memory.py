@@ -72,6 +72,7 @@ class MemorySource:
     held: list[Batch] = field(default_factory=list)  # read ahead
     more: bool = True  # whether the input may hold more than ``held``
     kind = "memory"
+    known_bytes = 0  # its size is known only once its documents are read
 
     @classmethod
     def of_iterable(
