@@ -56,11 +56,16 @@ def timed(work, threads: int) -> float:
         return time.perf_counter() - started
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """Its options (tests/test_performance_page.py parses the page's commands with it)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", default="bench-data/openwebtext-65MB-seed0.txt")
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = build_parser().parse_args()
 
     from bpe_dask.stages.count import CountSettings, new_counter
 

@@ -8,7 +8,7 @@ at the next safe point:
   (a ``gc`` callback, such as Dask's, a weakref finalizer, a ``__del__``) or garbled (numba's calls
   back into Python from compiled code, a ``SystemError``): the signal is sent to the main thread
   again a moment later;
-- not in a ``deferred`` block (starting the cluster, committing an output): raised as it ends;
+- not in a ``deferred`` block (starting the cluster's scheduler, committing an output): raised as it ends;
 - once: the job is unwinding by then and its clean-up (closing the cluster, removing temporary
   files) must finish; later signals are dropped.
 

@@ -1,10 +1,13 @@
 """Settings: the package's tunables as ``dask.config`` values under ``bpe-dask``, with their defaults.
 
 Set one with ``dask.config.set({"bpe-dask.block-size": "1MiB"})``, in a YAML file in
-``~/.config/dask/``, or as an environment variable (``DASK_BPE_DASK__BLOCK_SIZE=1MiB``); README.md,
-"Settings (dask.config)", lists them. A job reads them on the client, once (``snapshot``), and its
-tasks take them from the job's ``io.storage.Store``, so they hold on every worker, whichever
-config the workers were started with.
+``~/.config/dask/``, or as an environment variable (``DASK_BPE_DASK__BLOCK_SIZE=1MiB``); the docs'
+settings reference (docs/reference/settings.md) lists them, from ``DEFAULTS`` and its comments. A
+job reads them on the client, once (``snapshot``), and its tasks take them from the job's
+``io.storage.Store``, so they hold on every worker, whichever config the workers were started with.
+A bad value is one line naming the setting and where it came from (``source_of``), Dask's own
+settings too (``dask_seconds``); a value of the job's options that came from the environment is
+said to (``given_from``: the command line's DASK_SCHEDULER_ADDRESS).
 
 >>> size("block-size")
 8388608
@@ -15,6 +18,10 @@ config the workers were started with.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import dask.config
@@ -23,18 +30,34 @@ from dask.utils import parse_bytes, parse_timedelta
 from bpe_dask.errors import BpeDaskError
 
 DEFAULTS: dict[str, Any] = {
-    "block-size": "8MiB",  # text a task reads, decodes and pre-tokenizes at a time
-    "uncut-limit": 64 * 2**20,  # characters with no safe cut before a task stops (one giant pre-token)
-    "partition-min": "1MiB",  # the smallest partition the planner makes when it sizes them itself
+    # Each comment is the setting's row in the docs' settings reference (docs/hooks/reference.py).
+    "block-size": "8MiB",  # text a task reads, decodes and pre-tokenizes at a time (a task's memory
+    # is a few times this)
+    "uncut-limit": 64 * 2**20,  # characters (64 Mi) with no safe cut: such text is one giant
+    # pre-token, and the task stops with one line naming the file and offset
+    "partition-min": "1MiB",  # the smallest partition when the planner sizes them (no --chunk-size)
     "partition-max": "64MiB",  # the largest: bounds a task's memory and the work lost with a worker
-    "partitions-per-thread": 2,  # map tasks per worker thread, when sized from the input
-    "in-process-limit": "16MiB",  # below this much input, the Python API counts with no cluster
-    "retries": 2,  # times a task's read or write that failed in a way that may pass is tried again
-    "retry-pause": "500ms",  # before the first retry; doubled before each next one
-    "pattern-timeout": 10.0,  # seconds a split pattern of one's own may take per million characters
-    "progress-interval": "2s",  # at most one report of how far it has read per running map task per this
+    "partitions-per-thread": 2,  # map tasks per worker thread when sized from the input, so a thread
+    # that finishes early takes another
+    "in-process-limit": "16MiB",  # below this much input, count_words and train_bpe with no cluster
+    # asked for count in this process
+    "retries": 2,  # times a task tries again after a failure that may pass (a dropped connection, a
+    # throttled store); 0: fail at once
+    "retry-pause": "500ms",  # the pause before the first retry, doubled before each next one
+    "pattern-timeout": 10.0,  # seconds a split pattern of your own may take per started million
+    # characters; read where the pattern runs, so on a cluster of your own set it in the workers'
+    # config too
+    "progress-interval": "2s",  # how often a running map task reports how far it has read (one Dask
+    # event per task at most this often, and one when its first block is counted)
+    "max-workers": 0,  # the most workers an embedded LocalCluster starts; 0: one per core (what
+    # runs at once)
+    "min-worker-memory": "1GiB",  # the least memory each of its worker processes gets (an idle one
+    # holds about 0.3 GiB); fewer workers start where the machine has less
+    "whole-file-limit": "256MiB",  # the largest Parquet file read from a web server that serves no
+    # byte ranges: it is downloaded whole into memory, by the planner and by its task
 }
-_COUNTS = {"partitions-per-thread": 1, "retries": 0}  # whole numbers, and the least each may be
+# Whole numbers, and the least each may be.
+_COUNTS = {"partitions-per-thread": 1, "retries": 0, "max-workers": 0}
 _DURATIONS = ("retry-pause", "pattern-timeout", "progress-interval")  # the rest are sizes
 dask.config.update_defaults({"bpe-dask": DEFAULTS})
 
@@ -71,7 +94,7 @@ def size(name: str, settings: dict | None = None) -> int:
     except (ValueError, TypeError):
         number = 0
     if number < 1:
-        raise BpeDaskError(f"bpe-dask.{name} must be a positive size (e.g. 8MiB), got {value!r}")
+        raise BpeDaskError(f"{_named(name, value)} must be a positive size (e.g. 8MiB), got {value!r}")
     return number
 
 
@@ -83,7 +106,7 @@ def count(name: str, settings: dict | None = None, least: int = 0) -> int:
     except ValueError:
         number = least - 1
     if number < least:
-        raise BpeDaskError(f"bpe-dask.{name} must be a whole number, {least} or more, got {value!r}")
+        raise BpeDaskError(f"{_named(name, value)} must be a whole number, {least} or more, got {value!r}")
     return number
 
 
@@ -95,5 +118,71 @@ def seconds(name: str, settings: dict | None = None) -> float:
     except (ValueError, TypeError, KeyError):
         number = -1.0
     if number < 0:
-        raise BpeDaskError(f"bpe-dask.{name} must be a duration (e.g. 500ms), got {value!r}")
+        raise BpeDaskError(f"{_named(name, value)} must be a duration (e.g. 500ms), got {value!r}")
     return number
+
+
+def dask_seconds(key: str) -> float:
+    """A duration of Dask's own config (``distributed.comm.timeouts.connect``), in seconds."""
+    value = dask.config.get(key)
+    try:
+        return float(parse_timedelta(value, default="seconds"))
+    except (ValueError, TypeError, KeyError):
+        said = f"{key}{source_of(key, value)}"
+        raise BpeDaskError(f"{said} must be a duration (e.g. 30s), got {value!r}") from None
+
+
+# Values of the job's options that came from somewhere the user may not see (the command line's
+# DASK_SCHEDULER_ADDRESS), and that place: messages about them name it.
+_GIVEN: ContextVar[tuple[tuple[str, str], ...]] = ContextVar("bpe_dask_given", default=())
+
+
+@contextmanager
+def given_from(value: str, source: str) -> Iterator[None]:
+    """Within the block, ``given_by(value)`` is ``source``."""
+    token = _GIVEN.set(((value, source), *_GIVEN.get()))
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
+
+
+def given_by(value: str) -> str | None:
+    """Where ``value`` came from, if ``given_from`` says."""
+    return next((source for given, source in _GIVEN.get() if given == value), None)
+
+
+def _named(name: str, value: Any) -> str:
+    return f"bpe-dask.{name}{source_of(f'bpe-dask.{name}', value)}"
+
+
+def source_of(key: str, value: Any) -> str:
+    """Where this process's Dask config took ``value`` of ``key`` (``"bpe-dask.block-size"``) from, as
+    a message says it after the key: `` (from DASK_BPE_DASK__BLOCK_SIZE)``, `` (from
+    /etc/dask/bpe.yaml)``, or `` (from dask.config.set)``, where neither holds that value.
+
+    >>> source_of("bpe-dask.retries", 7)
+    ' (from dask.config.set)'
+    """
+    wanted = _canonical(key)
+    for name, text in os.environ.items():  # as Dask reads them: DASK_, then "__" between levels
+        is_it = name.startswith("DASK_") and _canonical(name[5:].replace("__", ".")) == wanted
+        if is_it and dask.config.interpret_value(text) == value:
+            return f" (from {name})"
+    for path, config in dask.config.collect_yaml(dask.config.paths, return_paths=True):
+        if _found(config, wanted.split("."), value):
+            return f" (from {path})"
+    return " (from dask.config.set)"
+
+
+def _canonical(key: str) -> str:
+    return key.lower().replace("_", "-")  # Dask takes the two alike
+
+
+def _found(config: Any, path: list[str], value: Any) -> bool:
+    if not path:
+        return config == value
+    if not isinstance(config, Mapping):
+        return False
+    inner = [v for k, v in config.items() if isinstance(k, str) and _canonical(k) == path[0]]
+    return any(_found(v, path[1:], value) for v in inner)

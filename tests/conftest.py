@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+import dask.config
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -21,6 +22,16 @@ CS336_DIR = TESTS_DIR / "fixtures" / "cs336"
 # Let test modules `import corpus` / `import servers` under any pytest import mode.
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
+
+import timing  # noqa: E402 (found through the path above)
+
+# Dask's own timeouts (30 s to connect, and to call a silent connection dead) scaled as the suite's
+# are, in this process and in every scheduler, worker and command it starts: on a busy machine a
+# worker that holds its GIL for a while is slow, not lost. A test that means a timeout sets its own.
+for _name in ("connect", "tcp"):
+    _variable = f"DASK_DISTRIBUTED__COMM__TIMEOUTS__{_name.upper()}"
+    os.environ.setdefault(_variable, timing.dask_seconds(30))
+    dask.config.set({f"distributed.comm.timeouts.{_name}": os.environ[_variable]})
 
 # Hypothesis (tests/test_properties.py): "ci", the default, keeps the properties to about a minute of
 # the suite; HYPOTHESIS_PROFILE=long runs thousands of examples each. Failing examples are kept under
@@ -96,11 +107,12 @@ def cs336_reference_vocab() -> dict[int, bytes]:
 @pytest.fixture(scope="module")
 def client():
     """A real LocalCluster of 2 single-threaded worker processes, shared by a module's tests."""
+    import timing
     from distributed import Client, LocalCluster
 
     with (
         LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0") as cluster,
-        Client(cluster) as c,
+        Client(cluster, timeout=timing.dask_seconds(30)) as c,
     ):
         yield c
 

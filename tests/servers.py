@@ -10,12 +10,13 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import timing
 
 DASK = str(Path(sys.executable).parent / "dask")
 # Credentials for the test S3 server; nothing here ever leaves 127.0.0.1.
@@ -33,14 +34,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+def wait_for_port(port: int, seconds: float = 60) -> None:
+    """Until something listens on ``port`` (``seconds`` as ``timing`` scales them)."""
+
+    def listening() -> bool:
         with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.1)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {seconds} s")
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    timing.wait_until(listening, seconds, f"something to listen on 127.0.0.1:{port}", poll=0.1)
 
 
 def env_without_aws() -> dict[str, str]:
@@ -62,7 +63,7 @@ def processes(*commands: list[str], env: dict | None = None, cwd: str | None = N
             p.terminate()
         for p in procs:
             try:
-                p.wait(timeout=20)
+                p.wait(timeout=timing.seconds(20))
             except subprocess.TimeoutExpired:
                 p.kill()
 
@@ -140,8 +141,8 @@ def cluster_processes(
         workers = [worker_command(address, **worker_kind) for _ in range(n_workers)]
         env = worker_env(worker_kind.get("without_bpe_dask", False), credentials)
         with processes(*workers, env=env, cwd=cwd) as procs:
-            with Client(address, timeout="30s") as client:
-                client.wait_for_workers(n_workers, timeout=60)
+            with Client(address, timeout=timing.dask_seconds(30)) as client:
+                client.wait_for_workers(n_workers, timeout=timing.seconds(60))
             yield Cluster(address, sched, procs)
 
 
@@ -294,7 +295,7 @@ def private_view_prefix() -> tuple[str, ...] | None:
             check = 'test ! -e "$1/client-file" && touch "$1/private-file" && test -e "$1/private-file"'
             probe = [*prefix, "sh", "-c", MOUNT_AND_EXEC, "sh", "1", folder, "sh", "-c", check, "sh", folder]
             try:
-                done = subprocess.run(probe, capture_output=True, timeout=20)
+                done = subprocess.run(probe, capture_output=True, timeout=timing.seconds(20))
             except (OSError, subprocess.TimeoutExpired):
                 continue
             if done.returncode == 0 and sorted(os.listdir(folder)) == ["client-file"]:
@@ -353,9 +354,9 @@ def separate_machines(
                 command = [*prefix, "sh", "-c", MOUNT_AND_EXEC, "sh", *mounts, *command]
             machine.process = _start(command, machine, {**env_without_aws(), **(worker_env_extra or {})})
             started.append(machine.process)
-        with Client(address, timeout="30s") as client:
+        with Client(address, timeout=timing.dask_seconds(30)) as client:
             try:
-                client.wait_for_workers(n_workers, timeout=60)
+                client.wait_for_workers(n_workers, timeout=timing.seconds(60))
             except TimeoutError:
                 logs = SeparateCluster(address, scheduler, workers, nthreads, hidden, "?").logs()
                 raise TimeoutError(f"the workers did not join {address}:\n{logs}") from None
@@ -404,10 +405,10 @@ def _stop(started: list[subprocess.Popen]) -> None:
             p.terminate()
     for p in reversed(started):
         try:
-            p.wait(timeout=20)
+            p.wait(timeout=timing.seconds(20))
         except subprocess.TimeoutExpired:
             kill_process_tree(p.pid)
-            p.wait(timeout=10)
+            p.wait(timeout=timing.seconds(10))
     for child in family:  # a worker whose nanny is gone
         with suppress(psutil.NoSuchProcess):
             child.kill()
@@ -598,4 +599,4 @@ def http_server(root: Path, tls: tuple[Path, Path] | None = None) -> Iterator[Ht
     finally:
         server.shutdown()
         server.server_close()
-        thread.join(timeout=10)
+        thread.join(timeout=timing.seconds(10))

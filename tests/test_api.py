@@ -259,3 +259,121 @@ def test_the_report_gives_the_peak_memory_of_worker_processes_alone(text_file, t
     peaks = report["workers_peak_rss_bytes"]
     assert len(peaks) == processes, peaks
     assert all(peak > 10 * 2**20 for peak in peaks.values()) and report["peak_rss_bytes"] > 10 * 2**20
+
+
+# --- messages name options as the caller gives them: keywords here, flags on the command line --------
+
+
+@pytest.fixture
+def mistakes(tmp_path, monkeypatch):
+    """Inputs for user errors whose messages name the option that fixes them: (how the Python API
+    makes the mistake, the same command line, what the API's message says, what the CLI's says)."""
+    import json
+    import re
+
+    import bpe_dask
+    from bpe_dask import Tokenizer
+
+    monkeypatch.chdir(tmp_path)
+    text = corpus.words_corpus(9, 2000)
+    (tmp_path / "in.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "bad.txt").write_bytes(b"fine text \xff more text")
+    (tmp_path / "bad.jsonl").write_text(json.dumps({"body": "the text"}) + "\n")
+    bpe_dask.train("in.txt", 300, "tok", [EOT])
+    bpe_dask.count_words("in.txt", [EOT], out="counts.parquet", in_process=True)
+    vocab = {i: bytes([i]) for i in range(256)}
+    Tokenizer(vocab, [], [], r"\S+|\s+").save("untrusted")
+    absolute = str(tmp_path / "in.txt")
+    cases = [
+        (lambda: bpe_dask.train("bad.jsonl", 300, "t"),
+         ["train", "bad.jsonl", "--vocab-size", "300", "--out", "t"],
+         ['text_column= names the field', 'on_bad_record="skip" leaves'],
+         ["--text-column names the field", "--on-bad-record skip leaves"]),
+        (lambda: bpe_dask.train("bad.txt", 300, "t"),
+         ["train", "bad.txt", "--vocab-size", "300", "--out", "t"],
+         ['(utf8_errors="replace" substitutes U+FFFD)'], ["(--utf8-errors replace substitutes U+FFFD)"]),
+        (lambda: bpe_dask.train("in.txt", 300, "tok", [EOT]),
+         ["train", "in.txt", "--vocab-size", "300", "--out", "tok", "--special-token", EOT],
+         ["pass overwrite=True"], ["pass --overwrite"]),
+        (lambda: bpe_dask.train("in.txt", 300, "t", pattern=r"\w+", strict_pattern=True),
+         ["train", "in.txt", "--vocab-size", "300", "--out", "t", "--pattern", r"\w+", "--strict-pattern"],
+         ["(strict_pattern=True)"], ["(--strict-pattern)"]),
+        (lambda: bpe_dask.train("in.txt", 300, "t", ["<\ufffd>"], utf8_errors="replace"),
+         ["train", "in.txt", "--vocab-size", "300", "--out", "t", "--special-token", "<\ufffd>",
+          "--utf8-errors", "replace"],
+         ['(utf8_errors="replace")'], ["(--utf8-errors replace)"]),
+        (lambda: bpe_dask.train("in.txt", 300, "t", work_dir="in.txt"),
+         ["train", "in.txt", "--vocab-size", "300", "--out", "t", "--work-dir", "in.txt"],
+         [f"cannot use work_dir='{absolute}'"], [f"cannot use --work-dir {absolute}"]),
+        (lambda: bpe_dask.encode("in.txt", "tok", "ids.bin", format="npy"),
+         ["encode", "in.txt", "--tokenizer", "tok", "--out", "ids.bin", "--format", "npy"],
+         ['format="npy" writes a directory', "out='", 'give format="bin"'],
+         ["--format npy writes a directory", "--out /", "give --format bin"]),
+        (lambda: bpe_dask.encode("in.txt", "tok", "x.ids"),
+         ["encode", "in.txt", "--tokenizer", "tok", "--out", "x.ids"],
+         ['give format="bin"'], ["give --format bin"]),
+        (lambda: bpe_dask.encode("in.txt", "tok", "ids.bin", document_separator=EOT),
+         ["encode", "in.txt", "--tokenizer", "tok", "--out", "ids.bin", "--document-separator", EOT],
+         ["document_separator= applies"], ["--document-separator applies"]),
+        (lambda: bpe_dask.encode("in.txt", "untrusted", "ids.bin"),
+         ["encode", "in.txt", "--tokenizer", "untrusted", "--out", "ids.bin"],
+         ["load it with trust_pattern=True if"], ["load it with --trust-pattern if"]),
+        (lambda: bpe_dask.merge("counts.parquet", 300, "m", ["<|pad|>"]),
+         ["merge", "counts.parquet", "--vocab-size", "300", "--out", "m", "--special-token", "<|pad|>"],
+         ["leave special_tokens= out"], ["leave --special-token out"]),
+        (lambda: bpe_dask.merge("counts.parquet", 300, "m", pattern="gpt4"),
+         ["merge", "counts.parquet", "--vocab-size", "300", "--out", "m", "--pattern", "gpt4"],
+         ["leave pattern= out"], ["leave --pattern out"]),
+    ]  # fmt: skip
+    flag = re.compile(r"(?<![\w-])--[a-z]")
+    keyword = re.compile(r"(?<![\w.])(?:%s)=" % "|".join(  # noqa: UP031
+        ["overwrite", "utf8_errors", "on_bad_record", "text_column", "strict_pattern", "work_dir", "out",
+         "format", "document_separator", "trust_pattern", "special_tokens", "pattern"]))  # fmt: skip
+    return cases, flag, keyword
+
+
+def test_the_python_api_names_keywords_and_the_command_line_flags(mistakes, capsys, monkeypatch):
+    """The same mistakes made in Python and on the command line: each message names the option that
+    fixes it as the caller gives it (``on_bad_record="skip"``, ``--on-bad-record skip``). The API's
+    named the command line's flags (a JSON Lines record with no text, ``overwrite``, ...)."""
+    import sys
+
+    from bpe_dask.cli.main import main
+
+    cases, flag, keyword = mistakes
+    # The logging of this process is the tests' own.
+    monkeypatch.setattr(sys.modules["bpe_dask.cli.main"], "_configure_logging", lambda quiet, verbose: None)
+    for make, argv, says, cli_says in cases:
+        with pytest.raises(BpeDaskError) as error:
+            make()
+        message = str(error.value)
+        assert not flag.search(message), message
+        for fragment in says:
+            assert fragment in message, (fragment, message)
+        assert main(argv) != 0, argv
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("bpe-dask: error: "), (argv, lines)
+        assert not keyword.search(lines[0]), lines[0]
+        for fragment in cli_says:
+            assert fragment in lines[0], (fragment, lines[0])
+
+
+def test_show_progress_prints_where_no_logging_is_set_up(text_file, tmp_path):
+    """``show_progress=True`` in a program that set up no logging, its stderr a file: the lines were
+    logged at INFO, which Python's default shows not, so nothing showed (the CLI sets up logging)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys, bpe_dask\n"
+        "bpe_dask.train(sys.argv[1], 300, sys.argv[2], ['<|endoftext|>'], workers=1, show_progress=True)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-c", code, str(text_file), str(tmp_path / "tok")], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert any(line.startswith("count: 1/1 partitions (100%)") for line in lines), done.stderr
+    assert "merge: 43/43 (100%)" in lines[-1], done.stderr

@@ -12,6 +12,7 @@ import corpus
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import timing
 
 from bpe_dask.rules.reference import train as reference_train
 from conftest import read_reference_merges, read_reference_vocab
@@ -28,7 +29,7 @@ def run(*args: str, cwd: Path, check: bool = True, env: dict | None = None) -> s
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timing.seconds(300),
     )
     if check:
         assert done.returncode == 0, done.stderr
@@ -139,14 +140,22 @@ def test_verbose_shows_dasks_logging_and_the_default_does_not(tmp_path):
     assert "bpe-dask: started a LocalCluster of 1 worker process (dashboard: http://127.0.0.1:" in plain
 
 
-def test_more_workers_than_cores_is_warned_of(tmp_path):
+def test_more_workers_than_cores_are_capped_with_one_line_and_the_same_merges(big_corpus, tmp_path):
+    """More worker processes than cores would only take turns (and share out the memory: 500 were each
+    given 48 MiB, and Dask paused them all): as many start as run at once, and one line says so."""
+    path, text = big_corpus
     cores = len(os.sched_getaffinity(0))
-    write_text(tmp_path / "in.txt", "hello world " * 20)
-    args = ("train", "in.txt", "--vocab-size", "260", "--out", "tok", "--overwrite")
-    done = run(*args, "--workers", str(cores + 1), cwd=tmp_path)
-    warning = f"bpe-dask: --workers {cores + 1} on {cores} cores: the worker processes will take turns"
-    assert warning in done.stderr
-    assert "take turns" not in run(*args, "--workers", str(cores), cwd=tmp_path).stderr
+    args = ("train", str(path), "--vocab-size", "300", "--special-token", EOT, "--out", "tok", "--overwrite",
+            "--chunk-size", "65536")  # fmt: skip
+    done = run(*args, "--workers", str(3 * cores), cwd=tmp_path)
+    started = f"{cores} worker process{'' if cores == 1 else 'es'}"
+    assert [line for line in done.stderr.splitlines() if "asked for" in line] == [
+        f"bpe-dask: {3 * cores} workers asked for on {cores} core{'' if cores == 1 else 's'}: starting "
+        f"{started}, the most that run at once (the result is the same; bpe-dask.max-workers allows more)"
+    ]
+    assert f"bpe-dask: started a LocalCluster of {started} (dashboard: " in done.stderr
+    assert read_reference_merges(tmp_path / "tok" / "merges.txt") == reference_train([text], 300, [EOT])[1]
+    assert "asked for" not in run(*args, "--workers", str(cores), cwd=tmp_path).stderr
 
 
 def test_the_bundled_sample_job_runs_and_compiles_nothing(tmp_path):
@@ -161,7 +170,9 @@ def test_the_bundled_sample_job_runs_and_compiles_nothing(tmp_path):
         "-q",
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO), "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timing.seconds(300)
+    )
     assert done.returncode == 0, done.stderr
     merges = (tmp_path / "sample" / "merges.txt").read_text(encoding="utf-8").splitlines()
     assert len(merges) == 1000 - 257
@@ -394,3 +405,78 @@ def test_a_commands_argument_errors_have_the_one_prefix(sample, args, said):
     """argparse's errors of a command began "bpe-dask train: error:", every other line "bpe-dask: error:"."""
     done = run(*args, cwd=sample.parent, check=False)
     assert_user_error(done, said, code=2)
+
+
+# --- where a setting came from: DASK_SCHEDULER_ADDRESS, Dask's config ------------------------------
+
+
+def free_address() -> str:
+    """A tcp:// address on this machine where nothing listens."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_dask_scheduler_address_is_named_and_gives_way_to_a_flag(sample, tmp_path):
+    """With DASK_SCHEDULER_ADDRESS exported, ``--workers 1`` was refused as two places to run, and the
+    address, unreachable, was reported without naming the variable: where the job runs came from
+    somewhere the user could not see."""
+    address = free_address()
+    env = {"DASK_SCHEDULER_ADDRESS": address}
+    args = ["train", "in.txt", "--vocab-size", "270", "--special-token", EOT, "--out", "tok"]
+    done = run(*args, cwd=tmp_path, check=False, env=env)
+    lines = done.stderr.strip().splitlines()
+    assert lines[0] == f"bpe-dask: connecting to {address} (from DASK_SCHEDULER_ADDRESS)", done.stderr
+    assert lines[-1].startswith(f"bpe-dask: error: cannot reach the Dask scheduler at {address} (from "
+                                "DASK_SCHEDULER_ADDRESS): "), done.stderr  # fmt: skip
+    assert done.returncode == 1 and len(lines) == 2 and "Traceback" not in done.stderr
+    done = run(*args, "--workers", "1", cwd=tmp_path, env=env)
+    said = f"bpe-dask: DASK_SCHEDULER_ADDRESS ({address}) is not used: --workers says where to run"
+    assert said in done.stderr.splitlines() and "LocalCluster of 1" in done.stderr, done.stderr
+    want = reference_train([sample.read_text(encoding="utf-8")], 270, [EOT])[1]
+    assert read_reference_merges(tmp_path / "tok" / "merges.txt") == want
+
+
+def test_two_places_to_run_are_a_usage_error_and_a_flag_beats_the_config_file(sample, tmp_path):
+    """``--scheduler`` with ``--workers`` exited 1, ``--scheduler-file`` with ``--scheduler`` 2: one
+    malformed command line, one status. A config file's place gives way to a flag's."""
+    address = free_address()
+    (tmp_path / "job.toml").write_text("workers = 2\n")
+    before = {p.name for p in tmp_path.iterdir()}
+    base = ["train", "in.txt", "--vocab-size", "300", "--out", "tok", "-q"]
+    done = run(*base, "--scheduler", address, "--workers", "2", cwd=tmp_path, check=False)
+    assert_user_error(done, "--scheduler and --workers both say where to run: give one", code=2)
+    done = run(*base, "--config", "job.toml", "--scheduler", address, cwd=tmp_path, check=False)
+    assert_user_error(done, f"cannot reach the Dask scheduler at {address}: ", code=1)
+    assert_nothing_written(tmp_path, before)
+
+
+def test_a_bad_dask_setting_names_where_it_was_set(sample, tmp_path):
+    """A setting of Dask's config is one line naming the setting and where it came from: the
+    environment variable or the YAML file (the connect timeout was a traceback)."""
+    (tmp_path / "dask").mkdir()
+    (tmp_path / "dask" / "bpe.yaml").write_text("bpe-dask:\n  retries: -1\n")
+    cases = [
+        ({"DASK_BPE_DASK__BLOCK_SIZE": "lots"}, [],
+         "bpe-dask.block-size (from DASK_BPE_DASK__BLOCK_SIZE) must be a positive size"),
+        ({"DASK_CONFIG": str(tmp_path / "dask")}, [],
+         f"bpe-dask.retries (from {tmp_path / 'dask' / 'bpe.yaml'}) must be a whole number, 0 or more"),
+        ({"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "lots"}, ["--scheduler", free_address()],
+         "distributed.comm.timeouts.connect (from DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT) must be a"),
+    ]  # fmt: skip
+    for env, args, said in cases:
+        done = run("count", "in.txt", "--out", "c.parquet", "-q", *args, cwd=tmp_path, check=False, env=env)
+        assert_user_error(done, said)
+    assert not (tmp_path / "c.parquet").exists()
+
+
+def test_the_python_merge_loop_says_once_that_it_starts(sample, tmp_path):
+    from bpe_dask import count_words
+
+    count_words(str(sample), [EOT], out=str(tmp_path / "counts.parquet"), in_process=True)
+    done = run("merge", "counts.parquet", "--vocab-size", "270", "--out", "tok", "--engine", "python",
+               cwd=tmp_path)  # fmt: skip
+    said = [line for line in done.stderr.splitlines() if "merging" in line]
+    assert said == ["bpe-dask: merging 4 words with the Python loop"], done.stderr

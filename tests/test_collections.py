@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
 import servers
+import timing
 
 from bpe_dask import BpeDaskError, Tokenizer, count_words, encode, train
 from bpe_dask.rules import reference
@@ -71,8 +71,9 @@ def merges(folder: Path) -> list[tuple[bytes, bytes]]:
     return Tokenizer.load(folder).merges
 
 
-def test_the_embedded_cluster_trains_a_bag_and_the_readme_example_runs(tmp_path, reference_merges):
-    """No client anywhere: ``train`` starts its LocalCluster (threads, compiled counting)."""
+def test_the_embedded_cluster_trains_a_bag(tmp_path, reference_merges):
+    """No client anywhere: ``train`` starts its LocalCluster (threads, compiled counting). (The docs'
+    Dask DataFrame example, with no client either, runs in tests/test_examples.py.)"""
     from distributed import get_client
 
     with pytest.raises(ValueError):
@@ -83,28 +84,6 @@ def test_the_embedded_cluster_trains_a_bag_and_the_readme_example_runs(tmp_path,
     assert report["partitions"] == bag.npartitions and report["text_bytes"] == len(JOINED.encode()) - (
         len(DOCS) - 1
     ) * len(EOT)
-    # README's example, as written, from a folder holding what it reads
-    block = re.search(r"## From a Dask DataFrame.*?```python\n(.*?)```", readme(), re.S).group(1)
-    (tmp_path / "readme").mkdir()
-    (tmp_path / "readme" / "tests").symlink_to(REPO / "tests")
-    here = os.getcwd()
-    os.chdir(tmp_path / "readme")
-    try:
-        exec(compile(block, "README.md", "exec"), {})
-    finally:
-        os.chdir(here)
-    stories = (REPO / "tests/fixtures/cs336/tinystories_sample.txt").read_text(encoding="utf-8")
-    want = reference.train([stories], 1000, [EOT])[1]
-    assert merges(tmp_path / "readme" / "out" / "stories") == want
-    tokenizer = Tokenizer.load(tmp_path / "readme" / "out" / "stories")
-    ids = np.fromfile(tmp_path / "readme" / "out" / "stories.bin", np.uint16).tolist()
-    assert ids == [
-        i for doc in stories.split(EOT) for i in [*tokenizer.encode(doc), tokenizer.special_ids[EOT]]
-    ]
-
-
-def readme() -> str:
-    return (REPO / "README.md").read_text(encoding="utf-8")
 
 
 def test_series_and_bags_train_the_reference_merges_whatever_the_partitions(
@@ -157,13 +136,14 @@ def touched(text: str, folder: str) -> str:
     return text
 
 
-def failing_once(text: str, folder: str, shard_dir: str, others: int) -> str:
+def failing_once(text: str, folder: str, shard_dir: str, others: int, seconds: float) -> str:
     """``touched``, but the last document fails the first time it is computed (a worker lost, say),
-    once the ``others`` partitions' shards are written (a failure cancels the job's other tasks)."""
+    once the ``others`` partitions' shards are written (a failure cancels the job's other tasks), or
+    ``seconds`` have passed."""
     if text == DOCS[-1] and not Path(folder, "failed").exists():
         import time
 
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + seconds
         while time.monotonic() < deadline and len(list(Path(shard_dir).glob("[!.]*.parquet"))) < others:
             time.sleep(0.05)
         Path(folder, "failed").touch()
@@ -194,7 +174,8 @@ def test_a_rerun_after_an_unfinished_job_reuses_its_shards_and_a_finished_jobs_a
     calls = tmp_path / "calls"
     calls.mkdir()
     work = str(tmp_path / "work")
-    bag = db.from_sequence(DOCS, npartitions=4).map(failing_once, str(calls), f"{work}/shards", 3)
+    failing = (str(calls), f"{work}/shards", 3, timing.seconds(20))
+    bag = db.from_sequence(DOCS, npartitions=4).map(failing_once, *failing)
     with pytest.raises(ValueError, match="the first time"):  # the collection's own error, as Dask raises it
         train(bag, VOCAB_SIZE, str(tmp_path / "a"), [EOT], client=four_threads, work_dir=work)
     assert not (tmp_path / "a").exists()
@@ -274,7 +255,7 @@ def test_pandas_and_dask_dataframe_load_only_for_a_collection(tmp_path):
         "print('dask.dataframe' in sys.modules)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=timing.seconds(60)
     )
     assert done.stdout.split() == ["False", "False", "2", "False"], done.stderr
 
@@ -345,3 +326,30 @@ def test_a_series_of_categories_is_text(processes):
     counted = count_words(dd.from_pandas(frame, npartitions=3), [EOT], client=processes, on_bad_record="skip")
     assert counts_of(counted.table()) == reference.pretokenize([EOT.join(DOCS[:30] * 2)], [EOT])
     assert counted.bad_records_skipped == 1
+
+
+@pytest.mark.parametrize("convert_string", [True, False])
+def test_a_pandas_column_of_numbers_is_never_counted_as_text(processes, convert_string):
+    """Dask's ``dataframe.convert-string`` (on by default) makes every value of a pandas column of
+    objects a string as ``from_pandas`` makes the partitions: numbers were counted as the text "1", "2"
+    (and as bad elements with it off). Whatever the setting, such a column is not text: refused in one
+    line before any work, or, the setting off, each number a bad element, as in any source; a column
+    of text counts as its texts."""
+    import dask
+    import pandas as pd
+
+    with dask.config.set({"dataframe.convert-string": convert_string}):
+        numbers = dd.from_pandas(pd.DataFrame({"text": pd.Series([1, 2, 3], dtype=object)}), npartitions=2)
+        mixed = dd.from_pandas(pd.Series(["the cat", 7, None, "the hat"], name="text"), npartitions=2)
+        texts = dd.from_pandas(pd.DataFrame({"text": pd.Series(DOCS, dtype=object)}), npartitions=3)
+    for collection, held in ((numbers, "integer"), (mixed, "mixed-integer")):
+        said = rf"^the Dask Series 'text' holds values that are not text \(pandas says {held}\), which Dask's"
+        if not convert_string:
+            said = r"partition \d, element \d: (an int, not a string|null) "  # whichever task fails first
+        with pytest.raises(BpeDaskError, match=said):
+            count_words(collection, [EOT], client=processes)
+    if not convert_string:
+        skipped = count_words(mixed, [EOT], client=processes, on_bad_record="skip")
+        assert counts_of(skipped.table()) == reference.pretokenize(["the cat", "the hat"], [EOT])
+    counted = count_words(texts, [EOT], client=processes)
+    assert counts_of(counted.table()) == reference.pretokenize([JOINED], [EOT])

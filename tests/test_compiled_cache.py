@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+import timing
 
 from conftest import CS336_DIR
 
@@ -59,7 +60,8 @@ print(json.dumps({"stats": stats, "inlined": {k: sorted(v & scanners) for k, v i
 
 def run_job(cache_dir) -> dict:
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache_dir)}
-    done = subprocess.run([sys.executable, "-c", JOB], env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", JOB], env=env, capture_output=True, text=True, check=True,
+                          timeout=timing.seconds(600))  # fmt: skip
     return json.loads(done.stdout.splitlines()[-1])
 
 
@@ -131,7 +133,9 @@ def test_processes_sharing_a_cache_take_turns_so_one_compiles_and_the_other_load
         with open(paths.pop(), "a") as held:
             fcntl.flock(held, fcntl.LOCK_EX)
             (tmp_path / "go").touch()
-            time.sleep(3)  # compiling the function takes a fraction of that
+            # Nothing to wait on: that nothing is compiled meanwhile is the point. Compiling the
+            # function takes a fraction of this, on a machine as busy as this one (timing).
+            time.sleep(timing.seconds(3))
             assert not list((tmp_path / "cache").rglob("*.nbc")), "a process compiled under another's lock"
         outcomes = sorted(tuple(json.loads(process.stdout.readline())) for process in processes)
     finally:
@@ -152,7 +156,9 @@ def test_a_local_cluster_job_on_an_empty_cache_compiles_each_function_once(tmp_p
            "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(REPO)}  # fmt: skip
     command = [sys.executable, "-m", "bpe_dask", "count", str(CS336_DIR / "corpus.en"), "--out", "counts.pq",
                "--workers", "2", "--engine", "numba", "--chunk-size", "16KiB", "-q"]  # fmt: skip
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timing.seconds(300)
+    )
     assert done.returncode == 0, done.stderr
     saved = [line.split("'")[1] for line in done.stdout.splitlines() if line.startswith("[cache] data saved")]
     compiled = collections.Counter(Path(path).name.split("-")[0] for path in saved)

@@ -13,6 +13,7 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
+import timing
 
 from bpe_dask import Tokenizer, count_words, merge, train
 from bpe_dask.io.counts_table import SETTINGS_KEY
@@ -42,16 +43,33 @@ def tokens_with_prefix(directory, size: int, texts: list[str]) -> int:
     return sum(len(tokenizer.encode(text)) for text in texts)
 
 
-@pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "o200k"])
-@pytest.mark.parametrize("engine", ["python", "numba"])
-def test_the_curve_is_what_encode_gives_at_every_vocabulary_size(tmp_path, client, engine, pattern):
+def text_files(folder) -> list[str]:
     paths = []
     for k, text in enumerate(TEXTS):
-        paths.append(tmp_path / f"part{k}.txt")
+        paths.append(folder / f"part{k}.txt")
         paths[-1].write_bytes(text.encode("utf-8"))  # newlines as they are
+    return [str(p) for p in paths]
+
+
+@pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "o200k"])
+@pytest.mark.parametrize("engine", ["python", "numba"])
+def test_the_curve_is_what_encode_gives_at_every_vocabulary_size(tmp_path, engine, pattern):
+    """Counted here: the curve comes from the counts, wherever they were made (next test)."""
     out = tmp_path / "tok"
-    report = train([str(p) for p in paths], 330, str(out), [EOT, PAD], pattern=pattern, engine=engine,
-                   client=client, chunk_size=64)  # fmt: skip
+    report = train(text_files(tmp_path), 330, str(out), [EOT, PAD], pattern=pattern, engine=engine,
+                   in_process=True)  # fmt: skip
+    assert_the_curve_is_encodes(out, report)
+
+
+def test_the_curve_of_a_job_on_a_cluster_sums_its_partitions(tmp_path, client):
+    """Tiny partitions on worker processes: the special tokens seen, and the counts, summed."""
+    out = tmp_path / "tok"
+    report = train(text_files(tmp_path), 330, str(out), [EOT, PAD], client=client, chunk_size=64)
+    assert report["partitions"] > 10
+    assert_the_curve_is_encodes(out, report)
+
+
+def assert_the_curve_is_encodes(out, report: dict) -> None:
     rows = curve_of(out)
     assert [v for v, _, _ in rows] == list(range(258, 331))
     text_bytes = sum(len(t.encode("utf-8")) for t in TEXTS)
@@ -65,12 +83,12 @@ def test_the_curve_is_what_encode_gives_at_every_vocabulary_size(tmp_path, clien
     assert (out / "compression.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
-def test_records_count_each_document_on_its_own(tmp_path, client):
+def test_records_count_each_document_on_its_own(tmp_path):
     documents = [text[k::3] for text in TEXTS for k in range(3)] + [f"{EOT}", "aaaa", ""]
     path = tmp_path / "docs.jsonl"
     path.write_text("".join(json.dumps({"text": d}) + "\n" for d in documents))
     out = tmp_path / "tok"
-    train(str(path), 300, str(out), [EOT, PAD], client=client)
+    train(str(path), 300, str(out), [EOT, PAD], in_process=True)
     rows = curve_of(out)
     for size, tokens, _ in rows[:: len(rows) // 5] + rows[-1:]:
         assert tokens == tokens_with_prefix(out, size, documents), size
@@ -131,5 +149,22 @@ def test_the_background_thread_that_draws_imports_nothing(tmp_path):
     (tmp_path / "job.py").write_text(BACKGROUND)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run([sys.executable, "job.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300, check=True)  # fmt: skip
+                          timeout=timing.seconds(300), check=True)  # fmt: skip
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
+
+
+def test_the_knee_is_the_first_size_from_which_a_step_more_saves_under_the_gain():
+    """``Curve.knee`` (and so ``compression.png`` and ``report.json``) by the definition, read off
+    every size, now that ``evaluate``'s held-out points share it (``compression.knee_of``)."""
+    import random
+
+    from bpe_dask.stages.compression import Curve
+
+    rng = random.Random(31)
+    for _ in range(300):
+        savings = [rng.choice([0, 0, 1, 2, 5, 50]) for _ in range(rng.randrange(0, 60))]
+        curve = Curve(257, rng.randrange(200, 3000), rng.randrange(0, 3), 13, savings)
+        step, gain = rng.choice([1, 3, 10, 1000]), rng.choice([0.001, 0.01, 0.05])
+        tokens = curve.tokens()
+        first = [k for k in range(len(tokens) - step) if tokens[k] - tokens[k + step] < gain * tokens[k]]
+        assert curve.knee(step, gain) == (257 + first[0] if first else None), (savings, step, gain)

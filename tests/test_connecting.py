@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import servers
+import timing
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -18,7 +19,7 @@ def run(*args: str, cwd: Path, timeout: str = "3s") -> tuple[subprocess.Complete
     env = {**os.environ, "PYTHONPATH": str(REPO), "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": timeout}
     started = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "bpe_dask", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+                          text=True, timeout=timing.seconds(120))  # fmt: skip
     return done, time.monotonic() - started
 
 
@@ -33,7 +34,7 @@ def test_an_http_port_is_not_a_scheduler(tmp_path):
         address = f"tcp://127.0.0.1:{port}"
         done, seconds = run("count", "in.txt", "--out", "c.parquet", "--scheduler", address, cwd=tmp_path)
     assert done.returncode == 1, done.stderr
-    assert seconds < 30, seconds  # the 3 s connect timeout, plus starting Python
+    assert seconds < timing.seconds(30), seconds  # the 3 s connect timeout, plus starting Python
     lines = done.stderr.strip().splitlines()
     assert lines == [
         f"bpe-dask: connecting to {address}",
@@ -50,7 +51,10 @@ def test_a_real_scheduler_started_elsewhere_writes_a_relative_out_here(tmp_path)
     (tmp_path / "in.txt").write_text("some text, and some more text\n")
     (tmp_path / "cluster").mkdir()
     with servers.dask_cluster(1, cwd=str(tmp_path / "cluster")) as address:
-        done, _ = run("count", "in.txt", "--out", "counts.parquet", "--scheduler", address, cwd=tmp_path)
+        # a real scheduler's handshake, on a busy machine, may take longer than the 3 s above
+        timeout = timing.dask_seconds(30)
+        done, _ = run("count", "in.txt", "--out", "counts.parquet", "--scheduler", address, cwd=tmp_path,
+                      timeout=timeout)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines()[0] == f"bpe-dask: connecting to {address}"
     assert (tmp_path / "counts.parquet").exists()

@@ -13,6 +13,7 @@ from pathlib import Path
 import corpus
 import numpy as np
 import pytest
+import timing
 
 from bpe_dask import Tokenizer, encode, train_bpe
 
@@ -118,7 +119,9 @@ def test_ids_beyond_65535_are_written_as_uint32(client, tmp_path):
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "bpe_dask", *args]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timing.seconds(300)
+    )
 
 
 def test_train_then_encode_on_the_command_line(tmp_path, texts, inputs):
@@ -159,6 +162,43 @@ def test_an_output_name_that_says_no_format_is_refused(tmp_path, inputs):
     assert not (tmp_path / "x.ids").exists()
 
 
+@pytest.mark.parametrize(
+    ("out", "fmt", "said"),
+    [
+        ("j9.bin", "npy", "--format npy writes a directory of .npy shards, but --out {out} is named as one "
+                          "flat file of ids: drop the .bin, or give --format bin"),
+        ("j9.npy", "bin", "--format bin writes one flat file of ids, which np.load cannot read, but --out "
+                          "{out} is named as a .npy array: name it .bin, or give --format npy (a directory "
+                          "of .npy shards)"),
+    ],
+)  # fmt: skip
+def test_a_format_the_output_name_contradicts_is_refused(tmp_path, tokenizer_dir, inputs, out, fmt, said):
+    """``--format npy --out j9.bin`` silently made a directory named j9.bin."""
+    done = run("encode", str(inputs[0]), "--tokenizer", str(tokenizer_dir), "--out", out, "--format", fmt,
+               "-q", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines() == [f"bpe-dask: error: {said.format(out=tmp_path / out)}"]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_tokenizer_json_is_taken_as_evaluate_takes_it(client, tokenizer_dir, inputs, texts, tmp_path):
+    """``encode --tokenizer DIR/tokenizer.json`` failed with ``Not a directory`` while ``evaluate``
+    took that file: both find a tokenizer the same way."""
+    done = run("encode", *map(str, inputs), "--tokenizer", str(tokenizer_dir / "tokenizer.json"),
+               "--out", "ids.bin", "--workers", "1", "-q", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert np.fromfile(tmp_path / "ids.bin", np.uint16).tolist() == whole_encoding(tokenizer_dir, texts)
+    sidecar = json.loads((tmp_path / "ids.bin.json").read_text())
+    assert sidecar["tokenizer"] == str(tokenizer_dir / "tokenizer.json")
+    # Other special tokens for the file's tokenizer, as for its directory's.
+    pad = ["<|pad|>"]
+    by_file = encode(inputs, tokenizer_dir / "tokenizer.json", tmp_path / "file.bin", pad, client=client)
+    by_directory = encode(inputs, tokenizer_dir, tmp_path / "dir.bin", pad, client=client)
+    assert by_file["special_tokens"] == by_directory["special_tokens"] == ["<|pad|>"]
+    file_ids, directory_ids = (np.fromfile(tmp_path / name, np.uint16) for name in ("file.bin", "dir.bin"))
+    assert file_ids.tolist() == directory_ids.tolist() != whole_encoding(tokenizer_dir, texts)
+
+
 def test_a_missing_tokenizer_is_one_line(tmp_path, inputs):
     done = run("encode", str(inputs[0]), "--tokenizer", "nowhere", "--out", "ids", "-q", cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
@@ -189,7 +229,7 @@ def test_bin_output_needs_overwrite_and_leaves_other_files_alone(
     (tmp_path / "val.bin").write_bytes(b"someone else's")
     out = tmp_path / "train.bin"
     encode(inputs[:1], str(tokenizer_dir), str(out), client=client)
-    with pytest.raises(Exception, match="already exists; pass --overwrite"):
+    with pytest.raises(Exception, match="already exists; pass overwrite=True"):
         encode(inputs[:1], str(tokenizer_dir), str(out), client=client)
     encode(inputs, str(tokenizer_dir), str(out), client=client, overwrite=True)
     assert np.memmap(out, dtype=np.uint16, mode="r").tolist() == whole_encoding(tokenizer_dir, texts)
@@ -201,7 +241,6 @@ def test_bin_output_needs_overwrite_and_leaves_other_files_alone(
 
 def test_a_killed_encode_resumes_from_its_finished_shards(tmp_path, tokenizer_dir):
     import signal
-    import time
 
     corpus_path = tmp_path / "corpus.txt"
     corpus_path.write_bytes(corpus.words_corpus(71, 400_000, vocab_words=3000).encode())
@@ -212,11 +251,12 @@ def test_a_killed_encode_resumes_from_its_finished_shards(tmp_path, tokenizer_di
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            start_new_session=True)  # fmt: skip
     shards = lambda: sorted((tmp_path / "work" / "encoded").glob("[!.]*.npy"))  # noqa: E731
-    deadline = time.monotonic() + 120
-    while len(shards()) < 10:
+
+    def ten_shards_or_an_exit() -> bool:
         assert job.poll() is None, job.stderr.read()
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+        return len(shards()) >= 10
+
+    timing.wait_until(ten_shards_or_an_exit, 120, "10 shards", poll=0.02)
     os.killpg(job.pid, signal.SIGKILL)  # the client and its LocalCluster, mid-run
     job.wait()
     finished = len(shards())

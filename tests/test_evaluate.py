@@ -13,6 +13,7 @@ from pathlib import Path
 import corpus
 import numpy as np
 import pytest
+import timing
 
 from bpe_dask import Tokenizer, evaluate, train_bpe
 from bpe_dask.cli.main import main
@@ -164,7 +165,9 @@ def test_a_hugging_face_tokenizer_json_is_a_comparison_row(tmp_path, held_out):
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "bpe_dask", "evaluate", *args]
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timing.seconds(300)
+    )
 
 
 def test_the_command_prints_the_table_and_writes_the_evaluation(tokenizers, held_out, tmp_path):
@@ -198,6 +201,38 @@ def test_the_command_prints_the_table_and_writes_the_evaluation(tokenizers, held
     assert (tmp_path / "evaluation" / "evaluation.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     again = run(*args, cwd=tmp_path)
     assert again.returncode == 1 and "--overwrite" in again.stderr
+
+
+def test_the_plot_answers_which_size_as_compression_png_does(tmp_path):
+    """``evaluation.png`` had a linear axis, which squashed the sizes under 4K, and no knee: the held-out
+    knee is now marked and reported, by the definition ``compression.png`` uses (the first size from
+    which 1,000 more tokens of vocabulary save under 1 % of the tokens), on a log axis."""
+    import collections
+
+    training = corpus.words_corpus(1, 30_000, vocab_words=3000)
+    (tmp_path / "train.txt").write_text(training, encoding="utf-8")
+    frequent = [word for word, _ in collections.Counter(training.split()).most_common(40)]
+    (tmp_path / "held-out.txt").write_text(" ".join(frequent * 10), encoding="utf-8")  # merged early
+    vocab, merges = train_bpe(tmp_path / "train.txt", 2800, [EOT])
+    Tokenizer(vocab, merges, [EOT]).save(tmp_path / "tok")
+    done = run("held-out.txt", "--tokenizer", "tok", "--vocab-sizes", "300,800,1300,1800,2300",
+               "--out", "evaluation", "-q", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads((tmp_path / "evaluation" / "evaluation.json").read_text())
+    tokens = {r["vocab_size"]: r["tokens"] for r in report["results"]}
+    assert sorted(tokens) == [300, 800, 1300, 1800, 2300, 2800]  # every size 1,000 on is measured: exact
+    knee = next(s for s in sorted(tokens) if tokens[s] - tokens[s + 1000] < 0.01 * tokens[s])
+    assert report["tokenizers"]["tok"]["knee"] == knee == 800, tokens
+    from bpe_dask.io.storage import Store
+    from bpe_dask.jobs.evaluation import evaluation_figure  # what evaluation.png is drawn from
+
+    axes = evaluation_figure(report, Store({})).axes[0]
+    assert axes.get_xscale() == "log"
+    labels = [t.get_text() for t in axes.get_xticklabels()]
+    assert labels == ["300", "800", "1,300", "1,800", "2,300", "2,800"]  # the sizes measured
+    marked = [line.get_xdata()[0] for line in axes.get_lines() if line.get_linestyle() == ":"]
+    assert marked == [knee]
+    assert any(text.get_text().startswith("800: 1,000 more save < 1%") for text in axes.texts)
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ import dask.config
 import flaky_fs
 import pytest
 import servers
+import timing
 
 from bpe_dask import BpeDaskError, count_words, train_bpe
 from bpe_dask.io import tokenizer_formats
@@ -63,7 +64,7 @@ def start_cli(args: list[str], cwd: Path, env: dict | None = None) -> subprocess
 
 
 def finish(process: subprocess.Popen, timeout: float = 300) -> tuple[int, str]:
-    _, stderr = process.communicate(timeout=timeout)
+    _, stderr = process.communicate(timeout=timing.seconds(timeout))
     return process.returncode, stderr
 
 
@@ -72,13 +73,25 @@ def shards_in(work: Path) -> list[Path]:
 
 
 def wait_for_shards(work: Path, at_least: int, process: subprocess.Popen, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while len(shards_in(work)) < at_least:
+    def written() -> bool:
         if process.poll() is not None:
             pytest.fail(f"the job ended before {at_least} shards were written: {process.stderr.read()}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"fewer than {at_least} shards after {seconds} s")
-        time.sleep(0.02)
+        return len(shards_in(work)) >= at_least
+
+    timing.wait_until(written, seconds, f"{at_least} shards", poll=0.02)
+
+
+def group_gone(group: int) -> bool:
+    """Whether every process of the process group ``group`` has exited (zombies count as gone)."""
+    import psutil
+
+    def alive(process: psutil.Process) -> bool:
+        try:
+            return os.getpgid(process.pid) == group and process.status() != psutil.STATUS_ZOMBIE
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            return False
+
+    return not any(alive(process) for process in psutil.process_iter())
 
 
 def partitions_of(corpus_file: Path) -> int:
@@ -146,7 +159,7 @@ def test_a_killed_client_resumes_from_its_finished_shards(corpus_file, undisturb
     wait_for_shards(tmp_path / "work", 10, job)
     os.killpg(job.pid, signal.SIGKILL)  # the client and its LocalCluster, mid-map
     job.wait()
-    time.sleep(0.5)
+    timing.wait_until(lambda: group_gone(job.pid), 30, "the killed job's workers to go")  # no shard after
     finished = len(shards_in(tmp_path / "work"))
     assert not (tmp_path / "out").exists()
 
@@ -257,7 +270,7 @@ def test_invalid_utf8_is_not_retried_and_names_the_offset(client, tmp_path):
     started = time.monotonic()
     with pytest.raises(BpeDaskError, match=f"invalid UTF-8 at byte offset {len(good)}"):
         count_words([path], [EOT], client=client, chunk_size=1 << 20)
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < timing.seconds(10)
 
 
 # --- outputs: all or nothing -------------------------------------------------------------------

@@ -8,12 +8,9 @@ is held to the reference trainer (or ``Tokenizer.encode``) on the same documents
 from __future__ import annotations
 
 import gzip
-import importlib.metadata
 import json
 import logging
 import os
-import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import servers
+import timing
 
 from bpe_dask import BpeDaskError, Tokenizer, count_words, encode, evaluate, train
 from bpe_dask.io.inputs import expand_inputs
@@ -32,7 +30,7 @@ from bpe_dask.io.plan import plan_ranges
 from bpe_dask.io.storage import Store
 from bpe_dask.rules import reference
 from bpe_dask.rules.pretokenize import Pretokenizer
-from conftest import CS336_DIR, read_reference_merges
+from conftest import read_reference_merges
 
 pytest.importorskip("aiohttp")
 
@@ -99,6 +97,11 @@ def ranged_gets(server: servers.HttpServer, prefix: str) -> list[str]:
     """The Range headers of the GETs of URLs under ``prefix``, but for the planner's one-byte probe."""
     gets = [(path, r) for method, path, r in server.requests if method == "GET" and path.startswith(prefix)]
     return [r for _, r in gets if r not in (None, "bytes=0-0")]
+
+
+def gets_of(server: servers.HttpServer, path: str) -> list[str | None]:
+    """The Range header of each GET of ``path``, in order (``None``: the whole file)."""
+    return [r for method, p, r in server.requests if method == "GET" and p == path]
 
 
 # --- planning: ranges cut where the local file is cut ------------------------------------------------
@@ -226,11 +229,64 @@ def test_a_glob_over_an_index_page(server, text):
     )
 
 
-def test_parquet_needs_ranges(server):
-    with pytest.raises(
-        BpeDaskError, match=r"whole/docs\.parquet: the server does not serve byte ranges, which"
-    ):
-        count_words(f"{server.url}/whole/docs.parquet", [EOT])
+def test_parquet_from_a_server_without_ranges_is_downloaded_whole(server, client, folder, documents, text,
+                                                                  expected, tmp_path):  # fmt: skip
+    """A server that answers a range request with the whole file (``python -m http.server``'s kind), or
+    says no size: the Parquet file is read whole, as pandas reads it, all its row groups one task (a
+    task per part would each download the whole file), so it is downloaded twice: by the planner for
+    its footer, and by its task. The merges, counts and ids are those of the same file from a server
+    with ranges, which cuts it into parts."""
+    size = (folder / "docs.parquet").stat().st_size
+    ranged = train(f"{server.url}/ranged/docs.parquet", VOCAB_SIZE, str(tmp_path / "ranged"), [EOT],
+                   client=client, chunk_size="16KiB")  # fmt: skip
+    assert ranged["partitions"] > 3 and merges_of(tmp_path / "ranged") == expected
+    tokenizer = Tokenizer.load(tmp_path / "ranged")
+    for mode in ("whole", "unsized"):
+        url = f"{server.url}/{mode}/docs.parquet"
+        report = train(url, VOCAB_SIZE, str(tmp_path / mode), [EOT], client=client, chunk_size="16KiB")
+        assert merges_of(tmp_path / mode) == expected, mode
+        assert report["partitions"] == 1 and report["input_bytes"] == size, (mode, report)
+        server.requests.clear()  # in this process, no worker asks whether it sees the file: only reads
+        counted = count_words(url, [EOT], in_process=True, chunk_size="16KiB")
+        if mode == "whole":  # (fsspec asks a server that says no size with a GET whose body it drops)
+            assert gets_of(server, "/whole/docs.parquet") == ["bytes=0-0", None, None]  # probe, plan, task
+        counts = counted.table()
+        assert dict(zip(counts["token"].to_pylist(), counts["count"].to_pylist(), strict=True)) == (
+            reference.pretokenize([text], [EOT])
+        )
+        assert counted.input_bytes == size
+        done = encode(url, tokenizer, str(tmp_path / f"{mode}.bin"), client=client, chunk_size="16KiB")
+        ids = np.fromfile(tmp_path / f"{mode}.bin", done["dtype"]).tolist()
+        assert ids == [i for d in documents for i in tokenizer.encode(d)], mode
+
+
+@pytest.mark.parametrize("mode", ["whole", "unsized"])
+def test_parquet_from_a_server_without_ranges_past_the_bound_is_one_line(server, folder, tmp_path, mode):
+    """Past ``bpe-dask.whole-file-limit`` the file is refused in one line naming the bound and the
+    setting: before a byte of it is downloaded when the server says its size, as soon as the bound is
+    passed when it does not. Nothing is written."""
+    size = (folder / "docs.parquet").stat().st_size
+    server.requests.clear()
+    limit = {"DASK_BPE_DASK__WHOLE_FILE_LIMIT": "64KiB"}
+    assert size > 64 * 1024
+    done = run_cli("train", f"{server.url}/{mode}/docs.parquet", "--vocab-size", "300", "--out", "tok",
+                   cwd=tmp_path, env=limit)  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("bpe-dask: error: ")]
+    assert len(errors) == 1 and "Traceback" not in done.stderr, done.stderr
+    held = f"its {size / 1024:.2f} kiB are" if mode == "whole" else "it holds"
+    assert errors[0].endswith(
+        f"/{mode}/docs.parquet: the server does not serve byte ranges, so reading this Parquet file (its "
+        f"footer is at its end) means downloading it whole into memory, and {held} more than "
+        "bpe-dask.whole-file-limit (64.00 kiB): download the file first, serve it from a server that does, "
+        "or raise the setting"
+    ), errors
+    assert os.listdir(tmp_path) == []
+    server.requests.clear()
+    with dask.config.set({"bpe-dask.whole-file-limit": "64KiB"}), pytest.raises(BpeDaskError, match=held):
+        count_words(f"{server.url}/{mode}/docs.parquet", [EOT], in_process=True)  # no worker asks: only reads
+    if mode == "whole":  # the probe only: the file is never downloaded
+        assert gets_of(server, "/whole/docs.parquet") == ["bytes=0-0"]
 
 
 # --- a cluster of `dask scheduler` and `dask worker` processes ---------------------------------------
@@ -257,7 +313,7 @@ def test_on_workers_in_folders_of_their_own(server, text, tmp_path, tmp_path_fac
 
 def run_cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([BPE_DASK, *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+                          text=True, timeout=timing.seconds(120))  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -309,7 +365,7 @@ def test_https_behind_a_private_certificate_authority(folder, expected, tmp_path
         assert len(ranged_gets(secure, "/ranged/")) > 5  # cut into ranges, each read as one
         untrusted = {k: v for k, v in os.environ.items() if k not in ("SSL_CERT_FILE", "SSL_CERT_DIR")}
         refused = subprocess.run([BPE_DASK, *args, "--out", "tok2"], cwd=tmp_path, env=untrusted,
-                                 capture_output=True, text=True, timeout=120)  # fmt: skip
+                                 capture_output=True, text=True, timeout=timing.seconds(120))  # fmt: skip
     assert refused.returncode == 1, refused.stderr
     errors = [line for line in refused.stderr.splitlines() if line.startswith("bpe-dask: error: ")]
     assert len(errors) == 1 and "Traceback" not in refused.stderr, refused.stderr
@@ -351,28 +407,6 @@ def test_a_signed_url_failing_is_one_line_without_its_query(server, tmp_path, pa
     errors = [line for line in done.stderr.splitlines() if line.startswith("bpe-dask: error: ")]
     assert len(errors) == 1 and f"{path}?<hidden>" in errors[0], done.stderr
     assert SECRET not in done.stderr + done.stdout
-
-
-def test_the_readmes_example_runs_as_written(tmp_path):
-    """README's "Over HTTP(S)" block, run as it is but for the port: Python's own file server (which
-    ignores ranges) serving the CS336 corpus, and the CS336 reference merges."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"### Over HTTP\(S\).*?```bash\n(.*?)```", readme, re.S).group(1)
-    install, serve, run = [line for line in block.splitlines() if line and not line.startswith("#")][:3]
-    # The install names the extra that brings aiohttp (installed here already, with the test extra).
-    assert install == ".venv/bin/pip install -e '.[http]'", install
-    assert 'aiohttp; extra == "http"' in importlib.metadata.requires("bpe-dask")
-    port = str(servers.free_port())
-    (tmp_path / "tests").symlink_to(REPO / "tests")
-    serve = [sys.executable if w == "python" else w for w in shlex.split(serve.replace("8000", port))]
-    assert serve.pop() == "&"
-    with servers.processes(serve, cwd=str(tmp_path)):
-        servers.wait_for_port(int(port))
-        words = shlex.split(run.replace("8000", port))
-        done = run_cli(*words[1:], cwd=tmp_path)
-    assert words[0] == "bpe-dask" and done.returncode == 0, done.stderr
-    out = tmp_path / words[words.index("--out") + 1]
-    assert merges_of(out) == read_reference_merges(CS336_DIR / "train-bpe-reference-merges.txt")
 
 
 @pytest.mark.parametrize(

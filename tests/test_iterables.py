@@ -301,3 +301,44 @@ def test_a_string_is_not_taken_for_an_iterable_of_documents(tmp_path):
         with pytest.raises(BpeDaskError, match=r"^expected an iterable of documents"):
             train_from_iterator(given, 300, tmp_path / "tok")
     assert not (tmp_path / "tok").exists()
+
+
+def test_a_pandas_series_that_is_empty_null_or_holds_a_number_reads_as_any_source(tmp_path, caplog):
+    """Arrow could not type such a Series (a null type, a number among the strings), and the job failed
+    with Arrow's words: now an empty one is an empty input, a null or a number a bad record named by its
+    row, and a Series of numbers a column that is not text, as in a table."""
+    pd = pytest.importorskip("pandas")
+    with caplog.at_level(logging.WARNING, logger="bpe_dask"):
+        report = train(pd.Series([], dtype=object), 300, str(tmp_path / "empty"), [EOT])
+    assert report["num_merges"] == 0 and Tokenizer.load(tmp_path / "empty").merges == []
+    assert "the input holds no words" in caplog.text
+    for values, row, what in (
+        ([None, None], 0, "null"),
+        (["the cat", 5, "the hat"], 1, "an int, not a string"),
+    ):
+        with pytest.raises(BpeDaskError, match=rf"^row {row} of the array: {what} \(on_bad_record=\"skip\""):
+            count_words(pd.Series(values), [EOT])
+        counted = count_words(pd.Series(values), [EOT], on_bad_record="skip")
+        texts = [value for value in values if isinstance(value, str)]
+        assert as_dict(counted.table()) == reference_counts(texts, [EOT])
+        assert counted.bad_records_skipped == len(values) - len(texts)
+    with pytest.raises(BpeDaskError, match=r"^the array holds int64, not text"):
+        count_words(pd.Series([1, 2, 3]), [EOT])
+
+
+def test_a_streamed_dataset_of_python_rows_with_a_null_or_a_number_reads_as_any_source():
+    """``IterableDataset.from_generator`` makes each row into Arrow on its own, and ``datasets`` cannot
+    join a null or a number to strings, even given the features: the job failed inside ``datasets``.
+    Its rows are read as values instead: a bad record each, named by its row."""
+    datasets = pytest.importorskip("datasets")
+    features = datasets.Features({"text": datasets.Value("string")})
+    # (Given the features, ``datasets`` itself refuses a number for a string.)
+    for rows, given in ((["the cat", None, "the hat", 7], None), (["the cat", None, "the hat"], features)):
+        stream = datasets.IterableDataset.from_generator(
+            lambda rows=rows: ({"text": value} for value in rows), features=given
+        )
+        with pytest.raises(BpeDaskError, match=r"^row 1 \('text' column\): null \(on_bad_record=\"skip\""):
+            count_words(stream, [EOT])
+        counted = count_words(stream, [EOT], on_bad_record="skip")
+        assert as_dict(counted.table()) == reference_counts(["the cat", "the hat"], [EOT])
+        assert counted.bad_records_skipped == len(rows) - 2

@@ -138,10 +138,11 @@ def test_the_split_pattern_and_the_cut_rule_are_defined_once():
     assert compiling == ["rules.cuts", "rules.patterns", "rules.pretokenize"]
 
 
-def test_the_readme_layout_table_names_every_module_in_its_folder():
-    """README.md's "How it works" table lists the tree: each row's modules under the row's folder."""
-    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## How it works", 1)[1].split("\n## ", 1)[0]
+def test_the_architecture_pages_table_names_every_module_in_its_folder():
+    """docs/architecture.md's "The modules" table lists the tree: each row's modules under the row's
+    folder."""
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = page.split("## The modules", 1)[1].split("\n## ", 1)[0]
     listed, folder = set(), None
     for row in section.splitlines():
         cells = [cell.strip() for cell in row.strip()[1:-1].split("|")]

@@ -9,6 +9,7 @@ import corpus
 import numpy as np
 import pyarrow as pa
 import pytest
+import timing
 
 from bpe_dask.rules.reference import train_on_counts
 from bpe_dask.stages.merge import train_merges
@@ -173,7 +174,7 @@ def test_a_training_job_warms_the_merge_loop_for_its_own_records_only():
     )
     for size, width in ((1000, "uint16"), (70_000, "int32")):
         command = [sys.executable, "-c", script.format(size=size)]
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timing.seconds(300))
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() == [f"['{width}']"], (size, done.stdout, done.stderr)
 

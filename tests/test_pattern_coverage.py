@@ -37,7 +37,7 @@ def test_a_pattern_that_drops_text_is_warned_of_with_how_much(tmp_path, caplog, 
     [warning] = [r.getMessage() for r in caplog.records if "split pattern" in r.getMessage()]
     left_out = dropped(TEXT, pattern)
     assert f"leaves {left_out:,} of the {len(TEXT):,} characters of a sample of {path}" in warning
-    assert "','" in warning and "--strict-pattern makes this an error" in warning
+    assert "','" in warning and "strict_pattern=True makes this an error" in warning
 
 
 @pytest.mark.parametrize("pattern", ["gpt2", "gpt4", "o200k"])
@@ -65,7 +65,7 @@ def test_only_a_sample_is_read_and_records_are_sampled_as_documents(tmp_path, ca
     left_out, total = (int(n.replace(",", "")) for n in found.groups())
     assert total < 1.5 * SAMPLE_BYTES and total == sum(map(len, documents[: documents_in(total)]))
     assert left_out == sum(dropped(d, r"[a-z]+") for d in documents[: documents_in(total)])
-    assert str(error.value).endswith("(--strict-pattern)")
+    assert str(error.value).endswith("(strict_pattern=True)")
 
 
 def documents_in(total: int) -> int:
@@ -110,7 +110,7 @@ def test_documents_held_in_memory_are_checked_on_their_first_documents(tmp_path,
     with pytest.raises(BpeDaskError) as error:
         trained(strict_pattern=True)
     assert expected_warning(r"\w+", "the first documents") in str(error.value)
-    assert str(error.value).endswith("(--strict-pattern)")
+    assert str(error.value).endswith("(strict_pattern=True)")
     assert not (tmp_path / "tok").exists()
     with caplog.at_level(logging.WARNING, logger="bpe_dask"):
         if kind == "iterable":

@@ -152,7 +152,7 @@ def test_inputs_expand_globs_and_directories_in_order(tmp_path):
 
 
 
-def test_an_earlier_bpe_dask_output_inside_a_directory_input_is_skipped_with_a_line(tmp_path, client, caplog):
+def test_an_earlier_bpe_dask_output_inside_a_directory_input_is_skipped_with_a_line(tmp_path, caplog):
     import bpe_dask
 
     corpus = tmp_path / "corpus"
@@ -160,13 +160,14 @@ def test_an_earlier_bpe_dask_output_inside_a_directory_input_is_skipped_with_a_l
     (corpus / "a.txt").write_text("the cat the hat " * 50)
     (corpus / "spark" / "part-0.txt").write_text("a dog")  # Spark leaves _SUCCESS too: still read
     (corpus / "spark" / "_SUCCESS").write_text("")
-    bpe_dask.train(str(corpus / "a.txt"), 260, str(corpus / "tok"), client=client)  # a real output
+    # a real output (written here as on a cluster: one publish step), without starting a cluster
+    bpe_dask.train(str(corpus / "a.txt"), 260, str(corpus / "tok"), in_process=True)
     assert {p.name for p in (corpus / "tok").iterdir()} >= {"_SUCCESS", "report.json", "vocab.json"}
     with caplog.at_level("INFO", logger="bpe_dask"):
         files = expand_inputs([str(corpus)])
     relative = [f.url.removeprefix("file://").removeprefix(str(corpus)) for f in files]
     assert relative == ["/a.txt", "/spark/part-0.txt"]
-    assert f"skipping file://{corpus / 'tok'}: an earlier bpe-dask output" in caplog.text
+    assert f"{corpus}: skipping earlier bpe-dask outputs: tok/ (a tokenizer)" in caplog.text
     assert "spark" not in caplog.text
     assert [f.url.rsplit("/", 1)[-1] for f in expand_inputs([str(corpus / "tok")])] == [
         "compression.csv", "compression.png", "merges.txt", "report.json", "tokenizer.json",

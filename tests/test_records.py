@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import timing
 
 from bpe_dask import BpeDaskError, Tokenizer, count_words, encode, train
 from bpe_dask.io.inputs import Reading, expand_inputs
@@ -154,9 +155,10 @@ def test_a_bad_json_line_names_the_file_and_offset_or_is_skipped(tmp_path, data,
         count_words(path, in_process=True)
     message = str(error.value)
     assert "\n" not in message and "bad.jsonl" in message and where in message and what in message
-    # A missing field is first the way to name the right one (--text-column), then to skip it.
-    assert message.endswith("--on-bad-record skip leaves such records out)")
-    assert ("(--text-column names the field that holds the text; " in message) == (what == "no field 'text'")
+    # A missing field is first the way to name the right one (text_column=), then to skip it; the
+    # Python API names its keywords, not the command line's flags.
+    assert message.endswith('on_bad_record="skip" leaves such records out)')
+    assert ("(text_column= names the field that holds the text; " in message) == (what == "no field 'text'")
     skipped = count_words(path, in_process=True, on_bad_record="skip")
     assert skipped.bad_records_skipped == 1
     assert counts_of(skipped.table()) == reference.pretokenize(["fine", "also fine"], [])
@@ -183,7 +185,7 @@ def test_bad_parquet_records_and_columns(tmp_path):
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "bpe_dask", *args]
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300,
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timing.seconds(300),
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})  # fmt: skip
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import corpus
 import pytest
 import servers
+import timing
 
 from bpe_dask import train_bpe
 from conftest import gpt2_decode
@@ -62,7 +63,9 @@ def local_merges(texts, tmp_path_factory) -> list[tuple[bytes, bytes]]:
 def run_cli(*args: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
     env = {**env, "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "bpe_dask", *args]
-    return subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timing.seconds(300)
+    )
 
 
 def client_env(endpoint: str | None = None) -> dict[str, str]:

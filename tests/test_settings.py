@@ -11,6 +11,7 @@ from pathlib import Path
 import corpus
 import dask.config
 import pytest
+import timing
 
 from bpe_dask import BpeDaskError, count_words
 from bpe_dask.io.inputs import expand_inputs
@@ -112,5 +113,6 @@ def test_a_bad_setting_is_one_line_naming_it(text_file, name, value):
 def test_the_environment_sets_them_as_dask_does():
     code = "import bpe_dask, dask.config; print(dask.config.get('bpe-dask.block-size'))"
     env = {**os.environ, "DASK_BPE_DASK__BLOCK_SIZE": "1MiB", "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                          timeout=timing.seconds(120))  # fmt: skip
     assert done.stdout.strip() == "1MiB"

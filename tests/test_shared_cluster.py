@@ -14,6 +14,7 @@ import cloudpickle
 import corpus
 import pytest
 import servers
+import timing
 
 from bpe_dask import BpeDaskError, count_words, train_bpe
 
@@ -43,6 +44,7 @@ def test_a_job_leaves_no_plugin_on_a_cluster_that_outlives_it(tmp_path):
             [sys.executable, "-m", "bpe_dask", "count", "in.txt", "--out", "c.parquet", "--scheduler",
              address],
             cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+            timeout=timing.seconds(300),
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         after_cli = client.run(worker_state)
@@ -115,12 +117,12 @@ def test_a_bad_storage_options_flag_or_config_is_not_printed_back(given, tmp_pat
     flag = subprocess.run(
         [sys.executable, "-m", "bpe_dask", "count", "in.txt", "--out", "c.parquet", "--storage-options",
          given],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timing.seconds(120),
     )  # fmt: skip
     (tmp_path / "job.toml").write_text(f"storage_options = {json.dumps(given)}\n")
     config = subprocess.run(
         [sys.executable, "-m", "bpe_dask", "count", "in.txt", "--out", "c.parquet", "--config", "job.toml"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timing.seconds(120),
     )  # fmt: skip
     for done in (flag, config):
         assert done.returncode == 2, done.stderr  # an option not of its kind: a usage error

@@ -180,8 +180,9 @@ OWN_PATTERN = r"""'[a-z]+|\p{L}+|\p{N}{1,2}|[^\s\p{L}\p{N}]|\s"""
 
 
 @pytest.fixture(scope="module")
-def trained_dirs(tmp_path_factory, client) -> dict:
-    """A tokenizer directory per built-in pattern, each written by the training job."""
+def trained_dirs(tmp_path_factory) -> dict:
+    """A tokenizer directory per built-in pattern, each written by the training job (counting here:
+    the files are what these tests read, and a cluster's job writes the same ones)."""
     from bpe_dask import train
 
     root = tmp_path_factory.mktemp("trained")
@@ -194,8 +195,7 @@ def trained_dirs(tmp_path_factory, client) -> dict:
             str(root / pattern),
             [EOT],
             pattern=pattern,
-            client=client,
-            chunk_size=4096,
+            in_process=True,
         )
     return {pattern: root / pattern for pattern in ("gpt2", "gpt4", "o200k")}
 

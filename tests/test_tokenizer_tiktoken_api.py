@@ -15,6 +15,7 @@ import corpus
 import dask.config
 import numpy as np
 import pytest
+import timing
 
 from bpe_dask import BpeDaskError, Tokenizer, encode, train_bpe
 from bpe_dask.rules.pretokenize import Pretokenizer
@@ -114,6 +115,7 @@ CHOICES = [
     ({EOT, "not a special token"}, ()),
     ({EOT}, "all"),  # PAD and FIM refused
     (set(), "all"),  # tiktoken's default: every one refused
+    ("all", "all"),  # "all" disallowed is every one not allowed: none (README said every one)
     ({PAD}, {EOT}),  # FIM neither: text
     ("all", {"Hello"}),  # any string may be refused, special or not
     ({EOT}, {EOT}),  # refused though allowed, as in tiktoken
@@ -220,10 +222,11 @@ def test_bpe_dask_encode_runs_a_pattern_of_ones_own_only_with_trust_pattern(trai
     (tmp_path / "in.txt").write_bytes(corpus.words_corpus(5, 2_000).encode())
     command = [sys.executable, "-m", "bpe_dask", "encode", "in.txt", "--tokenizer", "tok", "--out", "ids.bin",
                "--workers", "1", "-q"]  # fmt: skip
-    refused = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True)
+    limit = timing.seconds(300)
+    refused = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=limit)
     assert refused.returncode == 1 and "--trust-pattern" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
-    subprocess.run([*command, "--trust-pattern"], cwd=tmp_path, check=True)
+    subprocess.run([*command, "--trust-pattern"], cwd=tmp_path, check=True, timeout=limit)
     trusted = Tokenizer.load(tmp_path / "tok", trust_pattern=True)
     want = trusted.encode((tmp_path / "in.txt").read_bytes().decode())
     assert np.fromfile(tmp_path / "ids.bin", np.uint16).tolist() == want

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import timing
 from test_merge import ENGINES, NUMBA, random_words
 
 from bpe_dask import BpeDaskError, train, train_bpe
@@ -159,8 +160,13 @@ def test_a_stop_by_max_token_length_is_said_without_alarm(tmp_path, caplog):
         _, merges = train_bpe(path, 1000, [], max_token_length=3)
     assert merges == reference.train([path.read_text(encoding="utf-8")], 1000, [], max_token_length=3)[1]
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
-    assert f"stopped at {len(merges)} merges: every pair left would make a token longer than " \
-           "--max-token-length 3" in caplog.text  # fmt: skip
+    said = f"stopped at {len(merges)} merges: every pair left would make a token longer than "
+    assert f"{said}max_token_length=3" in caplog.text  # the Python API names its keyword
+    flags = ("--vocab-size", "1000", "--max-token-length", "3", "--out", "o")
+    done = run("train", "in.txt", *flags, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"{said}--max-token-length 3" in done.stderr  # the command line names its flag
+    assert "WARNING" not in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize(
@@ -180,7 +186,7 @@ def test_bad_values_are_refused_by_the_api(tmp_path, options, message):
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-m", "bpe_dask", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+                          text=True, timeout=timing.seconds(300))  # fmt: skip
 
 
 def test_the_command_line_flags_and_config_keys(tmp_path):

@@ -19,6 +19,7 @@ import corpus
 import numpy as np
 import pytest
 import servers
+import timing
 
 from bpe_dask import Tokenizer, train_bpe
 from bpe_dask.io.publish import OutputExists, output_file, publish_directory
@@ -39,7 +40,7 @@ if os.environ.get("BPE_RACE_HOLD"):
     real = getattr(publish, os.environ["BPE_RACE_HOLD"])
     def held(*args, **kwargs):
         open(me, "w").close()
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + float(os.environ["BPE_RACE_SECONDS"])
         while not all(os.path.exists(name) for name in everyone) and time.monotonic() < deadline:
             time.sleep(0.005)
         return real(*args, **kwargs)
@@ -53,7 +54,7 @@ def race(hold: str, commands: list[list[str]], cwd: Path, env: dict | None = Non
     (hook / "sitecustomize.py").write_text(HOOK)
     ready = [str(hook / f"ready-{i}") for i in range(len(commands))]
     env = {**(env or os.environ), "PYTHONPATH": f"{hook}:{REPO}", "BPE_RACE_HOLD": hold,
-           "BPE_RACE_ALL": ",".join(ready)}  # fmt: skip
+           "BPE_RACE_ALL": ",".join(ready), "BPE_RACE_SECONDS": str(timing.seconds(60))}  # fmt: skip
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "bpe_dask", *command],
@@ -65,7 +66,7 @@ def race(hold: str, commands: list[list[str]], cwd: Path, env: dict | None = Non
         )
         for me, command in zip(ready, commands, strict=True)
     ]
-    done = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
+    done = [(p.wait(timeout=timing.seconds(300)), p.stderr.read()) for p in procs]
     assert all(os.path.exists(name) for name in ready), f"a racer never reached the commit step: {done}"
     return done
 
@@ -90,7 +91,8 @@ def counts(tmp_path_factory) -> Path:
     done = subprocess.run(
         [sys.executable, "-m", "bpe_dask", "count", "in.txt", "--out", "counts.parquet",
          "--special-token", EOT, "--workers", "1", "-q"],
-        cwd=folder, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300,
+        cwd=folder, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+        timeout=timing.seconds(300),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return folder / "counts.parquet"
@@ -120,6 +122,7 @@ def test_two_jobs_publishing_one_local_directory_at_once(counts, tmp_path):
         [sys.executable, "-m", "bpe_dask", "merge", str(counts), "--vocab-size", "340", "--out", "tok",
          "--overwrite", "-q"],
         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+        timeout=timing.seconds(300),
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert merges_in(out) == 340 - 257
@@ -141,13 +144,14 @@ def test_two_jobs_with_overwrite_both_succeed_and_the_output_is_one_of_them(coun
 def another_job_at(moment: str, monkeypatch, tmp_path: Path) -> Path:
     """Let another ``--overwrite`` job act at ``moment`` of this one's commit (a first ``os.rename``
     of ``what`` its arguments start with): "move aside", it moves the old result aside just before
-    we do; "commit", its result lands just after our move aside. Gives where the old result went."""
+    we do; "commit", its result lands just after our move aside (the staged directory's rename, not
+    its lock file's). Gives where the old result went."""
     real_rename, elsewhere, acted = os.rename, tmp_path / "theirs-retired", []
 
     def rename(src, dst):
         if not acted and moment == "move aside" and str(src).endswith("/tok"):
             acted.append(real_rename(src, elsewhere))
-        if not acted and moment == "commit" and ".partial-" in str(src):
+        if not acted and moment == "commit" and Path(src).parent == tmp_path and ".partial-" in str(src):
             (tmp_path / "theirs").mkdir()
             (tmp_path / "theirs" / "merges.txt").write_text("theirs\n")
             acted.append(real_rename(tmp_path / "theirs", tmp_path / "tok"))
@@ -267,7 +271,7 @@ def test_encode_to_a_bin_twice_without_overwrite_then_with(tmp_path):
         return subprocess.run(
             [sys.executable, "-m", "bpe_dask", "encode", "in.txt", "--tokenizer", "tok", "--out",
              "ids.bin", "--workers", "1", "-q", *extra],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timing.seconds(300),
         )  # fmt: skip
 
     first = encode()
@@ -354,7 +358,7 @@ def test_a_bin_streamed_on_a_users_cluster_is_not_committed_after_ctrl_c(tmp_pat
     monkeypatch.setattr(encode_job, "stream_shards", Streaming.stream)
 
     def press_ctrl_c() -> None:
-        if Streaming.started.wait(60):
+        if Streaming.started.wait(timing.seconds(60)):
             os.kill(os.getpid(), signal.SIGINT)  # as a terminal's Ctrl-C reaches the client
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the runner had
@@ -371,7 +375,8 @@ def test_a_bin_streamed_on_a_users_cluster_is_not_committed_after_ctrl_c(tmp_pat
                     chunk_size="16KiB",
                     work_dir=str(tmp_path / "work"),
                 )  # the shards stay: read on
-            assert Streaming.ended.wait(60)  # the streaming task went on to its end, the job stopped
+            # the streaming task went on to its end, the job stopped
+            assert Streaming.ended.wait(timing.seconds(60))
     finally:
         signal.signal(signal.SIGINT, previous)
     assert sorted(os.listdir(tmp_path / "out")) == []

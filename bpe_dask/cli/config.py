@@ -159,38 +159,55 @@ def _from(base: str, path: str) -> str:
     return path if "://" in path or os.path.isabs(path) else os.path.normpath(os.path.join(base, path))
 
 
+ENVIRONMENT = "DASK_SCHEDULER_ADDRESS"  # Dask's own variable for the scheduler a client connects to
+
+
 def resolve(flags: Mapping[str, Any], config_path: str | None = None) -> dict[str, Any]:
-    """Defaults, then the environment, then the config file, then the flags given."""
+    """Defaults, then the environment, then the config file, then the flags given. Where to run is
+    said by the highest of these that says it (``place_from``)."""
     options = dict(DEFAULTS)
-    if os.environ.get("DASK_SCHEDULER_ADDRESS"):
-        options["scheduler"] = os.environ["DASK_SCHEDULER_ADDRESS"]
+    environment = {"scheduler": os.environ[ENVIRONMENT]} if os.environ.get(ENVIRONMENT) else {}
+    options.update(environment)
     from_file = load_config(config_path) if config_path else {}
     options.update(from_file)
-    options.update({k: _checked(k, v, source=_flag(k)) for k, v in flags.items()})
-    _one_place_to_run(options, [from_file, flags])
+    options.update({k: _checked(k, v, source=flag_of(k)) for k, v in flags.items()})
+    levels = [(ENVIRONMENT, environment), (config_path or "", from_file), (COMMAND_LINE, flags)]
+    options["place_from"] = _one_place_to_run(options, levels)
     return options
+
+
+COMMAND_LINE = "the command line"
 
 
 PLACES = ("scheduler_file", "scheduler", "workers")
 
 
-def _one_place_to_run(options: dict[str, Any], levels: list[Mapping[str, Any]]) -> None:
-    """Where to run, when a scheduler file is among the choices: the highest of ``levels`` (the config
-    file, then the flags) that names a place decides, and the places below it and
-    ``DASK_SCHEDULER_ADDRESS`` are dropped (a ``--scheduler-file`` flag runs a config file that sets
-    ``workers`` on that scheduler). A scheduler file beside a scheduler or workers in one level is a
-    usage error."""
-    for level in reversed(levels):
+def _one_place_to_run(options: dict[str, Any], levels: list[tuple[str, Mapping[str, Any]]]) -> str | None:
+    """Where to run: the highest of ``levels`` (``DASK_SCHEDULER_ADDRESS``, the config file, the
+    flags) that names a place decides, and the places below it are dropped, as for any option (a
+    ``--workers`` flag runs a job whose config file names a scheduler on a LocalCluster). Two places
+    in one level are a usage error. Gives the level that decided (``ENVIRONMENT``, the config file,
+    or ``COMMAND_LINE``), or None where none names a place."""
+    for source, level in reversed(levels):
         given = [name for name in PLACES if name in level]
-        if "scheduler_file" in given and len(given) > 1:
-            raise UsageError(f"--scheduler-file and {_flag(given[1])} both say where to run: give one")
+        if len(given) > 1:
+            where = "" if source == COMMAND_LINE else f" (in {source})"
+            both = f"{flag_of(given[0])} and {flag_of(given[1])}"
+            raise UsageError(f"{both} both say where to run{where}: give one")
         if given:
-            for name in PLACES[1:] if "scheduler_file" in given else PLACES[:1]:
-                options.pop(name, None)
-            return
+            for name in PLACES:
+                if name != given[0]:
+                    options.pop(name, None)
+            return source
+    return None
 
 
-def _flag(name: str) -> str:
+def place_given(options: Mapping[str, Any]) -> str | None:
+    """The option that says where the job runs, once ``resolve`` has kept one."""
+    return next((name for name in PLACES if options.get(name)), None)
+
+
+def flag_of(name: str) -> str:
     flags = {"inputs": "INPUT", "special_tokens": "--special-token", "tokenizers": "--tokenizer"}
     return flags.get(name, "--" + name.replace("_", "-"))
 

@@ -9,7 +9,9 @@ not of their kind: ``UsageError``), 130 when interrupted, 143 when terminated.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -20,7 +22,7 @@ from dataclasses import fields
 from typing import Any, NoReturn
 
 from bpe_dask import interrupts
-from bpe_dask.cli.config import resolve
+from bpe_dask.cli.config import COMMAND_LINE, ENVIRONMENT, flag_of, place_given, resolve
 from bpe_dask.cli.parser import build_parser
 from bpe_dask.cluster.failures import quiet_dask_errors
 from bpe_dask.credentials import hide_credentials
@@ -32,12 +34,15 @@ from bpe_dask.jobs.evaluate import evaluate
 from bpe_dask.jobs.evaluation import table
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.jobs.train import merge, train
+from bpe_dask.settings import given_from
+from bpe_dask.wording import as_flags
 
 log = logging.getLogger("bpe_dask")
 
 
 def run() -> NoReturn:
-    """The console script (and ``python -m bpe_dask``): ``main``, then the process ends at once.
+    """The command (``bpe-dask`` and ``python -m bpe_dask`` run it through ``bpe_dask.__main__``, which
+    answers a signal while this module loads): ``main``, then the process ends at once.
 
     Everything the job writes is committed, and its cluster closed, before ``main`` returns; what
     Python's own teardown would do then (free numba's compiled code, module by module) takes time and
@@ -53,6 +58,7 @@ def run() -> NoReturn:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command ``argv`` (the process's arguments by default) and give its exit code, as the
     module's docstring lists them; SIGINT and SIGTERM are handled while it runs (``interrupts``)."""
+    quiet_resource_tracker()
     parser = build_parser()
     args = vars(parser.parse_args(argv))
     if not args.get("command"):
@@ -71,29 +77,58 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 143 if terminated else 130
 
 
+# The warning of Python's resource tracker, in its own process, that it cleaned up semaphores a
+# process left: after a SIGKILL of this one, the queues Dask keeps to its worker processes (6 each).
+# Nothing is left (it removed them); nothing can prevent it (a killed process frees nothing).
+RESOURCE_TRACKER_WARNINGS = "ignore::UserWarning:multiprocessing.resource_tracker"
+
+
+def quiet_resource_tracker() -> None:
+    """Keep the resource tracker this process starts (with the embedded cluster's worker processes)
+    from writing its warnings on our stderr, which it shares: passed to it as ``-W``, which Python's
+    child processes (``multiprocessing``'s) take from ``sys.warnoptions``."""
+    if RESOURCE_TRACKER_WARNINGS not in sys.warnoptions:
+        sys.warnoptions.append(RESOURCE_TRACKER_WARNINGS)
+
+
 def _run(command: str, config_path: str | None, verbose: bool, counts: str | None, args: dict) -> int:
     try:
         options = resolve(args, config_path)
         _configure_logging(options["quiet"], verbose)
         if command == "warm-up":
             return _warm_up(options)
-        if command == "merge":
-            report = _merge(counts, options)
-        elif command == "count":
-            report = _count(options)
-        elif command == "encode":
-            report = _encode(options)
-        elif command == "evaluate":
-            report = _evaluate(options)
-        else:
-            report = _train(options)
+        with _place_named(options, command):
+            if command == "merge":
+                report = _merge(counts, options)
+            elif command == "count":
+                report = _count(options)
+            elif command == "encode":
+                report = _encode(options)
+            elif command == "evaluate":
+                report = _evaluate(options)
+            else:
+                report = _train(options)
     except BpeDaskError as error:
         interrupts.check()  # an error the signal caused (the cluster closing under a task) is the signal
-        print(f"bpe-dask: error: {hide_credentials(str(error))}", file=sys.stderr)  # a URL's, whoever said it
+        message = as_flags(hide_credentials(str(error)), keyword_flags())  # a URL's, whoever said it
+        print(f"bpe-dask: error: {message}", file=sys.stderr)
         return 2 if isinstance(error, UsageError) else 1  # 2: as argparse exits for a malformed command
     interrupts.check()
     log.info("done: %s", json.dumps(_summary(report)))
     return 0
+
+
+def _place_named(options: dict[str, Any], command: str) -> contextlib.AbstractContextManager:
+    """Where to run as the user can trace it: a scheduler from ``DASK_SCHEDULER_ADDRESS`` is said to
+    come from it; one that a flag or the config file overrides, said to be unused."""
+    place_from, exported = options.pop("place_from", None), os.environ.get(ENVIRONMENT)
+    if place_from == ENVIRONMENT:
+        return given_from(options["scheduler"], ENVIRONMENT)
+    name = place_given(options)
+    if exported and name and command != "merge":  # merge runs here, wherever the rest would
+        said = flag_of(name) if place_from == COMMAND_LINE else f"{name} in {place_from}"
+        log.info("%s (%s) is not used: %s says where to run", ENVIRONMENT, exported, said)
+    return contextlib.nullcontext()
 
 
 def _require(options: dict[str, Any], *names: str) -> None:
@@ -204,9 +239,37 @@ def _summary(report: dict) -> dict:
     return summary
 
 
+@functools.cache
+def keyword_flags() -> dict[str, str]:
+    """Each option's Python keyword and its flag, for messages (``wording.as_flags``).
+
+    >>> flags = keyword_flags()
+    >>> flags["on_bad_record"], flags["special_tokens"], flags["tokenizers"], "quiet" in flags
+    ('--on-bad-record', '--special-token', '--tokenizer', False)
+    """
+    flags: dict[str, str] = {}
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for command in commands.choices.values():
+        for action in command._actions:
+            long = [name for name in action.option_strings if name.startswith("--")]
+            if long and action.dest not in ("help", "config", "quiet", "verbose"):
+                flags.setdefault(action.dest, long[0])
+    return flags
+
+
+class _FlagsFormatter(logging.Formatter):
+    """The job's log lines with the options they name as flags (``wording.as_flags``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        return as_flags(line, keyword_flags()) if record.name.startswith("bpe_dask") else line
+
+
 def _configure_logging(quiet: bool, verbose: bool) -> None:
     level = logging.WARNING if quiet else logging.DEBUG if verbose else logging.INFO
-    logging.basicConfig(format="bpe-dask: %(message)s", level=level, stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_FlagsFormatter("bpe-dask: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])  # none if this process's logging is set up
     log.setLevel(level)
     for name in ("matplotlib", "PIL"):  # drawing compression.png: font searches, not the job's news
         logging.getLogger(name).setLevel(logging.WARNING)

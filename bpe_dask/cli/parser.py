@@ -38,7 +38,10 @@ WARM_UP_HELP = (
 # left out when not given. A command may add to them (``--out``'s metavar and help differ).
 FLAGS: dict[str, dict[str, Any]] = {
     "--vocab-size": {"metavar": "N", "help": "tokens in the vocabulary: 256 bytes + special tokens + merges"},
-    "--tokenizer": {"metavar": "DIR", "help": "a tokenizer directory `bpe-dask train` wrote"},
+    "--tokenizer": {
+        "metavar": "DIR|FILE",
+        "help": "a tokenizer directory `bpe-dask train` wrote, or a Hugging Face tokenizer.json",
+    },
     "--vocab-sizes": {
         "metavar": "N,N,...",
         "help": "also measure each tokenizer cut to these vocabulary sizes (its first merges): 8000,16000",

@@ -2,11 +2,13 @@
 
 Takes a scheduler address (or the scheduler file that ``dask scheduler --scheduler-file``, dask-jobqueue
 and dask-mpi write), a worker count or an existing client; gives a client for the duration of a ``with``
-block. With no scheduler it starts a LocalCluster sized to the machine, one thread per core: in this
-process when the job's tasks run compiled code, which releases the GIL (no worker processes to start,
-and the compiled code loaded once); else one single-threaded worker process per core, since the
-``regex`` module's pre-tokenizing holds the GIL. Either way it warms up (``WarmUp``: the compiled loops
-the job's tasks will run, compiled or loaded from numba's cache as it starts, not in the first task).
+block. With no scheduler it starts a LocalCluster sized to the machine (``local.cluster_size``: one
+thread per core by default, never more than run at once), its workers started so that a signal stops
+them (``local.start_workers``): threads in this process when the job's tasks run compiled code, which
+releases the GIL (no worker processes to start, and the compiled code loaded once); else one
+single-threaded worker process each, since the ``regex`` module's pre-tokenizing holds the GIL. Either
+way it warms up (``WarmUp``: the compiled loops the job's tasks will run, compiled or loaded from
+numba's cache as it starts, not in the first task).
 Also: the cluster failing under a job as one line (``failures_explained``), and Dask's logging kept to
 warnings (``quiet_dask_errors``).
 """
@@ -16,7 +18,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
-import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -25,13 +26,14 @@ from dataclasses import dataclass
 
 import click
 import dask
-from dask.utils import parse_timedelta
 from distributed import Client, LocalCluster, Security
 from distributed.comm import parse_address, parse_host_port
 
 from bpe_dask import interrupts
+from bpe_dask.cluster.local import cluster_size, how_many, memory_limit, start_workers
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.storage import describe
+from bpe_dask.settings import dask_seconds, given_by
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +58,6 @@ class WarmUp:
 NO_WARM_UP = WarmUp()
 
 
-def default_workers() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 @contextmanager
 def dask_client(
     scheduler: str | None = None,
@@ -78,10 +73,11 @@ def dask_client(
     if client is not None:
         yield client
     elif scheduler or scheduler_file:
-        named_by = f" (named by {scheduler_file})" if not scheduler else ""
+        source = given_by(scheduler) if scheduler else None  # DASK_SCHEDULER_ADDRESS, for the CLI
+        named_by = f" (from {source})" if source else "" if scheduler else f" (named by {scheduler_file})"
         yield from _remote_client(scheduler or scheduler_address(scheduler_file), named_by)
     else:
-        yield from _local_client(workers or default_workers(), in_threads, warm_up)
+        yield from _local_client(workers, in_threads, warm_up)
 
 
 SCHEDULER_FILE_LIMIT = 16 * 2**20  # characters; Dask's are a few hundred
@@ -127,7 +123,8 @@ def _remote_client(address: str, named_by: str = "") -> Iterator[Client]:
         _has_tls_settings(address)
         client = Client(address, timeout=f"{seconds}s")
     except (OSError, TimeoutError, ValueError) as error:
-        raise BpeDaskError(f"cannot reach the Dask scheduler at {address}: {describe(error)}") from None
+        reason = describe(error)
+        raise BpeDaskError(f"cannot reach the Dask scheduler at {address}{named_by}: {reason}") from None
     with client:
         log.info("connected to %s%s", address, _dashboard_note(client))
         yield client
@@ -135,7 +132,7 @@ def _remote_client(address: str, named_by: str = "") -> Iterator[Client]:
 
 def connect_timeout() -> float:
     """Seconds to wait for a scheduler to answer: Dask's ``distributed.comm.timeouts.connect``."""
-    return float(parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), default="seconds"))
+    return dask_seconds("distributed.comm.timeouts.connect")
 
 
 def _has_tls_settings(address: str) -> None:
@@ -193,59 +190,49 @@ def dashboard_works(client: Client) -> bool:
         return False
 
 
-def _local_client(workers: int, in_threads: bool = False, warm_up: WarmUp = NO_WARM_UP) -> Iterator[Client]:
-    if workers < 1:
-        raise BpeDaskError(f"--workers must be at least 1, got {workers}")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    if workers > cores:  # each runs one task at a time: more than the cores only take turns
-        kind = "threads" if in_threads else "worker processes"
-        cost = "" if in_threads else ", and each costs start-up time and memory"
-        log.warning(
-            "--workers %d on %d cores: the %s will take turns on them%s; --workers %d is the most "
-            "that runs at once",
-            workers,
-            cores,
-            kind,
-            cost,
-            cores,
-        )
+def _local_client(
+    asked: int | None, in_threads: bool = False, warm_up: WarmUp = NO_WARM_UP
+) -> Iterator[Client]:
+    if asked is not None and asked < 1:
+        raise BpeDaskError(f"workers= must be at least 1, got {asked}")
+    workers, capped = cluster_size(asked, processes=not in_threads)
+    if capped:  # never more than the machine runs: the rest would only take turns, or share out its memory
+        log.warning("%s", capped)
     if in_threads:  # the job's tasks run here: warming up here too, from now on
         threading.Thread(target=_warm_up, args=(warm_up.patterns, warm_up.stages), daemon=True).start()
         # One worker in this process, on loopback TCP: its dashboard link then names 127.0.0.1, where
         # the dashboard listens (an in-process ``inproc://`` cluster would name the machine's address).
-        shape = {
-            "n_workers": 1,
-            "threads_per_worker": workers,
-            "processes": False,
-            "protocol": "tcp://",
-            "host": "127.0.0.1",
-        }
+        shape = {"threads_per_worker": workers, "processes": False, "protocol": "tcp://", "host": "127.0.0.1"}
     else:
-        shape = {"n_workers": workers, "threads_per_worker": 1, "processes": True}
+        shape = {"threads_per_worker": 1, "processes": True, **warm_up.preload()}  # dask_setup below
     # Distributed's statistical profiler samples the worker's stack every 10 ms; on pure-Python
     # tasks that costs several percent, for a dashboard view the embedded cluster rarely needs.
     verbose = log.getEffectiveLevel() <= logging.DEBUG  # -v: the workers say what Dask says at INFO
     with dask.config.set({"distributed.worker.profile.enabled": False}), ExitStack() as stack:
-        # Started with SIGINT blocked, so that its processes never get a terminal's Ctrl-C (each would
-        # print a traceback): a signal meanwhile is raised once it is up, and closes it.
+        # The scheduler first, with no workers (a moment), started with SIGINT blocked in the threads it
+        # starts, and so in the worker processes they start later: those never get a terminal's Ctrl-C
+        # (each would print a traceback). A signal meanwhile is raised once it is up, and closes it.
         with interrupts.deferred(shield_children=True):
             cluster = stack.enter_context(
                 LocalCluster(
+                    n_workers=0,
                     **shape,
+                    memory_limit=memory_limit(1 if in_threads else workers),  # as Dask shares it out
                     # Its HTTP server on a free port (8787 may be another cluster's); the dashboard is
                     # attached to it once the cluster is up (``_attach_dashboard``).
                     dashboard_address="127.0.0.1:0",
                     scheduler_kwargs={"dashboard": False},
                     silence_logs=logging.INFO if verbose else logging.WARNING,  # the workers' own level
-                    **({} if in_threads else warm_up.preload()),  # dask_setup below
                 )
             )
             client = stack.enter_context(Client(cluster))
+        # Then the workers, which take seconds (many, minutes): a signal stops them at once.
+        start_workers(cluster, 1 if in_threads else workers)
         link = f" (dashboard: {client.dashboard_link})" if _attach_dashboard(cluster) else ""
         if in_threads:
             what = f"{workers} thread{'' if workers == 1 else 's'} in this process (compiled tasks)"
         else:
-            what = f"{workers} worker process{'' if workers == 1 else 'es'}"
+            what = how_many(workers, processes=True)
         log.info("started a LocalCluster of %s%s", what, link)
         try:
             yield client

@@ -118,13 +118,13 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 @dataclass(frozen=True)
 class Place:
     """A path the job's tasks read or write: ``url`` (absolute), what it is for the user (``role``:
-    "input", "--work-dir", "--out", or a temporary work directory's description), whether the tasks
+    "input", "work_dir=", "out=", or a temporary work directory's description), whether the tasks
     write into its folder, and what a user can give instead (``instead``: the option to name)."""
 
     url: str
     role: str
     writes: bool = False
-    instead: str = ""  # e.g. "--work-dir": the place was not the user's, but that option sets it
+    instead: str = ""  # e.g. "work_dir=": the place was not the user's, but that option sets it
 
 
 def check_workers(
@@ -155,7 +155,7 @@ def check_workers(
         worker, what = sorted(lacking.items())[0]
         fix = "install them in the worker environment"
         if any(w.startswith("bpe_dask") for w in what):
-            fix += f" (pip install bpe-dask=={__version__}), or pass --ship-package to upload bpe_dask"
+            fix += f" (pip install bpe-dask=={__version__}), or pass ship_package=True to upload bpe_dask"
         raise BpeDaskError(
             f"{len(lacking)} of {len(client.scheduler_info()['workers'])} workers cannot run this job: "
             f"{worker} lacks {', '.join(what)}{' (and others)' if len(lacking) > 1 else ''}; {fix}"
@@ -225,7 +225,7 @@ def _check_place(client: Client, place: Place, store: Store) -> None:
     staged), in folders made for the check and removed after it."""
     if not place.writes:
         return _ask_workers(client, place, place.url, store)
-    folder = place.url.rstrip("/") if place.role == "--work-dir" else place.url.rstrip("/").rpartition("/")[0]
+    folder = place.url.rstrip("/") if place.role == "work_dir=" else place.url.rstrip("/").rpartition("/")[0]
     fs, path = store.fs(f"{folder}/.bpe-dask-probe-{uuid.uuid4().hex}")
     made = _missing_folders(fs, fs._parent(path)) if is_local(folder) else []
     for new_folder in made:
@@ -249,9 +249,10 @@ def _ask_workers(client: Client, place: Place, url: str, store: Store) -> None:
     why = describe(why) if isinstance(why, BaseException) else why
     what = "the input" if place.role == "input" else place.role
     shown = place.url.removeprefix("file://")
+    named = f"{what}{shown!r}" if what.endswith("=") else f"{what} {shown}"  # an option: as it is given
     few = f"{len(failed)} of {len(answers)} workers (first {worker}) cannot"
     if is_local(place.url) and why == "not there":
-        where = f"{what} {shown}, a path on this machine"
+        where = f"{named}, a path on this machine"
         if place.instead:  # a place of the job's own: named by the option that sets it
             where = f"{shown}, {what} on this machine"
         give = f"give {place.instead}" if place.instead else "give it"
@@ -262,8 +263,6 @@ def _ask_workers(client: Client, place: Place, url: str, store: Store) -> None:
     credentials = (
         ""
         if is_local(place.url)
-        else ("; workers use their own credentials (--ship-credentials sends this machine's)")
+        else ("; workers use their own credentials (ship_credentials=True sends this machine's)")
     )
-    raise BpeDaskError(
-        f"{few} {'write beside' if place.writes else 'see'} {what} {shown} ({why}){credentials}"
-    )
+    raise BpeDaskError(f"{few} {'write beside' if place.writes else 'see'} {named} ({why}){credentials}")

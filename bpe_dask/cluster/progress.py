@@ -32,10 +32,13 @@ log = logging.getLogger(__name__)
 MERGE_TOPIC = "bpe-dask-merge-progress"
 LOG_EVERY = 5.0  # seconds between log lines when stderr is not a terminal
 TICK = 1.0  # seconds between redraws of a map phase's line while its tasks run
+DONE = {"count": "counted", "encode": "encoded", "evaluate": "measured"}  # a map phase's text, once done
 
 
 class _Line:
-    """One progress line: redrawn in place on a terminal, logged every ``LOG_EVERY`` s elsewhere."""
+    """One progress line: redrawn in place on a terminal, logged every ``LOG_EVERY`` s elsewhere; where
+    nothing would show the log line (a program of the Python API that set up no logging, whose
+    ``show_progress=True`` asked for it), written to the stream as it is."""
 
     def __init__(self, stream=None, clock: Callable[[], float] = time.perf_counter) -> None:
         self.stream, self.clock = stream or sys.stderr, clock
@@ -54,7 +57,11 @@ class _Line:
             self.stream.flush()
         elif last or self.clock() - self.last_logged >= LOG_EVERY:
             self.last_logged = self.clock()
-            log.info(text)
+            if log.isEnabledFor(logging.INFO) and log.hasHandlers():
+                log.info(text)
+            else:
+                self.stream.write(text + "\n")
+                self.stream.flush()
 
     def elapsed(self) -> float:
         return self.clock() - self.started
@@ -218,7 +225,8 @@ class MapProgress(_Line):
         else:
             parts.append(f"{format_seconds(self.elapsed())} so far")
             if self.first is None and self.total_bytes is not None:
-                parts.append("nothing counted yet (a fresh worker compiles its code first)")
+                done = DONE.get(self.label, "read")  # what the job does to the text, not always counting
+                parts.append(f"nothing {done} yet (a fresh worker compiles its code first)")
         return ", ".join(parts)
 
     def _remaining(self, read: int, rate: float, now: float) -> float | None:

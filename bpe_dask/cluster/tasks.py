@@ -2,25 +2,33 @@
 cluster has (its threads, its workers' peak memory, whether it shares this machine).
 
 ``run_tasks`` computes a job's tasks, tells a ``MapProgress`` of the map tasks as they read and as
-they finish, and, on any failure or signal, cancels them all (and sets the job's stop event, for
-a task that commits an output at its end) before the failure goes on as one line.
+they finish, and, on any failure or signal, stops them all (``let_go``; and sets the job's stop
+event, for a task that commits an output at its end) before the failure goes on as one line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import resource
 import sys
+import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from typing import Any
 
 from dask.delayed import Delayed
-from distributed import Client, Event, LocalCluster, as_completed
+from distributed import Client, Event, Future, LocalCluster, as_completed
 
 from bpe_dask.cluster.failures import failures_explained
 from bpe_dask.cluster.progress import MapProgress
+
+log = logging.getLogger(__name__)
+
+# Seconds a stopped job waits for its tasks still running on a cluster it does not own to end (each
+# stops at its next block once told, ``stages.read_events``), before it removes its work directory.
+STOP_WAIT = 10.0
 
 
 def cluster_threads(client: Client) -> int:
@@ -35,11 +43,11 @@ def run_tasks(
     measure: Callable[[Any], tuple[int, int]] | None = None,
     stop: str | None = None,
 ) -> list:
-    """Compute ``tasks`` and gather their results; a failure cancels them all and is one line.
+    """Compute ``tasks`` and gather their results; a failure stops them all and is one line.
 
-    Cancelling does not stop a task already running on a cluster the job does not own: one that
-    commits an output at its end (``stages.encode.stream_shards``) is told through the Dask event
-    ``stop``, set here first, which it looks at just before committing (``stages.read_events.stopped``).
+    Stopping a task already running is up to the task (``let_go``): one that commits an output at
+    its end (``stages.encode.stream_shards``) is also told through the Dask event ``stop``, set here
+    first, which it looks at just before committing (``stages.read_events.stopped``).
 
     The first ``len(sizes)`` tasks are map tasks over that many input bytes each (``None``: known
     once done): ``progress`` hears how far each has read as it runs, and of each as it finishes,
@@ -63,8 +71,41 @@ def run_tasks(
         if stop is not None:
             with contextlib.suppress(Exception):  # the scheduler is gone: so are the tasks
                 Event(stop, client=client).set()
-        client.cancel(futures)  # a failed job stops at once, before its work directory goes
+        let_go(client, futures)  # a failed job stops at once, before its work directory goes
         raise
+
+
+def let_go(client: Client, futures: Sequence[Future]) -> None:
+    """Stop a job's tasks: the scheduler forgets those no other client wants and tells their
+    workers, whose running tasks stop at their next block (``stages.read_events``). Released, not
+    cancelled: ``Client.cancel`` has the scheduler cancel each key's dependents too, asserting that
+    a client wants each, which the reduce tree's inner sums are not (``assert ts.who_wants``: a
+    traceback in the scheduler's log, and this client's connection dropped). Then, on a cluster the
+    job does not own, which goes on after it, wait ``STOP_WAIT`` seconds at most until no worker
+    runs any of them: what one writes must land before the job removes its work directory."""
+    for future in futures:
+        future.release()
+    if is_embedded(client):  # its workers close with the job, and tasks in threads stop as they do
+        return
+    keys = {future.key for future in futures}
+    deadline = time.monotonic() + STOP_WAIT
+    while True:
+        try:
+            answers = client.run(running_tasks, keys, on_error="return").values()
+            running = sum(n for n in answers if isinstance(n, int))
+        except Exception:  # the scheduler or a worker is gone: nothing to wait for
+            return
+        if not running:
+            return
+        if time.monotonic() > deadline:
+            log.info("%d of the job's tasks still run on the cluster after %g s", running, STOP_WAIT)
+            return
+        time.sleep(0.1)
+
+
+def running_tasks(keys: set, dask_worker: Any) -> int:
+    """On a worker: how many of ``keys`` run in its threads, told to stop or not."""
+    return sum(1 for task in dask_worker.state.all_running_tasks if task.key in keys)
 
 
 def is_embedded(client: Client) -> bool:

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.publish import output_file
 from bpe_dask.io.storage import LOCAL, Store
+from bpe_dask.io.written import METADATA_PREFIX
 
 COUNTS_SCHEMA = pa.schema([("token", pa.binary()), ("count", pa.int64())])
 # Arrow's binary type finds its bytes by int32 offsets: a column holds at most this many bytes of
@@ -26,7 +27,7 @@ COUNTS_SCHEMA = pa.schema([("token", pa.binary()), ("count", pa.int64())])
 # large_binary, with int64 offsets, and every reader takes both. Tests lower it.
 BINARY_LIMIT = 2**31 - 1
 LARGE_COUNTS_SCHEMA = pa.schema([("token", pa.large_binary()), ("count", pa.int64())])
-SETTINGS_KEY = b"bpe_dask.counting"  # Parquet metadata: the settings the counts were made with
+SETTINGS_KEY = METADATA_PREFIX + b"counting"  # Parquet metadata: the settings the counts were made with
 
 
 def words_bytes(table: pa.Table) -> int:
@@ -113,13 +114,14 @@ def write_counts(
     store: Store = LOCAL,
     settings: dict | None = None,
     overwrite: bool = True,
+    work: bool = False,
 ) -> None:
     """Write the table under a temporary name and commit it when complete (``publish.output_file``:
-    exclusively unless ``overwrite``); ``settings`` (what the counts were made with) go into the
-    file's metadata."""
+    exclusively unless ``overwrite``; ``work``: a file of the work directory); ``settings`` (what
+    the counts were made with) go into the file's metadata."""
     if settings is not None:
         table = table.replace_schema_metadata({SETTINGS_KEY: json.dumps(settings)})
-    with output_file(url, store, overwrite) as f:
+    with output_file(url, store, overwrite, work=work) as f:
         pq.write_table(table, f)
 
 

@@ -86,12 +86,11 @@ class Documents:
 @dataclass(frozen=True)
 class RecordPolicy:
     """What a bad record does (``on_bad_record``: stop the job, or ``skip`` it), how invalid UTF-8
-    reads (``utf8_errors``: a bad record, or ``replace``d by U+FFFD), and how messages name these
-    two options: as the command line's flags (``flags=True``, for files) or as keywords."""
+    reads (``utf8_errors``: a bad record, or ``replace``d by U+FFFD). Messages name the options as
+    keywords, which the command line says as its flags (``wording.as_flags``)."""
 
     on_bad_record: str = "error"
     utf8_errors: str = "strict"
-    flags: bool = False
 
     def __post_init__(self) -> None:
         if self.on_bad_record not in ON_BAD_RECORD:
@@ -108,10 +107,6 @@ class RecordPolicy:
             ways.insert(0, 'utf8_errors="replace" substitutes U+FFFD')
         if problem.no_field:  # in every record, likely: another field holds the text
             ways.insert(0, "text_column= names the field that holds the text")
-        if self.flags:
-            ways = [w.replace('on_bad_record="skip"', "--on-bad-record skip") for w in ways]
-            ways = [w.replace('utf8_errors="replace"', "--utf8-errors replace") for w in ways]
-            ways = [w.replace("text_column=", "--text-column") for w in ways]
         raise InputError(f"{where}: {problem} ({'; '.join(ways)})")
 
 

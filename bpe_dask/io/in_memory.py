@@ -9,7 +9,10 @@ UTF-8 buffer and the documents' ends) by ``Batch.documents``, where it is counte
 straight from its buffers, with no Python string per document. The one thread that iterates makes
 the batches; ``documents`` may run on any thread. An element that is neither ``str`` nor ``bytes``,
 an iterable that raises, and a missing text column are one-line errors naming the element or the
-columns; nulls and invalid UTF-8 are bad records, as for every source (``documents``).
+columns; nulls and invalid UTF-8 are bad records, as for every source (``documents``). Values Arrow
+cannot make one column of (a pandas Series of objects, a number among its strings; the Python rows
+of a streamed dataset, which ``datasets`` cannot join where a null or a number is among them) are
+read value by value, by the same rule.
 
 >>> batches = list(python_batches(["the cat", b"the hat", "sat"], batch_size=2))
 >>> [(batch.first, len(batch)) for batch in batches]
@@ -26,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import islice, pairwise
 
 import numpy as np
 import pyarrow as pa
@@ -58,6 +61,7 @@ class Batch:
     items: list | pa.Array
     size: int  # about its bytes of text
     column: str | None = None  # the Arrow column it comes from; None: a Python iterable's elements
+    rows: bool = False  # Python values of a table's rows or an array's (named as rows, not elements)
 
     def __len__(self) -> int:
         return len(self.items)
@@ -72,7 +76,7 @@ class Batch:
                     return Documents.joined([item.encode("utf-8") for item in self.items])
             except UnicodeEncodeError:  # a lone surrogate: element by element
                 pass
-            return values_documents(self.items, policy, bad, self._element)
+            return values_documents(self.items, policy, bad, self._row if self.rows else self._element)
         return column_documents(self.items, policy, bad, self._row)
 
     def _element(self, k: int) -> str:
@@ -174,6 +178,9 @@ def arrow_batches(
             _check_column(names, text_column)
             source = source.select_columns([text_column])
         rows = len(source) if kind == "dataset" else None
+        if kind == "iterable" and not _streams_arrow(source):
+            dicts = _guarded(source.iter(batch_size=batch_size))
+            return _value_batches(_column_values(dicts, text_column), text_column), None
         tables = _guarded(source.with_format("arrow").iter(batch_size=batch_size))
         return _sliced(_columns(tables, text_column), text_column, batch_size, batch_bytes), rows
     if isinstance(source, (pa.Table, pa.RecordBatch)):
@@ -184,14 +191,57 @@ def arrow_batches(
         return _sliced(iter(chunks), text_column, batch_size, batch_bytes), source.num_rows
     try:
         reader = pa.RecordBatchReader.from_stream(source)
-    except Exception as error:
-        try:  # a stream of an array, not of a table's rows: a pandas or polars Series
-            return arrow_batches(pa.chunked_array(source), text_column, batch_size, batch_bytes)
-        except Exception:
-            raise BpeDaskError(f"cannot read a {type(source).__name__} as Arrow: {describe(error)}") from None
+    except Exception as error:  # a stream of an array, not of a table's rows: a pandas or polars Series
+        return _array_batches(source, error, text_column, batch_size, batch_bytes)
     _check_column(reader.schema.names, text_column)
     _check_text(reader.schema.field(text_column).type, f"column {text_column!r}")
     return _sliced(_columns(_guarded(reader), text_column), text_column, batch_size, batch_bytes), None
+
+
+def _streams_arrow(dataset: object) -> bool:
+    """Whether a streaming dataset's rows come as Arrow (from Parquet or JSON files, say) rather than
+    as Python values (``from_generator``, a ``map``), which ``datasets`` turns into Arrow a row at a
+    time and cannot join where their types differ (a null, or a number, beside strings), even when
+    given the features: such rows are read as values, by the rule for values. ``datasets`` says so
+    in a private attribute; without it, Arrow is tried."""
+    examples = getattr(dataset, "_ex_iterable", None)
+    return examples is None or getattr(examples, "iter_arrow", None) is not None
+
+
+def _array_batches(
+    source: object, error: Exception, text_column: str, batch_size: int, batch_bytes: int
+) -> tuple[Iterator[Batch], int | None]:
+    """The batches of an array that gives an Arrow stream (a pandas or polars Series). One of no
+    type but null (empty, or every value null: pandas' object Series) holds no text yet: a string
+    column of nulls. One Arrow cannot type (a pandas Series of objects, a number among the strings)
+    is read value by value, so what is not text is a bad record named by its row."""
+    try:
+        array = pa.chunked_array(source)
+    except Exception:
+        if not hasattr(source, "__len__"):
+            raise BpeDaskError(f"cannot read a {type(source).__name__} as Arrow: {describe(error)}") from None
+        values = iter(source)
+        chunks = iter(lambda: list(islice(values, batch_size)), [])
+        return _value_batches(chunks, None), len(source)
+    if pa.types.is_null(array.type):
+        array = array.cast(pa.large_string())
+    return arrow_batches(array, text_column, batch_size, batch_bytes)
+
+
+def _column_values(dicts: Iterator[dict], text_column: str) -> Iterator[list]:
+    """The values of ``text_column`` in batches of rows as dicts of lists (``datasets``' Python batches)."""
+    for batch in dicts:
+        _check_column(list(batch), text_column)
+        yield batch[text_column]
+
+
+def _value_batches(chunks: Iterator[list], column: str | None) -> Iterator[Batch]:
+    """Lists of a table's or an array's values as batches, read by the rule for values (``documents``)."""
+    first = 0
+    for values in chunks:
+        size = sum(len(v) for v in values if isinstance(v, (str, bytes)))  # about: a bad value adds none
+        yield Batch(first, values, size, column, rows=True)
+        first += len(values)
 
 
 def _check_column(names: list[str], text_column: str) -> None:
@@ -219,7 +269,7 @@ def _guarded(batches: Iterable) -> Iterator:
             raise InputError(
                 f"the dataset raised {type(error).__name__} after giving {done:,} rows: {describe(error)}"
             ) from error
-        done += batch.num_rows
+        done += batch.num_rows if hasattr(batch, "num_rows") else len(next(iter(batch.values()), ()))
         yield batch
 
 

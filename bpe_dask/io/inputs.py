@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -24,8 +25,11 @@ from fsspec.utils import infer_compression
 from bpe_dask.credentials import shown
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.documents import is_text_type
+from bpe_dask.io.footers import Footer, read_footer
+from bpe_dask.io.publish import SUCCESS
 from bpe_dask.io.storage import LOCAL, Store, describe
 from bpe_dask.io.web import file_info, is_http, path_of
+from bpe_dask.io.written import COUNTS, Skipped, earlier_outputs, is_written_parquet, say_skipped, sidecar_of
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +112,7 @@ def expand_inputs(
     exclude: Sequence[str] = (),
     reading: Reading = Reading(),
     outputs: Sequence[str] = (),
+    footers: dict[str, Footer] | None = None,
 ) -> list[InputFile]:
     """Every file the inputs name, in order: globs and directories expand sorted by path.
 
@@ -115,25 +120,82 @@ def expand_inputs(
     skipped, and so is anything under ``exclude`` (the job's own output and work directory), or
     that is one of ``outputs``, the files it writes (an earlier ``--out ids.bin`` in a folder of
     inputs); an input named on its own that is one of them is an error: the job would replace what
-    it reads.
-    A file named twice is read once. Each file's format comes from ``reading``.
+    it reads. What earlier bpe-dask jobs wrote (``io.written``) is skipped too, with a line saying
+    what; named on its own, a file is read as asked, but token ids or word counts bpe-dask wrote are
+    refused. A file named twice is read once. Each file's format comes from ``reading``. Parquet
+    footers are read here (bpe-dask's say so), into ``footers`` when given, for the planner.
     """
     under = [url.rstrip("/") + "/" for url in _urls(exclude, store)]
     written = [url.rstrip("/") for url in _urls(outputs, store)]
+    footers = {} if footers is None else footers
     files: dict[str, InputFile] = {}
     for spec in inputs:
-        found = [_with_format(file, reading) for file in _expand_one(str(spec), store)]
-        if not found:
+        listing = _expand_one(str(spec), store)
+        found = [_with_format(file, reading) for file in listing.files]
+        if not found and not listing.skipped:
             raise BpeDaskError(f"no input files match {spec!r}")
         for file in found:
-            if file.url in written and _urls([str(spec)], store) == [file.url]:  # named on its own
+            if file.url in written and not listing.top:  # named on its own
                 raise BpeDaskError(
-                    f"input {shown(file.url)} is the job's own output (--out): it would "
+                    f"input {shown(file.url)} is the job's own output (out=): it would "
                     "replace what it reads; write elsewhere"
                 )
-            if file.url not in written and not any(file.url.startswith(prefix) for prefix in under):
-                files.setdefault(file.url, file)
+        kept = [f for f in found if f.url not in written and not any(f.url.startswith(p) for p in under)]
+        kept = _without_earlier_outputs(kept, listing, store, footers, shown(str(spec)))
+        for file in kept:
+            files.setdefault(file.url, file)
     return list(files.values())
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """The files one input names; of a directory or a glob, the folder listed and earlier outputs in it."""
+
+    files: list[InputFile]
+    top: str = ""  # empty: a file named on its own
+    skipped: tuple[Skipped, ...] = ()
+
+
+def _without_earlier_outputs(
+    found: list[InputFile], listing: _Listing, store: Store, footers: dict[str, Footer], spec: str
+) -> list[InputFile]:
+    """``found`` but for what bpe-dask wrote (``io.written``): Parquet files it wrote skipped if
+    listed, refused if named, as is a file of ids named on its own; one line says what was skipped."""
+    # (An empty file has no footer: it is an empty input, which a job need not read.)
+    parquet = [f for f in found if f.format == "parquet" and f.url not in footers and (f.size or not f.sized)]
+    with ThreadPoolExecutor(16) as pool:  # a store answers many footer reads at once
+        footers.update(
+            zip([f.url for f in parquet], pool.map(lambda f: read_footer(f, store), parquet), strict=True)
+        )
+    kept, skipped = [], list(listing.skipped)
+    for file in found:
+        counts = file.url in footers and is_written_parquet(footers[file.url].metadata.metadata)
+        # Named on its own, a file is looked at beside (one request; not of a web server, for whom
+        # a missing file is a GET).
+        beside = None if counts or listing.top or is_http(file.url) else _ids_beside(file, store)
+        if (counts or beside) and not listing.top:
+            what = beside or f"{COUNTS} (bpe-dask merge reads them)"
+            raise BpeDaskError(f"{file.name} holds {what}, not text: name the text it was made from instead")
+        if counts:
+            skipped.append(Skipped(store.fs(file.url)[1], COUNTS))
+        else:
+            kept.append(file)
+    if skipped and not kept:
+        raise BpeDaskError(f"no input files in {spec}, only {say_skipped(skipped, listing.top)}")
+    if skipped:
+        log.info("%s: skipping %s", spec, say_skipped(skipped, listing.top))
+    return kept
+
+
+def _ids_beside(file: InputFile, store: Store) -> str | None:
+    """What a file named on its own is, if the JSON bpe-dask writes beside token ids is beside it."""
+    fs, path = store.fs(f"{file.url}.json")
+    try:
+        size = fs.info(path).get("size")
+    except (OSError, ValueError):  # no such file: the usual answer
+        return None
+    what = sidecar_of(fs, path, size)
+    return f"{what} (as {PurePosixPath(path).name} beside it says)" if what else None
 
 
 def _with_format(file: InputFile, reading: Reading) -> InputFile:
@@ -153,7 +215,7 @@ def _urls(paths: Sequence[str], store: Store) -> list[str]:
     return urls
 
 
-def _expand_one(spec: str, store: Store) -> list[InputFile]:
+def _expand_one(spec: str, store: Store) -> _Listing:
     fs, path = store.fs(spec)
     try:
         return _list_files(fs, path, spec)
@@ -163,34 +225,31 @@ def _expand_one(spec: str, store: Store) -> list[InputFile]:
         raise BpeDaskError(f"cannot read {shown(spec)}: {describe(error)}") from None
 
 
-def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str) -> list[InputFile]:
+def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str) -> _Listing:
+    top, skipped = "", []
     if is_http(path) and not (_WEB_GLOB_CHARS & set(path) or path.endswith("/")):
         # A URL names a file: asking fsspec whether it is a directory would GET it and, were it
         # served as HTML or with no type, read it all to look for links. ``?`` starts a query.
         entries = {path: file_info(fs, path)}
     elif _GLOB_CHARS & set(path) and not fs.exists(path):  # a literal name like "f[1].txt" wins
         entries = fs.glob(path, detail=True)
+        top = path[: min(path.find(c) % (len(path) + 1) for c in _GLOB_CHARS)].rpartition("/")[0] or "/"
+        skipped = earlier_outputs(fs, entries, top)
     elif fs.isdir(path):
         entries = fs.find(path, detail=True)
-        earlier = _earlier_outputs(entries, path.rstrip("/"))
-        for directory in earlier:
-            log.info(
-                "skipping %s: an earlier bpe-dask output (it holds _SUCCESS and report.json)",
-                fs.unstrip_protocol(directory),
-            )
-        entries = {
-            p: e
-            for p, e in entries.items()
-            if not _is_hidden(p[len(path) :]) and not any(p.startswith(d + "/") for d in earlier)
-        }
+        top = path.rstrip("/") or "/"
+        entries = {p: e for p, e in entries.items() if not _is_hidden(p[len(path) :].removesuffix(SUCCESS))}
+        skipped = earlier_outputs(fs, entries, top)  # ``_SUCCESS`` kept so far: it marks an output
+        entries = {p: e for p, e in entries.items() if not _is_hidden(p[len(path) :])}
     elif fs.exists(path):
         entries = {path: fs.info(path)}
     else:
         raise BpeDaskError(f"input not found: {spec}")
+    gone = {s.path for s in skipped}
     files = []
     for name in sorted(entries):
         info = entries[name]
-        if info.get("type") == "directory":
+        if info.get("type") == "directory" or name in gone or any(name.startswith(f"{p}/") for p in gone):
             continue
         url = fs.unstrip_protocol(name)
         if is_http(url) and info.get("size") is None:  # listed from an index page, which gives no sizes
@@ -200,39 +259,28 @@ def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str) -> list[Inp
             url, int(size or 0), _version_of(info), infer_compression(path_of(name)), sized=size is not None
         )
         files.append(file)
-    return files
-
-
-def _earlier_outputs(entries: dict, top: str) -> list[str]:
-    """The folders below ``top`` that a bpe-dask job wrote (a tokenizer, or encoded shards): they hold
-    ``_SUCCESS`` and ``report.json``. Their files are not training text. (``_SUCCESS`` alone is not
-    enough: Spark and Hadoop leave one beside the Parquet files they write.)"""
-    names = set(entries)
-    return [
-        p.removesuffix("/_SUCCESS")
-        for p in sorted(names)
-        if p.endswith("/_SUCCESS")
-        and p.removesuffix("/_SUCCESS") != top
-        and p.removesuffix("_SUCCESS") + "report.json" in names
-    ]
+    return _Listing(files, top, tuple(skipped))
 
 
 def _is_hidden(relative_path: str) -> bool:
     return any(part[:1] in (".", "_") for part in relative_path.split("/") if part)
 
 
+_VERSION_FIELDS = (
+    "ETag",
+    "etag",
+    "md5Hash",
+    "mtime",
+    "LastModified",
+    "last_modified",
+    "Last-Modified",
+    "created",
+)
+
+
 def _version_of(info: dict) -> str:
     """What changes when the file changes: size plus mtime or ETag, whichever the store has."""
-    for field in (
-        "ETag",
-        "etag",
-        "md5Hash",
-        "mtime",
-        "LastModified",
-        "last_modified",
-        "Last-Modified",
-        "created",
-    ):
+    for field in _VERSION_FIELDS:
         if info.get(field) is not None:
             return f"{info['size']}:{field}={info[field]}"
     return f"{info['size']}"
@@ -243,7 +291,7 @@ def text_column_index(file: InputFile, schema: pa.Schema) -> int:
     name = file.reading.text_column
     if name not in schema.names:
         raise BpeDaskError(
-            f"{file.name}: no column {name!r} (columns: {', '.join(schema.names)}; --text-column names it)"
+            f"{file.name}: no column {name!r} (columns: {', '.join(schema.names)}; text_column= names it)"
         )
     field = schema.field(name)
     if not is_text_type(field.type):

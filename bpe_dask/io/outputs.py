@@ -40,7 +40,7 @@ def check_output_dir(url: str, overwrite: bool, ours: Callable[[str], bool], sto
     foreign = sorted(name for name in names if not (ours(name) or name == SUCCESS))
     if foreign:
         raise BpeDaskError(
-            f"output directory {url} holds other files ({foreign[0]}, ...); choose another --out"
+            f"output directory {url} holds other files ({foreign[0]}, ...); choose another out="
         )
     if names and not overwrite:
         raise taken(url)
@@ -56,7 +56,7 @@ def check_output_file(url: str, overwrite: bool, store: Store = LOCAL) -> None:
     if exists and fs.isdir(path):
         raise BpeDaskError(f"output {url} is a directory; name a file for the counts")
     if exists and not overwrite:
-        raise BpeDaskError(f"output {url} already exists; pass --overwrite to replace it")
+        raise BpeDaskError(f"output {url} already exists; pass overwrite=True to replace it")
     check_writable(url, store, beside=True)
 
 

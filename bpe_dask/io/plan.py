@@ -12,24 +12,25 @@ the job; gives their partitions, each the unit of work of one map task:
 
 Documents never share a pre-token, so any cut between records is safe. Planning reads only small
 windows around the cuts, and the footer of each Parquet file. A file on a web server that does not
-serve byte ranges (asked once, with one small ranged request) is one partition, read as a stream.
+serve byte ranges (asked once, with one small ranged request) is one partition, read as a stream,
+or, for Parquet, downloaded whole by its one task (``io.footers``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import pairwise
 
 import fsspec
-import pyarrow.parquet as pq
 
 from bpe_dask.errors import BpeDaskError
+from bpe_dask.io.footers import Footer, read_footer
 from bpe_dask.io.inputs import InputFile, text_column_index
-from bpe_dask.io.storage import LOCAL, Store, describe
+from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.web import is_http, serves_ranges
 from bpe_dask.rules.pretokenize import Pretokenizer
 
@@ -74,6 +75,7 @@ class RowGroups:
     first_row: int = 0
     rows: int = 0
     text_bytes: int = 0
+    whole: bool = False  # read by downloading the whole file in one request (``io.footers``)
 
     def key(self) -> str:
         text = f"{self.file.identity()}\0row groups\0{self.start}\0{self.end}"
@@ -89,16 +91,20 @@ def plan_ranges(
     pretokenizer: Pretokenizer,
     store: Store = LOCAL,
     lookahead: int = DEFAULT_LOOKAHEAD,
+    footers: Mapping[str, Footer] | None = None,
 ) -> list[Partition]:
-    """Cut each file into partitions of about ``chunk_size`` bytes at safe cuts."""
+    """Cut each file into partitions of about ``chunk_size`` bytes at safe cuts; a Parquet file's
+    footer is taken from ``footers`` (by URL: those ``expand_inputs`` read) or read here."""
     if chunk_size < 1:
         raise BpeDaskError(f"chunk size must be positive, got {chunk_size}")
-    files = list(files)
+    files, footers = list(files), footers or {}
     parquet = [file for file in files if file.format == "parquet"]
+
+    def plan(file: InputFile) -> list[RowGroups]:
+        return plan_row_groups(file, chunk_size, store, footers.get(file.url))
+
     with ThreadPoolExecutor(16) as pool:  # a store answers many footer reads at once
-        groups = dict(
-            zip(parquet, pool.map(lambda f: plan_row_groups(f, chunk_size, store), parquet), strict=True)
-        )
+        groups = dict(zip(parquet, pool.map(plan, parquet), strict=True))
     ranges: list[Partition] = []
     for file in files:
         if file.format == "parquet":
@@ -110,23 +116,16 @@ def plan_ranges(
     return ranges
 
 
-def plan_row_groups(file: InputFile, chunk_size: int, store: Store) -> list[RowGroups]:
-    """Runs of whole row groups whose text column holds about ``chunk_size`` bytes of text."""
-    fs, path = store.fs(file.url)
-    if is_http(file.url) and not (file.sized and store.retries.run(serves_ranges, fs, path)):
-        # Parquet is read by seeking: the footer at the end, then each column chunk. Without ranges
-        # every task would download the whole file and hold it in memory (fsspec can, by reading it
-        # all into a cache), once per partition, and the planner too: a cost nobody would expect, so
-        # the user chooses instead. A text or JSON Lines file, by contrast, streams in bounded memory.
-        raise BpeDaskError(
-            f"{file.name}: the server does not serve byte ranges, which reading Parquet takes (its "
-            "footer is at the end of the file): download the file first, or serve it from a server that does"
-        )
-    try:
-        metadata = store.retries.run(_footer, fs, path)
-    except Exception as error:
-        raise BpeDaskError(f"cannot read {file.name} as Parquet: {describe(error)}") from None
+def plan_row_groups(
+    file: InputFile, chunk_size: int, store: Store, footer: Footer | None = None
+) -> list[RowGroups]:
+    """Runs of whole row groups whose text column holds about ``chunk_size`` bytes of text. A file
+    read ``whole`` (a web server without byte ranges: ``io.footers``) is one part: each part's task
+    would download the whole file, so one task downloads it once."""
+    footer = footer or read_footer(file, store)
+    metadata = footer.metadata
     column = text_column_index(file, metadata.schema.to_arrow_schema())
+    part_text = float("inf") if footer.whole else chunk_size
     parts: list[RowGroups] = []
     start, size, rows, text, first_row = 0, 0, 0, 0, 0
     for group in range(metadata.num_row_groups):
@@ -134,19 +133,14 @@ def plan_row_groups(file: InputFile, chunk_size: int, store: Store) -> list[RowG
         size += chunk.total_compressed_size
         text += chunk.total_uncompressed_size
         rows += metadata.row_group(group).num_rows
-        if text >= chunk_size or group == metadata.num_row_groups - 1:
-            parts.append(RowGroups(file, start, group + 1, size, first_row, rows, text))
+        if text >= part_text or group == metadata.num_row_groups - 1:
+            parts.append(RowGroups(file, start, group + 1, size, first_row, rows, text, footer.whole))
             start, size, first_row, rows, text = group + 1, 0, first_row + rows, 0, 0
     # Progress counts the file's bytes: the last part also stands for the footer and other columns.
-    last = parts.pop() if parts else RowGroups(file, 0, 0, 0)
+    last = parts.pop() if parts else RowGroups(file, 0, 0, 0, whole=footer.whole)
     rest = file.size - sum(p.size for p in parts)
-    parts.append(RowGroups(file, last.start, last.end, rest, last.first_row, last.rows, last.text_bytes))
+    parts.append(replace(last, size=rest))
     return parts
-
-
-def _footer(fs: fsspec.AbstractFileSystem, path: str) -> pq.FileMetaData:
-    with fs.open(path, "rb") as f:
-        return pq.ParquetFile(f).metadata
 
 
 def _file_cuts(

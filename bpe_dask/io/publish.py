@@ -20,6 +20,7 @@ docs/outputs.md says why each step is safe, and what is not covered.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import uuid
@@ -31,6 +32,7 @@ import fsspec
 
 from bpe_dask import interrupts
 from bpe_dask.errors import BpeDaskError
+from bpe_dask.io import scratch
 from bpe_dask.io.storage import LOCAL, Store, is_local
 
 SUCCESS = "_SUCCESS"  # written last: its presence says the directory is complete
@@ -48,7 +50,7 @@ def _nothing() -> None:
 
 
 def taken(url: str) -> OutputExists:
-    return OutputExists(f"output {url} already holds results; pass --overwrite to replace them")
+    return OutputExists(f"output {url} already holds results; pass overwrite=True to replace them")
 
 
 # --- files ------------------------------------------------------------------------------------------
@@ -56,17 +58,30 @@ def taken(url: str) -> OutputExists:
 
 @contextmanager
 def atomic_file(
-    url: str, store: Store = LOCAL, overwrite: bool = True, before_commit: Callable[[], None] = _nothing
+    url: str,
+    store: Store = LOCAL,
+    overwrite: bool = True,
+    before_commit: Callable[[], None] = _nothing,
+    work: bool = False,
 ) -> Iterator[tuple[fsspec.AbstractFileSystem, str]]:
     """A hidden temporary path beside ``url`` to write, committed to ``url`` if the block succeeds
     (exclusively unless ``overwrite``: ``OutputExists`` if something is there by then). An object
     store commits by a server-side move, so there only ``overwrite`` (the work directory's shards,
-    named by their content) is offered; ``output_file`` is the exclusive way."""
+    named by their content) is offered; ``output_file`` is the exclusive way.
+
+    ``work``: a file of a job's work directory, ``WORK/FOLDER/NAME``, of which only ``FOLDER`` is
+    made if missing, never ``WORK``, which the job made and removes as it ends: a task that
+    finishes after that (on a cluster the job does not own) fails, rather than make it again to
+    stay behind."""
     fs, path = store.fs(url)
     if not overwrite and not is_local(url):
         raise ValueError("an exclusive commit in an object store is output_file's")
     parent, _, name = path.rpartition("/")
-    fs.makedirs(parent, exist_ok=True)
+    if work and is_local(url):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(parent)
+    else:
+        fs.makedirs(parent, exist_ok=True)
     partial = f"{parent}/.partial-{uuid.uuid4().hex}-{name}"
     try:
         yield fs, partial
@@ -104,16 +119,21 @@ def commit_local_file(partial: str, path: str, overwrite: bool, url: str) -> Non
 
 @contextmanager
 def output_file(
-    url: str, store: Store = LOCAL, overwrite: bool = False, before_commit: Callable[[], None] = _nothing
+    url: str,
+    store: Store = LOCAL,
+    overwrite: bool = False,
+    before_commit: Callable[[], None] = _nothing,
+    work: bool = False,
 ) -> Iterator[IO[bytes]]:
     """A file to write that becomes ``url`` only if the block succeeds; streamed, so any size.
 
     Locally a hidden temporary file, committed by ``commit_local_file``; in an object store a
     multipart upload to ``url`` itself, which nobody sees until it completes, completed exclusively
     unless ``overwrite`` (``If-None-Match: *``) and aborted if the block fails (fsspec would
-    otherwise complete it on ``close``, even while an exception goes by, leaving half a file)."""
+    otherwise complete it on ``close``, even while an exception goes by, leaving half a file).
+    ``work``: as ``atomic_file``'s."""
     if is_local(url):
-        with atomic_file(url, store, overwrite, before_commit) as (_, partial):  # noqa: SIM117
+        with atomic_file(url, store, overwrite, before_commit, work) as (_, partial):  # noqa: SIM117
             with open(partial, "wb") as f:  # closed before the commit
                 yield f
         return
@@ -136,8 +156,8 @@ def output_file(
         raise
 
 
-def write_bytes_atomically(data: bytes, url: str, store: Store = LOCAL) -> None:
-    with atomic_file(url, store) as (fs, partial):
+def write_bytes_atomically(data: bytes, url: str, store: Store = LOCAL, work: bool = False) -> None:
+    with atomic_file(url, store, work=work) as (fs, partial):
         fs.pipe_file(partial, data)
 
 
@@ -161,25 +181,38 @@ def staged_directory(url: str, store: Store = LOCAL, overwrite: bool = True) -> 
     """A hidden sibling directory to fill (by this process or by workers) that becomes ``url`` whole
     when the block ends without an error, holding what was written plus ``_SUCCESS``; whatever
     ``url`` held before is gone then, and only then (``OutputExists`` if it held results and
-    ``overwrite`` is off). Nothing is left behind either way."""
+    ``overwrite`` is off). Nothing is left behind either way; a local staging directory is locked
+    while it is this job's, so that if the job is killed (SIGKILL) the next to publish here removes
+    it (``io.scratch``)."""
     fs, path = store.fs(url)
     path = path.rstrip("/")
     parent, _, name = path.rpartition("/")
-    tag = uuid.uuid4().hex[:12]
-    staging = f"{parent}/.{name}.partial-{tag}"
-    if is_local(url):
-        fs.makedirs(staging)
+    held = None
+    if is_local(url):  # locked while it is this job's, so that the next job removes it if this one is killed
+        fs.makedirs(parent, exist_ok=True)
+        scratch.remove_abandoned(parent, f".{name}.partial-")
+        staging, held = scratch.make_locked(parent, f".{name}.partial-")
+        tag = staging.rpartition(".partial-")[2]
+    else:
+        tag = uuid.uuid4().hex[:12]
+        staging = f"{parent}/.{name}.partial-{tag}"
     try:
         yield staging if is_local(url) else fs.unstrip_protocol(staging)
         with interrupts.deferred():  # not after a signal, nor cut in half by one (raised after it)
             fs.pipe_file(f"{staging}/{SUCCESS}", b"")
             if is_local(url):
+                scratch.let_go(staging, held)  # its lock file is no part of the output
+                held = None
                 _rename_into_place(staging, path, f"{parent}/.{name}.old-{tag}", overwrite, url)
             else:
                 _copy_into_place(fs, staging, path, f"{parent}/.{name}.publishing", overwrite, url)
     finally:
-        if fs.exists(staging):
+        if is_local(url) and os.path.isdir(staging):
+            scratch.discard(staging, held)
+        elif fs.exists(staging):
             fs.rm(staging, recursive=True)
+        elif held is not None:
+            scratch.let_go(staging, held, unlink=False)
 
 
 def _rename_into_place(staging: str, path: str, retired: str, overwrite: bool, url: str) -> None:

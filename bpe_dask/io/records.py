@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bpe_dask.errors import BpeDaskError, InputError, TransientError
@@ -27,6 +28,7 @@ from bpe_dask.io.plan import ByteRange, Partition, RowGroups
 from bpe_dask.io.retries import is_transient
 from bpe_dask.io.storage import LOCAL, Store, describe
 from bpe_dask.io.text import ReadProgress, of_decompressed, open_range, read_range
+from bpe_dask.io.web import read_whole
 
 MAX_LINE = 1 << 28  # a JSON Lines record this long is more likely a file that is not JSON Lines
 
@@ -46,7 +48,7 @@ def iter_documents(
     bad = BadRecords() if bad is None else bad
     batch_bytes = batch_bytes or store.size("block-size")
     progress = progress or _no_progress
-    policy = RecordPolicy(part.file.reading.on_bad_record, utf8_errors, flags=True)
+    policy = RecordPolicy(part.file.reading.on_bad_record, utf8_errors)
     how = _How(store, policy, bad, batch_bytes, progress)
     return _parquet_documents(part, how) if isinstance(part, RowGroups) else _jsonl_documents(part, how)
 
@@ -180,7 +182,15 @@ def _parquet_documents(part: RowGroups, how: _How) -> Iterator[Documents]:
     reading = part.file.reading
     fs, path = store.fs(part.file.url)
     try:
-        f = fs.open(path, "rb")
+        if part.whole:  # a web server without byte ranges: the whole file, in one request
+            downloaded = read_whole(fs, path, store.size("whole-file-limit"), part.file.name)
+            if not part.file.sized:  # its size, known now: what progress and the report count
+                part = replace(part, size=len(downloaded))
+            f = pa.BufferReader(downloaded)
+        else:
+            f = fs.open(path, "rb")
+    except BpeDaskError as error:
+        raise InputError(str(error)) from None
     except Exception as error:
         raise _failure(error)(f"cannot read {part.file.name}: {describe(error)}") from None
     with f:

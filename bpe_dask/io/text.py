@@ -292,7 +292,7 @@ def _characters(count: int) -> str:
 def _decode_error(byte_range: ByteRange, offset: int) -> InputError:
     return InputError(
         f"{byte_range.file.name}: invalid UTF-8 at byte offset {offset}{of_decompressed(byte_range)} "
-        "(--utf8-errors replace substitutes U+FFFD)"
+        '(utf8_errors="replace" substitutes U+FFFD)'
     )
 
 

@@ -27,12 +27,13 @@ from bpe_dask.io import tokenizer_formats
 from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.publish import publish_directory
 from bpe_dask.io.storage import Store, describe
+from bpe_dask.io.written import TOKENIZER, TOKENIZER_FILES
 from bpe_dask.rules.pretokenize import GPT2, SplitPattern, check_special_tokens
 from bpe_dask.rules.vocabulary import Vocabulary
 
 log = logging.getLogger(__name__)
 
-FILES = ("vocab.json", "merges.txt", "tokenizer.json", "tokenizer.tiktoken")
+FILES = TOKENIZER_FILES  # named where every output's names are (``io.written``)
 
 
 class UntrustedPatternError(BpeDaskError):
@@ -76,7 +77,7 @@ def save_files(
     ['_SUCCESS', 'merges.txt', 'vocab.json']
     """
     directory, store = os.fspath(directory), Store(storage_options or {})
-    check_output_dir(directory, True, lambda name: name in (*FILES, "report.json"), store)
+    check_output_dir(directory, True, TOKENIZER.owns, store)
     publish_directory(directory, dict(files), store)
 
 
@@ -114,7 +115,7 @@ def load_files(
         if not (pattern.builtin or trust_pattern):
             raise UntrustedPatternError(
                 f"tokenizer {folder}: its split pattern {pattern.regex!r} is not a built-in one; "
-                "load it with trust_pattern=True (bpe-dask encode --trust-pattern) if you trust the file"
+                "load it with trust_pattern=True if you trust the file"
             )
         vocab, merges = f"{folder}/vocab.json", f"{folder}/merges.txt"
         return read_gpt2_files(vocab, merges, special_tokens, storage_options), pattern
@@ -175,7 +176,7 @@ def read_tokenizer_json(
     if not (pattern.builtin or trust_pattern):
         raise UntrustedPatternError(
             f"tokenizer {path}: its split pattern {pattern.regex!r} is not a built-in one; load it with "
-            "trust_pattern=True (--trust-pattern) if you trust the file"
+            "trust_pattern=True if you trust the file"
         )
     try:
         return Vocabulary(vocab, merges, special_tokens), pattern

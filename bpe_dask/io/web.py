@@ -5,8 +5,9 @@ ignores ``Range`` answers a ranged read with the whole file, which fsspec's ``ca
 as if it were the bytes asked for, and fsspec's ``info`` turns every failure, a 404 and a refused
 connection alike, into a ``FileNotFoundError``. Takes a URL and its fsspec filesystem; gives its
 ``info`` with failures as ``BpeDaskError`` lines (``file_info``), whether the server serves byte
-ranges (``serves_ranges``: one small ranged request, whose body is never read), and HTTP failures
-described (``reason``); the path a URL's name is read from (``path_of``: no query); and a URL as
+ranges (``serves_ranges``: one small ranged request, whose body is never read), a file in one
+streamed request, up to a bound (``read_whole``: a Parquet file from a server without ranges), and
+HTTP failures described (``reason``); the path a URL's name is read from (``path_of``: no query); and a URL as
 logs, errors and reports show it (``credentials.shown``).
 
 >>> is_http("https://example.org/corpus.txt"), is_http("s3://bucket/corpus.txt")
@@ -29,6 +30,7 @@ from fsspec.utils import get_protocol
 from bpe_dask.credentials import hide_credentials, shown
 from bpe_dask.errors import BpeDaskError, TransientError
 from bpe_dask.io.retries import is_transient
+from bpe_dask.wording import format_bytes
 
 HTTP_PROTOCOLS = ("http", "https")
 
@@ -68,6 +70,35 @@ def serves_ranges(fs: fsspec.AbstractFileSystem, path: str) -> bool:
     except Exception as error:
         kind = TransientError if is_transient(error) else BpeDaskError  # tried again by the caller's retries
         raise kind(f"cannot read {shown(path)}: {reason(error) or _said(error)}") from None
+
+
+WHOLE_READ_BLOCK = 1 << 20
+
+
+def read_whole(fs: fsspec.AbstractFileSystem, path: str, limit: int, name: str) -> bytearray:
+    """The whole of ``path`` in one GET, streamed and never seeking (fsspec's ``HTTPStreamFile``):
+    how a file is read from a server that serves no byte ranges when its end is needed first (a
+    Parquet footer). More than ``limit`` bytes is refused in one line (``too_large``), as soon as
+    they arrive: a server need not say the size. The blocks go into one ``bytearray`` as they come:
+    joining a list of them would hold the file twice at the end."""
+    data = bytearray()
+    with fs.open(path, "rb", block_size=0) as stream:
+        while block := stream.read(WHOLE_READ_BLOCK):
+            if len(data) + len(block) > limit:
+                raise too_large(name, None, limit)
+            data += block
+    return data
+
+
+def too_large(name: str, size: int | None, limit: int) -> BpeDaskError:
+    """The line for a file ``read_whole`` will not hold: ``size`` bytes (``None``: more than ``limit``)."""
+    held = f"its {format_bytes(size)} are" if size is not None else "it holds"
+    return BpeDaskError(
+        f"{name}: the server does not serve byte ranges, so reading this Parquet file (its footer is at "
+        f"its end) means downloading it whole into memory, and {held} more than "
+        f"bpe-dask.whole-file-limit ({format_bytes(limit)}): download the file first, serve it from a "
+        "server that does, or raise the setting"
+    )
 
 
 def reason(error: BaseException) -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
+import os
 import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
@@ -26,11 +26,14 @@ from bpe_dask.cluster.client import NO_WARM_UP, WarmUp, dask_client
 from bpe_dask.cluster.preflight import Place, check_workers, unregister_plugins
 from bpe_dask.cluster.tasks import is_embedded, run_tasks
 from bpe_dask.errors import BpeDaskError
+from bpe_dask.io import scratch
 from bpe_dask.io.documents import BadRecords
-from bpe_dask.io.storage import Store, describe, is_local, required_packages
+from bpe_dask.io.outputs import missing_folders
+from bpe_dask.io.storage import LOCAL, Store, describe, is_local, required_packages
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.sources.source import Source, input_urls, source_of
+from bpe_dask.tokenizer import Tokenizer
 from bpe_dask.wording import plural
 
 log = logging.getLogger(__name__)
@@ -122,11 +125,11 @@ class Job:
         packages = required_packages(urls, [f.compression for f in getattr(source, "files", [])])
         places = [Place(url, "input") for url in inputs[:1]]
         if work_dir and self.options.work_dir:
-            places.append(Place(work_dir, "--work-dir", True))
+            places.append(Place(work_dir, "work_dir=", True))
         elif work_dir:  # the job's own scratch space: the user can only name another
             made = f"the temporary work directory this job made{self._scratch_beside}"
-            places.append(Place(work_dir, made, True, instead="--work-dir"))
-        places += [Place(o, "--out", True) for o in outputs if o]
+            places.append(Place(work_dir, made, True, instead="work_dir="))
+        places += [Place(o, "out=", True) for o in outputs if o]
         if is_embedded(client):  # the LocalCluster's workers share this machine's disk
             places = [p for p in places if not (p.writes and is_local(p.url))]
         self.plugins = check_workers(
@@ -181,32 +184,69 @@ class Job:
     def work_directory(self, beside: str | None = None) -> Iterator[str]:
         """The user's work directory (kept, so a re-run reuses its shards), or a temporary one: on
         this machine, or, ``beside`` an output on storage the workers reach, a hidden folder next to
-        it. A temporary one is removed afterwards."""
+        it. A temporary one is removed afterwards (a warning in one line if it cannot be); a local
+        one is locked meanwhile, and those that killed jobs left are removed first (``io.scratch``)."""
         work_dir = self.options.work_dir
         if work_dir:
             fs, path = self.store.fs(work_dir)
             try:
                 fs.makedirs(path, exist_ok=True)
             except Exception as error:
-                raise BpeDaskError(f"cannot use --work-dir {work_dir}: {describe(error)}") from None
+                raise BpeDaskError(f"cannot use work_dir={work_dir!r}: {describe(error)}") from None
             yield work_dir
             return
         if beside:
-            self._scratch_beside = f" beside --out {beside}"
+            self._scratch_beside = f" beside out={beside!r}"
             parent, _, name = beside.rstrip("/").rpartition("/")
-            scratch = f"{parent}/.{name}.work-{uuid.uuid4().hex[:12]}"
-            fs, path = self.store.fs(scratch)
-            try:
-                yield scratch
-            finally:
-                if fs.exists(path):
-                    fs.rm(path, recursive=True)
+            if is_local(beside):
+                yield from _locked_scratch(parent, f".{name}.work-")
+            else:
+                yield from _scratch_in_store(self.store, f"{parent}/.{name}.work-{uuid.uuid4().hex[:12]}")
             return
-        temporary = tempfile.mkdtemp(prefix="bpe-dask-")
+        yield from _locked_scratch(tempfile.gettempdir(), "bpe-dask-", private=True)
+
+
+def _locked_scratch(folder: str, prefix: str, private: bool = False) -> Iterator[str]:
+    """A new local work directory ``folder/prefix*`` (the owner's only if ``private``), locked while
+    the job runs (``io.scratch``), after removing those that killed jobs (SIGKILL) left there."""
+    removed = scratch.remove_abandoned(folder, prefix)
+    if removed:
+        killed = plural(len(removed), "job")
+        log.info("removed the work directories of %s that were killed: %s", killed, ", ".join(removed))
+    made: list[str] = []  # beside an --out whose folder is not there yet: made for the job, removed after
+    try:
+        for new in missing_folders(LOCAL.fs(folder)[0], folder):
+            os.mkdir(new)
+            made.insert(0, new)
+        work, held = scratch.make_locked(folder, prefix, private)
+    except OSError as error:
+        _remove_empty(made)
+        raise BpeDaskError(f"cannot make a work directory in {folder}: {error.strerror or error}") from None
+    try:
+        yield work
+    finally:
+        scratch.discard(work, held)
+        _remove_empty(made)
+
+
+def _remove_empty(folders: list[str]) -> None:
+    for folder in folders:  # innermost first; one that holds something by now stays
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+
+
+def _scratch_in_store(store: Store, url: str) -> Iterator[str]:
+    """A work directory in an object store, removed afterwards: no lock there, so one that a killed
+    job left is not found; a warning in one line if it cannot be removed."""
+    fs, path = store.fs(url)
+    try:
+        yield url
+    finally:
         try:
-            yield temporary
-        finally:
-            shutil.rmtree(temporary, ignore_errors=True)
+            if fs.exists(path):
+                fs.rm(path, recursive=True)
+        except Exception as error:
+            log.warning("could not remove the work directory %s: %s; delete it by hand", url, describe(error))
 
 
 def check_sample(pretokenizer: Pretokenizer, documents: Sequence[str], what: str, strict: bool) -> None:
@@ -217,7 +257,7 @@ def check_sample(pretokenizer: Pretokenizer, documents: Sequence[str], what: str
     >>> from bpe_dask.rules.pretokenize import Pretokenizer
     >>> check_sample(Pretokenizer([], r"\\w+"), ["a b!"], "the first document", strict=True)
     Traceback (most recent call last):
-    bpe_dask.errors.BpeDaskError: the split pattern '\\w+' leaves 2 of the 4 characters ...(--strict-pattern)
+    bpe_dask.errors.BpeDaskError: the split pattern '\\w+' leaves 2 of the 4 ...(strict_pattern=True)
     """
     if pretokenizer.pattern.builtin:
         return
@@ -232,11 +272,38 @@ def check_sample(pretokenizer: Pretokenizer, documents: Sequence[str], what: str
         "such text is never counted, and the tokenizer cannot encode it"
     )
     if strict:
-        raise BpeDaskError(f"{message} (--strict-pattern)")
-    log.warning("%s; --strict-pattern makes this an error", message)
+        raise BpeDaskError(f"{message} (strict_pattern=True)")
+    log.warning("%s; strict_pattern=True makes this an error", message)
 
 
 def report_bad_records(bad: BadRecords) -> None:
-    """Say what ``--on-bad-record skip`` left out."""
+    """Say what ``on_bad_record="skip"`` left out."""
     if bad.count:
         log.warning("skipped %s; the first: %s", plural(bad.count, "bad record"), bad.first)
+
+
+def job_tokenizer(
+    given: str | Tokenizer,
+    store: Store,
+    engine: str,
+    trust_pattern: bool = False,
+    special_tokens: Sequence[str] | None = None,
+) -> Tokenizer:
+    """The tokenizer a job runs (``encode``'s, each of ``evaluate``'s): the ``Tokenizer`` given, or the
+    one at an absolute location, a directory `bpe-dask train` wrote or a Hugging Face
+    ``tokenizer.json`` file; with ``special_tokens`` (none: its own) and the job's ``engine`` unless
+    that is ``auto``. A split pattern read from a file that is not built in needs ``trust_pattern``."""
+    if isinstance(given, str):
+        fs, path = store.fs(given)
+        try:
+            is_file = fs.isfile(path)
+        except Exception as error:
+            raise BpeDaskError(f"tokenizer {given}: cannot read it ({describe(error)})") from None
+        if not is_file:
+            return Tokenizer.load(given, special_tokens, store.options, engine, trust_pattern=trust_pattern)
+        given = Tokenizer.from_tokenizer_json(given, store.options, engine, trust_pattern=trust_pattern)
+    engine = given.engine if engine == "auto" else engine
+    if special_tokens is None and engine == given.engine:
+        return given
+    tokens = given.special_tokens if special_tokens is None else special_tokens
+    return Tokenizer(given.vocab, given.merges, tokens, given.pretokenizer.pattern, engine)

@@ -17,7 +17,8 @@ import logging
 from dataclasses import dataclass, fields, replace
 
 from bpe_dask import settings as config
-from bpe_dask.cluster.client import NO_WARM_UP, WarmUp, default_workers
+from bpe_dask.cluster.client import NO_WARM_UP, WarmUp
+from bpe_dask.cluster.local import cores, planned_workers
 from bpe_dask.cluster.progress import MapProgress
 from bpe_dask.cluster.tasks import cluster_threads
 from bpe_dask.errors import BpeDaskError
@@ -91,7 +92,7 @@ def placement(
     auto = opts.in_process is None and small_here and small and not (opts.wants_cluster or writes)
     if opts.in_process or source.empty or auto:
         return Placement(settings, True)  # counters sized once the files are planned (count_source)
-    threads = opts.workers or default_workers()  # the embedded cluster's: one per worker
+    threads = planned_workers(opts.workers)  # the embedded cluster's: one per worker
     largest = source.expected_largest_part(threads, opts.chunk_size)
     return _on_cluster(job, settings, source.known_bytes, largest, stages)
 
@@ -123,7 +124,7 @@ def _in_memory(source: Source, settings: CountSettings, opts: JobOptions) -> Pla
     held = source.read_ahead(COMPILED_MIN_BYTES)
     if not source.more and not counts_compiled(settings, held):  # no threads, no compiled code to load
         return Placement(settings, True, 1, held)
-    return Placement(settings, True, opts.workers or default_workers(), max(held, COMPILED_MIN_BYTES))
+    return Placement(settings, True, opts.workers or cores(), max(held, COMPILED_MIN_BYTES))
 
 
 def count_source(

@@ -16,13 +16,14 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from bpe_dask.cluster.client import NO_WARM_UP, WarmUp, default_workers
+from bpe_dask.cluster.client import NO_WARM_UP, WarmUp
+from bpe_dask.cluster.local import planned_workers
 from bpe_dask.cluster.progress import MapProgress
 from bpe_dask.cluster.tasks import cluster_threads, run_tasks
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.storage import Store, absolute
-from bpe_dask.jobs.context import Job, Run, report_bad_records
+from bpe_dask.jobs.context import Job, Run, job_tokenizer, report_bad_records
 from bpe_dask.jobs.ids_output import check_output, output_format, publish_bin, publish_shards, say_format
 from bpe_dask.jobs.on_cluster import forget_shards, map_parts
 from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character
@@ -59,8 +60,9 @@ def encode(
 
     ``format`` is ``"bin"`` (the default for an ``out`` named ``.bin``): one flat file of ids, and
     ``out + ".json"``; or ``"npy"``: a directory of ``.npy`` shards, one per part. ``tokenizer`` is
-    a ``Tokenizer`` or a directory ``bpe-dask train`` wrote (its split pattern, if not built in,
-    only with ``trust_pattern``); ``special_tokens`` default to its own. Records (Parquet, JSON
+    a ``Tokenizer``, a directory ``bpe-dask train`` wrote or a Hugging Face ``tokenizer.json`` of the
+    byte-level BPE kind, as ``evaluate`` takes (its split pattern, if not built in, only with
+    ``trust_pattern``); ``special_tokens`` default to its own. Records (Parquet, JSON
     Lines, a Dask collection's elements) are encoded each alone, then ``document_separator``'s id
     (a special token). ``options`` are ``JobOptions`` fields; a ``work_dir`` keeps the shards, for
     a re-run after an interruption to reuse.
@@ -80,7 +82,7 @@ def encode(
     fmt = output_format(out, format)
     given = tokenizer if isinstance(tokenizer, Tokenizer) else absolute(os.fspath(tokenizer))
     job = Job.start(opts, inputs, [out, opts.work_dir, given if isinstance(given, str) else None])
-    tokenizer = _tokenizer(given, special_tokens, opts.engine, job.store, trust_pattern)
+    tokenizer = job_tokenizer(given, job.store, opts.engine, trust_pattern, special_tokens)
     check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
     written = check_output(out, fmt, opts.overwrite, job.store)  # 1. the output may be written
     source = job.find_source(inputs, exclude=[out, opts.work_dir], outputs=written)  # 2. what the input is
@@ -104,31 +106,13 @@ def _placement(job: Job, source: Source, tokenizer: Tokenizer) -> tuple[bool, Wa
     encoder releases the GIL), and what its workers warm up: an encode task's loop, where it runs."""
     size = source.known_bytes if source.kind == "files" else UNKNOWN_SIZE
     in_threads = job.starts_cluster and tokenizer.uses_compiled(size)
-    threads = job.options.workers or default_workers()
+    threads = planned_workers(job.options.workers)
     largest = (
         source.expected_largest_part(threads, job.options.chunk_size) if source.kind == "files" else size
     )
     compiled = in_threads or tokenizer.uses_compiled(largest)
     warm_up = WarmUp((tokenizer.pretokenizer.pattern.name,), ("encode",))
     return in_threads, warm_up if compiled else NO_WARM_UP
-
-
-def _tokenizer(
-    source: str | Tokenizer,
-    special_tokens: Sequence[str] | None,
-    engine: str,
-    store: Store,
-    trust_pattern: bool = False,
-) -> Tokenizer:
-    """The tokenizer to encode with: loaded, or the one given, with the job's special tokens and,
-    unless it is ``auto``, the job's engine."""
-    if isinstance(source, str):
-        return Tokenizer.load(source, special_tokens, store.options, engine, trust_pattern=trust_pattern)
-    engine = source.engine if engine == "auto" else engine
-    if special_tokens is None and engine == source.engine:
-        return source
-    tokens = source.special_tokens if special_tokens is None else special_tokens
-    return Tokenizer(source.vocab, source.merges, tokens, source.pretokenizer.pattern, engine)
 
 
 def _check_source(source: Source, separator: str | None, tokenizer: Tokenizer) -> None:
@@ -147,7 +131,7 @@ def _check_source(source: Source, separator: str | None, tokenizer: Tokenizer) -
         )
     if source.kind == "files" and not source.has_records:
         raise BpeDaskError(
-            "--document-separator applies to inputs of records (Parquet, JSON Lines): text holds its own"
+            "document_separator= applies to inputs of records (Parquet, JSON Lines): text holds its own"
         )
 
 

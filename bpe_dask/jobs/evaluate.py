@@ -29,8 +29,9 @@ from bpe_dask.cluster.tasks import cluster_threads, run_tasks
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.publish import publish_directory
-from bpe_dask.io.storage import Store, absolute, describe
-from bpe_dask.jobs.context import Job, Run
+from bpe_dask.io.storage import absolute
+from bpe_dask.io.written import EVALUATION, EVALUATION_FILES
+from bpe_dask.jobs.context import Job, Run, job_tokenizer
 from bpe_dask.jobs.counting import placement
 from bpe_dask.jobs.evaluation import Group, Row, evaluation_report, plot_evaluation
 from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character
@@ -43,7 +44,6 @@ from bpe_dask.wording import plural
 
 log = logging.getLogger(__name__)
 
-EVALUATION_FILES = ("evaluation.json", "evaluation.png")
 TokenizerSource = PathLike | Tokenizer
 
 
@@ -94,17 +94,15 @@ def evaluate(
     job = Job.start(opts, inputs, [out, *[source for _, source in sources if isinstance(source, str)]])
     rows = _rows_of(job, sources, vocab_sizes, trust_pattern)
     if out:  # 1. the output may be written
-        check_output_dir(out, opts.overwrite, lambda name: name in EVALUATION_FILES, job.store)
+        check_output_dir(out, opts.overwrite, EVALUATION.owns, job.store)
     source = job.find_source(input_list(inputs), exclude=[out])  # 2. what the input is: files
     groups, here, in_threads, warm_up = _placed(job, source, _groups(rows, opts))  # 3. where it is read
     with job.running(source, here, groups[0][0].pretokenizer(), in_threads, warm_up, writes=False) as run:
         measured = _measure(run, job, source, groups)  # 4. measure
     report = evaluation_report(job, source, rows, groups, measured, started)  # 5. report
     if out:
-        files = {
-            "evaluation.json": json.dumps(report, indent=2) + "\n",
-            "evaluation.png": plot_evaluation(report, job.store),
-        }
+        table, picture = EVALUATION_FILES
+        files = {table: json.dumps(report, indent=2) + "\n", picture: plot_evaluation(report, job.store)}
         interrupts.check()  # nothing is published after a signal
         publish_directory(out, files, job.store, overwrite=opts.overwrite)  # 6. publish
         log.info("wrote %s/evaluation.json and evaluation.png", out)
@@ -119,7 +117,7 @@ def _rows_of(
 ) -> list[Row]:
     """The tokenizers loaded, and the rows to measure: each at each size it can be cut to."""
     opts = job.options
-    loaded = {name: _load(source, opts.engine, job.store, trust_pattern) for name, source in sources}
+    loaded = {name: job_tokenizer(source, job.store, opts.engine, trust_pattern) for name, source in sources}
     for tokenizer in loaded.values():
         check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
     return _rows(loaded, dict(sources), _checked_sizes(vocab_sizes))
@@ -164,24 +162,6 @@ def _named(
             )
         result.append((str(name), source if isinstance(source, Tokenizer) else absolute(os.fspath(source))))
     return result
-
-
-def _load(source: str | Tokenizer, engine: str, store: Store, trust_pattern: bool) -> Tokenizer:
-    """A ``Tokenizer``, with the job's engine unless that is ``auto``; from a tokenizer directory, or a
-    Hugging Face ``tokenizer.json`` file."""
-    if isinstance(source, Tokenizer):
-        if engine in ("auto", source.engine):
-            return source
-        pattern = source.pretokenizer.pattern
-        return Tokenizer(source.vocab, source.merges, source.special_tokens, pattern, engine)
-    fs, path = store.fs(source)
-    try:
-        is_file = fs.isfile(path)
-    except Exception as error:
-        raise BpeDaskError(f"tokenizer {source}: cannot read it ({describe(error)})") from None
-    if is_file:
-        return Tokenizer.from_tokenizer_json(source, store.options, engine, trust_pattern=trust_pattern)
-    return Tokenizer.load(source, None, store.options, engine, trust_pattern=trust_pattern)
 
 
 def _checked_sizes(vocab_sizes: Sequence[int] | None) -> list[int]:

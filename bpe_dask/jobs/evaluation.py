@@ -2,9 +2,11 @@
 table the command line prints, and ``evaluation.png`` out.
 
 ``evaluation_report`` is a row per tokenizer and vocabulary size (tokens, bytes per token, and
-for inputs of records tokens per document); ``table`` lays the rows out, numbers aligned right;
-``plot_evaluation`` draws bytes per token against vocabulary size, a line per tokenizer, and dashed, each
-one's training data's curve where its directory holds one (``compression.csv``).
+for inputs of records tokens per document), and each tokenizer's knee on the held-out text (as
+``compression.png`` marks the training data's: ``compression.knee_of``); ``table`` lays the rows
+out, numbers aligned right; ``plot_evaluation`` draws bytes per token against vocabulary size on a
+log axis, a line per tokenizer with its knee marked, and dashed, each one's training data's curve
+where its directory holds one (``compression.csv``).
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ import io
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.storage import Store
 from bpe_dask.jobs.context import Job, report_bad_records
 from bpe_dask.jobs.report import input_bytes
 from bpe_dask.sources.files import FileSource
+from bpe_dask.stages.compression import knee_of, mark_knee
 from bpe_dask.stages.count import CountSettings
 from bpe_dask.stages.evaluate import Measure, Measured
 from bpe_dask.tokenizer import Tokenizer
@@ -66,6 +70,13 @@ def evaluation_report(
     if not text_bytes:
         log.warning("the inputs hold no text (%s)", format_bytes(read))
     seconds = time.perf_counter() - started
+    results = [
+        _result(row, n, text_bytes, documents if records else None)
+        for row, n in zip(rows, tokens, strict=True)
+    ]
+    described = _described(rows)
+    for name, about in described.items():
+        about["knee"] = held_out_knee(results, name)
     return {
         "version": __version__,
         "inputs": source.shown,
@@ -75,14 +86,20 @@ def evaluation_report(
         "bad_records_skipped": bad.count,
         "utf8_errors": job.options.utf8_errors,
         "partitions": len(first),
-        "tokenizers": _described(rows),
-        "results": [
-            _result(row, n, text_bytes, documents if records else None)
-            for row, n in zip(rows, tokens, strict=True)
-        ],
+        "tokenizers": described,
+        "results": results,
         "seconds": seconds,
         "bytes_per_second": text_bytes / seconds,
     }
+
+
+def held_out_knee(results: list[dict], name: str) -> int | None:
+    """The knee of tokenizer ``name``'s tokens on the held-out text at the sizes measured: the first
+    of them from which 1,000 more tokens of vocabulary save under 1 % (``compression.knee_of``)."""
+    points = sorted((r["vocab_size"], r["tokens"]) for r in results if r["tokenizer"] == name)
+    if not points or not all(tokens for _, tokens in points):  # no text: no curve
+        return None
+    return knee_of([size for size, _ in points], [tokens for _, tokens in points])
 
 
 def _result(row: Row, tokens: int, text_bytes: int, documents: int | None) -> dict:
@@ -147,15 +164,26 @@ def training_curve(source: str | None, store: Store) -> list[tuple[int, float]]:
 
 
 def plot_evaluation(report: dict, store: Store) -> bytes:
-    """A PNG of bytes per token against vocabulary size: for each tokenizer, its points on the held-out
-    text joined by a line and, dashed, its training data's curve where its directory holds one."""
+    """A PNG of ``evaluation_figure``."""
+    buffer = io.BytesIO()
+    evaluation_figure(report, store).savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def evaluation_figure(report: dict, store: Store) -> Any:
+    """Bytes per token against vocabulary size, on a log axis (sizes from 256 to 100K and more, each
+    as readable), its ticks at the sizes measured: for each tokenizer, its points on the held-out
+    text joined by a line, its knee marked, and, dashed, its training data's curve where its
+    directory holds one."""
     import matplotlib
 
     matplotlib.use("Agg")  # no screen: draw to a buffer
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullFormatter
 
     figure = Figure(figsize=(7, 4.2), dpi=110)
     axes = figure.subplots()
+    axes.set_xscale("log")
     for name, described in report["tokenizers"].items():
         points = [
             (r["vocab_size"], r["bytes_per_token"])
@@ -169,6 +197,9 @@ def plot_evaluation(report: dict, store: Store) -> bytes:
             linewidth=1.6,
             label=f"{name}: held-out text",
         )
+        knee = described.get("knee")
+        if knee is not None:
+            mark_knee(axes, knee, dict(points)[knee], line.get_color())
         curve = training_curve(described["source"], store)
         if curve:
             axes.plot(
@@ -179,12 +210,14 @@ def plot_evaluation(report: dict, store: Store) -> bytes:
                 color=line.get_color(),
                 label=f"{name}: training data",
             )
+    sizes = sorted({r["vocab_size"] for r in report["results"]})
+    if len(sizes) <= 12:  # more would crowd the axis: then the log axis's own ticks
+        axes.set_xticks(sizes, [f"{size:,}" for size in sizes], rotation=45 if len(sizes) > 5 else 0)
+        axes.xaxis.set_minor_formatter(NullFormatter())
     axes.set_xlabel("vocabulary size")
     axes.set_ylabel("bytes per token")
     axes.set_title(f"Compression of {format_bytes(report['text_bytes'])} of held-out text")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
+    return figure

@@ -23,6 +23,7 @@ from bpe_dask.errors import UsageError
 from bpe_dask.io.outputs import check_output_dir, check_output_file
 from bpe_dask.io.publish import atomic_file, staged_directory
 from bpe_dask.io.storage import Store, is_local
+from bpe_dask.io.written import INDEX, REPORT
 from bpe_dask.jobs.context import Job
 from bpe_dask.stages.encode import (
     EncodedShard,
@@ -44,23 +45,38 @@ log = logging.getLogger(__name__)
 def output_format(out: str, format: str | None) -> str:
     """The format ``format`` names, or else ``out``'s name: ``.bin`` is one flat file, a name without
     a suffix a directory of ``.npy`` shards; any other suffix (``ids.txt``, ``x.ids``) is refused
-    rather than guessed, since a name that looks like a file would silently become a directory.
+    rather than guessed, since a name that looks like a file would silently become a directory. A
+    format that the name contradicts (``npy`` into ``ids.bin``, ``bin`` into ``ids.npy``) is refused
+    too: which of the two was meant, only the user knows.
 
     >>> output_format("train.bin", None), output_format("data/train", None), output_format("x.ids", "bin")
     ('bin', 'npy', 'bin')
+    >>> output_format("j9.bin", "npy")
+    Traceback (most recent call last):
+    bpe_dask.errors.UsageError: format="npy" writes a directory of .npy shards, but out='j9.bin' ...
     """
+    name = out.rstrip("/").rpartition("/")[2]
     if format is not None:
         if format not in FORMATS:
             raise UsageError(f"format must be npy or bin, got {format!r}")
+        if format == "npy" and name.endswith(".bin"):
+            raise UsageError(
+                f'format="npy" writes a directory of .npy shards, but out={out!r} is named as one flat '
+                'file of ids: drop the .bin, or give format="bin"'
+            )
+        if format == "bin" and name.endswith(".npy"):
+            raise UsageError(
+                f'format="bin" writes one flat file of ids, which np.load cannot read, but out={out!r} '
+                'is named as a .npy array: name it .bin, or give format="npy" (a directory of .npy shards)'
+            )
         return format
-    name = out.rstrip("/").rpartition("/")[2]
     if name.endswith(".bin"):
         return "bin"
     if "." not in name.lstrip("."):
         return "npy"
     raise UsageError(
-        f"cannot tell the output format from the name {name!r}: give --format bin (one flat file of ids) "
-        "or --format npy (a directory of .npy shards), or name it .bin"
+        f'cannot tell the output format from the name {name!r}: give format="bin" (one flat file of ids) '
+        'or format="npy" (a directory of .npy shards), or name it .bin'
     )
 
 
@@ -105,8 +121,8 @@ def publish_shards(client: Client, job: Job, shards: list[EncodedShard], out: st
             ],
         }
         fs, path = store.fs(staging)
-        fs.pipe_file(f"{path}/index.json", (json.dumps(index, indent=1) + "\n").encode())
-        fs.pipe_file(f"{path}/report.json", (json.dumps(report, indent=2) + "\n").encode())
+        fs.pipe_file(f"{path}/{INDEX}", (json.dumps(index, indent=1) + "\n").encode())
+        fs.pipe_file(f"{path}/{REPORT}", (json.dumps(report, indent=2) + "\n").encode())
 
 
 def publish_bin(client: Client, job: Job, shards: list[EncodedShard], out: str, report: dict) -> None:

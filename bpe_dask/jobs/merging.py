@@ -30,6 +30,7 @@ from bpe_dask.jobs.counted import Counted
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.rules.reference import Merges, Vocab
 from bpe_dask.stages.merge import laid_out, train_merges
+from bpe_dask.stages.read_events import stop_if_cancelled
 
 log = logging.getLogger(__name__)
 
@@ -131,9 +132,15 @@ def merge_on_worker(
     engine: str = "auto",
     limits: Limits = Limits(),
 ) -> Merged:
-    """The merge loop as a Dask task: reads the counts where it runs, reports progress to the client."""
+    """The merge loop as a Dask task: reads the counts where it runs, reports progress to the client,
+    and stops if its job did (on a cluster that goes on after the job, it would run on for minutes)."""
     total = vocab_size - 256 - len(special_tokens)
-    report = progress.every(0.5, total, progress.publish_from_worker)
+
+    def report_or_stop(done: int) -> None:
+        stop_if_cancelled()
+        progress.publish_from_worker(done)
+
+    report = progress.every(0.5, total, report_or_stop)
     reading = partial(read_counts, counts_url, store)
     return merge_table(reading, vocab_size, special_tokens, report, engine, limits)
 
@@ -183,7 +190,11 @@ def merge_on_cluster(
         priority=100,
     )
     with failures_explained(client):
-        merged = future.result()
+        try:
+            merged = future.result()
+        except BaseException:
+            future.release()  # it stops (``stop_if_cancelled``), also where the client goes on (the API)
+            raise
     _end_early(bar, merged)
     return merged
 

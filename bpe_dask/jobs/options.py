@@ -108,8 +108,9 @@ class JobOptions:
             raise BpeDaskError(f"merge_on must be auto, client or worker, got {self.merge_on!r}")
         if self.scheduler_file is not None:
             self._check_scheduler_file()
-        if sum(map(bool, (self.client, self.scheduler, self.workers))) > 1:
-            raise BpeDaskError("give one place to run: a client, a scheduler, or a number of workers")
+        places = [name for name in ("client", "scheduler", "workers") if getattr(self, name)]
+        if len(places) > 1:
+            raise UsageError(f"give one place to run: {places[0]}= or {places[1]}=, not both")
         if self.in_process and self.wants_cluster:
             raise BpeDaskError("in_process=True counts here: it cannot take client, scheduler or workers")
         check_replacement_character(self.special_tokens, self.utf8_errors)
@@ -121,7 +122,7 @@ class JobOptions:
             raise BpeDaskError(f"scheduler_file must be a path, got {self.scheduler_file!r}")
         others = [name for name in ("client", "scheduler", "workers") if getattr(self, name)]
         if others:
-            raise UsageError(f"give one place to run: scheduler_file, or {others[0]}, not both")
+            raise UsageError(f"give one place to run: scheduler_file= or {others[0]}=, not both")
         object.__setattr__(self, "scheduler_file", os.path.abspath(os.path.expanduser(self.scheduler_file)))
         scheduler_address(self.scheduler_file)
 
@@ -147,7 +148,7 @@ def check_replacement_character(special_tokens: Sequence[str], utf8_errors: str)
     if utf8_errors == "replace" and any("\ufffd" in token for token in special_tokens):
         raise BpeDaskError(
             "a special token holding U+FFFD cannot be told apart from invalid UTF-8 read as "
-            "U+FFFD (--utf8-errors replace)"
+            'U+FFFD (utf8_errors="replace")'
         )
 
 

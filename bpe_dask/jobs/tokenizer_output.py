@@ -14,20 +14,19 @@ from collections.abc import Sequence
 from bpe_dask import interrupts
 from bpe_dask.io.publish import publish_directory
 from bpe_dask.io.storage import Store
+from bpe_dask.io.written import REPORT, TOKENIZER
 from bpe_dask.jobs.merging import Limits, Merged
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.stages import compression
 from bpe_dask.stages.counters import SpecialsSeen
-from bpe_dask.tokenizer import FILES, Tokenizer
+from bpe_dask.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
-
-OUTPUT_FILES = (*FILES, *compression.CURVE_FILES, "report.json")
 
 
 def is_output_file(name: str) -> bool:
     """Whether ``name`` is a file a training job writes into its output directory."""
-    return name in OUTPUT_FILES
+    return TOKENIZER.owns(name)
 
 
 def publish_tokenizer(
@@ -52,7 +51,7 @@ def publish_tokenizer(
         )
     else:
         report["compression"] = curve.summary()
-    files = {**files, "report.json": json.dumps(report, indent=2) + "\n"}
+    files = {**files, REPORT: json.dumps(report, indent=2) + "\n"}
     interrupts.check()  # nothing is published after a signal, even one some library swallowed
     publish_directory(out, files, store, overwrite=opts.overwrite)  # checked again as it commits
 
@@ -65,8 +64,9 @@ def tokenizer_files(
     tokenizer = Tokenizer(merged.vocab, merged.merges, special_tokens, pattern)
     files: dict[str, str | bytes] = dict(tokenizer.files())
     if curve is not None:
-        files["compression.csv"] = curve.csv()
-        files["compression.png"] = compression.plot_curves({"training data": curve})
+        csv, png = compression.CURVE_FILES
+        files[csv] = curve.csv()
+        files[png] = compression.plot_curves({"training data": curve})
     return files
 
 
@@ -87,17 +87,17 @@ def warn_if_short(merged: Merged, vocab_size: int, limits: Limits) -> None:
     if stopped is not None and stopped.reason == "min_frequency":
         fitting = "" if limits.max_token_length is None else f" of at most {limits.max_token_length:,} bytes"
         log.info(
-            "stopped at %s merges: the most frequent pair%s occurs %s times, under --min-frequency %s",
+            "stopped at %s merges: the most frequent pair%s occurs %s times, under min_frequency=%d",
             done,
             fitting,
             f"{stopped.count:,}",
-            f"{limits.min_frequency:,}",
+            limits.min_frequency,
         )
     elif stopped is not None and stopped.reason == "max_token_length":
         log.info(
-            "stopped at %s merges: every pair left would make a token longer than --max-token-length %s",
+            "stopped at %s merges: every pair left would make a token longer than max_token_length=%d",
             done,
-            f"{limits.max_token_length:,}",
+            limits.max_token_length,
         )
     elif merged.unique_words and len(merged.vocab) < vocab_size:
         log.warning(

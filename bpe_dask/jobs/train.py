@@ -237,7 +237,7 @@ def _special_tokens_for(counts: str, given: Sequence[str] | None, recorded: dict
     if set(given) != set(counted_with):
         raise BpeDaskError(
             f"{counts} was counted with special tokens {counted_with!r}, not {list(given)!r}: leave "
-            "--special-token out to use the recorded ones, or count again with the ones you want"
+            "special_tokens= out to use the recorded ones, or count again with the ones you want"
         )
     return given
 
@@ -250,7 +250,7 @@ def _pattern_for(counts: str, given: str | None, recorded: dict | None) -> str:
         return given or "gpt2"
     if given is not None and split_pattern(given).regex != split_pattern(counted_with).regex:
         raise BpeDaskError(
-            f"{counts} was counted with split pattern {counted_with!r}, not {given!r}: leave --pattern "
+            f"{counts} was counted with split pattern {counted_with!r}, not {given!r}: leave pattern= "
             "out to use the recorded one, or count again with the one you want"
         )
     return counted_with

@@ -5,10 +5,11 @@ Each element is a document, as a Parquet record is. The parts are built on the c
 graph (``to_delayed``), so nothing is collected to the client: the task that reads a part is
 handed the partition's data (a pandas Series, or the list of a Bag's partition) as it is computed
 on the cluster. A Series of valid text with no nulls goes on as Arrow's own buffers; anything else
-element by element, by ``io.documents``' rule. A part's key is its partition's Dask key and how it
-is read: a re-run of the same graph finds its shards. Nothing here imports ``dask.dataframe``, nor
-pandas until handed a Dask Series (which has loaded it): a collection and a Series are told by
-their type's module.
+element by element, by ``io.documents``' rule. A Series that is not text is refused before any
+work, one of numbers Dask's ``dataframe.convert-string`` turned into strings too (``_stringified``).
+A part's key is its partition's Dask key and how it is read: a re-run of the same graph finds its
+shards. Nothing here imports ``dask.dataframe``, nor pandas until handed a Dask Series (which has
+loaded it): a collection and a Series are told by their type's module.
 """
 
 from __future__ import annotations
@@ -211,6 +212,12 @@ class CollectionSource:
             raise BpeDaskError(
                 f"{description} holds {collection.dtype}, not text: each element must be a document"
             )
+        if held := _stringified(collection):
+            raise BpeDaskError(
+                f"{description} holds values that are not text (pandas says {held}), which Dask's "
+                "dataframe.convert-string made strings (1 became '1'): make each element a str (or None) "
+                "before from_pandas, or set dataframe.convert-string to False first (they are bad records)"
+            )
         return cls(description, tuple(collection.to_delayed()), policy)
 
     @property
@@ -235,6 +242,30 @@ class CollectionSource:
     def data(self, part: CollectionPart) -> Delayed:
         """What the part's task is handed: its partition, computed on the cluster."""
         return self.partitions[part.index]
+
+
+def _stringified(series: object) -> str | None:
+    """What a pandas column of objects held, if not text, that Dask turned into strings: with
+    ``dataframe.convert-string`` (on by default), ``from_pandas`` and ``from_dict`` make every value
+    of an object column a string as they make the partitions (``str(1)``), so a column of numbers
+    would be counted as text. Told from the pandas data such a collection keeps on the client, by
+    pandas' own word for what it holds (``integer``, ``mixed-integer``, ...); ``None`` for text, or
+    where Dask keeps no such data (read from files, where text is text)."""
+    import pandas  # handed a Dask Series: pandas is loaded
+
+    try:  # Dask's expressions: where a version lays them out otherwise, nothing is told
+        steps = [s for s in series.expr.walk() if type(s).__name__ == "FromPandas"]
+        frames = [s.operand("frame")._data for s in steps if s.operand("pyarrow_strings_enabled")]
+    except (AttributeError, KeyError, TypeError):
+        return None
+    for data in frames:
+        if isinstance(data, pandas.DataFrame):
+            data = data.get(series.name)
+        if isinstance(data, pandas.Series) and pandas.api.types.is_object_dtype(data.dtype):
+            held = pandas.api.types.infer_dtype(data, skipna=True)
+            if held not in ("string", "bytes", "empty"):
+                return held
+    return None
 
 
 def _holds_text(dtype: object) -> bool:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bpe_dask import settings as config
 from bpe_dask.credentials import shown
 from bpe_dask.io.documents import BadRecords, Documents
+from bpe_dask.io.footers import Footer
 from bpe_dask.io.inputs import InputFile, Reading, expand_inputs
 from bpe_dask.io.plan import Partition, RowGroups, plan_ranges
 from bpe_dask.io.records import iter_documents
@@ -85,10 +86,12 @@ class FilePart:
 
 @dataclass
 class FileSource:
-    """The files a job's inputs name, as found on the client, and how they are read."""
+    """The files a job's inputs name, as found on the client, and how they are read; the Parquet
+    footers read to find them (``expand_inputs``), by URL, which the planner takes."""
 
     files: list[InputFile]
     store: Store
+    footers: dict[str, Footer] = field(default_factory=dict, repr=False)
     kind = "files"
 
     @classmethod
@@ -103,14 +106,16 @@ class FileSource:
         """The files ``inputs`` name; what the job writes is never read back as an input: anything
         under ``exclude`` (its output and work directories) or one of ``outputs`` (files it writes),
         which, named as an input, is an error."""
+        footers: dict[str, Footer] = {}
         found = expand_inputs(
             inputs,
             store,
             exclude=[e for e in exclude if e],
             reading=reading,
             outputs=[o for o in outputs if o],
+            footers=footers,
         )
-        return cls(found, store)
+        return cls(found, store, footers)
 
     @property
     def shown(self) -> list[str]:
@@ -150,7 +155,9 @@ class FileSource:
         chunk_size = chunk_size or partition_size(self.known_bytes, threads, self.store.settings)
         parts = [
             FilePart(r, k)
-            for k, r in enumerate(plan_ranges(self.files, chunk_size, pretokenizer, self.store))
+            for k, r in enumerate(
+                plan_ranges(self.files, chunk_size, pretokenizer, self.store, footers=self.footers)
+            )
         ]
         self._say_plan(parts, chunk_size)
         if pretokenizer.pattern.cut_rule is None and any(
@@ -163,7 +170,7 @@ class FileSource:
             )
         if given and chunk_size < TINY_CHUNK and len(parts) > 1:
             log.warning(
-                "--chunk-size %d is %d bytes, so %d partitions, each a Dask task; "
+                "chunk_size=%d is %d bytes, so %d partitions, each a Dask task; "
                 "sizes take units (e.g. %dMiB)",
                 chunk_size,
                 chunk_size,

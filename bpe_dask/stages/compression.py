@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import io
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
-CURVE_FILES = ("compression.csv", "compression.png")
+import numpy as np
+
+from bpe_dask.io.written import CURVE_FILES as CURVE_FILES  # where every output's names are
+
 T = TypeVar("T")
 STEP, GAIN = 1000, 0.01  # the knee: where STEP more tokens of vocabulary save less than GAIN of the tokens
 
@@ -80,12 +83,41 @@ class Curve:
 
     def knee(self, step: int = STEP, gain: float = GAIN) -> int | None:
         """The first vocabulary size from which ``step`` more tokens of vocabulary save less than
-        ``gain`` of the training data's tokens, if the curve reaches that far."""
+        ``gain`` of the training data's tokens, if the curve reaches that far (``knee_of``)."""
         tokens = self.tokens()
-        for k in range(len(tokens) - step):
-            if tokens[k] - tokens[k + step] < gain * tokens[k]:
-                return self.first_size + k
+        return knee_of(range(self.first_size, self.first_size + len(tokens)), tokens, step, gain)
+
+
+def knee_of(
+    sizes: Sequence[int], tokens: Sequence[float], step: int = STEP, gain: float = GAIN
+) -> int | None:
+    """The knee of a curve of ``tokens`` at ascending vocabulary ``sizes``: the first of the sizes
+    from which ``step`` more tokens of vocabulary save less than ``gain`` of the tokens there; None
+    where the curve stops short of that. The one definition, for the training data's curve, which
+    has every size, and for held-out text measured at a few (``evaluate``): there the tokens ``step``
+    further on are read off the straight line between the sizes measured either side.
+
+    >>> knee_of([1000, 2000, 4000, 8000], [500, 400, 398, 397])  # at 3,000, 399: 1 token saved of 400
+    2000
+    >>> knee_of([1000, 2000], [500, 400]) is None  # 2,000 more would be past the last size
+    True
+    """
+    at, counts = np.asarray(sizes, np.int64), np.asarray(tokens, np.float64)
+    if not len(at):
         return None
+    reach = at + step <= at[-1]  # a prefix: the sizes ascend
+    later = np.interp(at[reach] + step, at, counts)  # exact at a size measured
+    hits = np.flatnonzero(counts[reach] - later < gain * counts[reach])
+    return int(at[hits[0]]) if len(hits) else None
+
+
+def mark_knee(axes: Any, knee: int, bytes_per_token: float, color: str) -> None:
+    """The knee on a plot of bytes per token against vocabulary size: a dotted line, and what it means."""
+    axes.axvline(knee, color=color, linestyle=":", linewidth=1)
+    note = f"{knee:,}: {STEP:,} more save < {GAIN:.0%}"
+    axes.annotate(
+        note, (knee, bytes_per_token), textcoords="offset points", xytext=(6, -14), fontsize=8, color=color
+    )
 
 
 def load_plotting() -> None:
@@ -137,17 +169,7 @@ def plot_curves(curves: Mapping[str, Curve], title: str = "Compression of the tr
         (line,) = axes.plot([r[0] for r in rows], [r[2] for r in rows], label=label, linewidth=1.6)
         knee = curve.knee()
         if knee is not None:
-            at = rows[knee - curve.first_size]
-            axes.axvline(knee, color=line.get_color(), linestyle=":", linewidth=1)
-            note = f"{knee:,}: {STEP:,} more save < {GAIN:.0%}"
-            axes.annotate(
-                note,
-                (at[0], at[2]),
-                textcoords="offset points",
-                xytext=(6, -14),
-                fontsize=8,
-                color=line.get_color(),
-            )
+            mark_knee(axes, knee, rows[knee - curve.first_size][2], line.get_color())
     axes.set_xlabel("vocabulary size")
     axes.set_ylabel("bytes per token")
     axes.set_title(title)

@@ -25,6 +25,7 @@ import numpy as np
 from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.publish import atomic_file, output_file, write_bytes_atomically
 from bpe_dask.io.storage import LOCAL, Store
+from bpe_dask.io.written import ENCODED
 from bpe_dask.sources.part import Part, PartReading, read_bytes
 from bpe_dask.stages.read_events import ReadTally, reporter, stopped
 from bpe_dask.tokenizer import Tokenizer
@@ -80,9 +81,7 @@ def shard_name(position: int, total: int) -> str:
 
 def is_encoded_file(name: str) -> bool:
     """The files ``bpe-dask encode`` puts in an output directory: shards, ``index.json``, ``report.json``."""
-    return name in ("index.json", "report.json") or (
-        name.endswith(".npy") and name.removesuffix(".npy").isdigit()
-    )
+    return ENCODED.owns(name)
 
 
 def encode_part_to_shard(
@@ -161,9 +160,9 @@ def write_encoded_shard(
     tokens = sum(len(part) for part in parts)
     # Beside the shard, written first: what a re-run that reuses the shard reports of it.
     sidecar = {"text_bytes": text_bytes, "bad_records": vars(bad), "read_bytes": read_bytes}
-    write_bytes_atomically(json.dumps(sidecar).encode(), f"{path}.json", store)
+    write_bytes_atomically(json.dumps(sidecar).encode(), f"{path}.json", store, work=True)
     header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (tokens,)}
-    with atomic_file(path, store) as (fs, partial), fs.open(partial, "wb") as f:
+    with atomic_file(path, store, work=True) as (fs, partial), fs.open(partial, "wb") as f:
         np.lib.format.write_array_header_1_0(f, header)  # then the ids, block by block: np.save's layout
         for part in parts:
             f.write(part.data)

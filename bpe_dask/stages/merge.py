@@ -85,7 +85,13 @@ def train_merges(
     """
     if isinstance(word_counts, pa.Table | Iterable):
         word_counts = laid_out(word_counts, vocab_size, engine)
-    if not isinstance(word_counts, pa.Table | list):  # the compiled loop's records
+    compiled = not isinstance(word_counts, pa.Table | list)  # the compiled loop's records
+    words = word_counts.rows if compiled else len(word_counts)
+    # Said here, once, where the loop starts (the words may have been laid out before, by the job).
+    log.info(
+        "merging %s words with the %s", f"{words:,}", "compiled loop (numba)" if compiled else "Python loop"
+    )
+    if compiled:
         from bpe_dask.compiled import train_merges
 
         limits = {"min_frequency": min_frequency, "max_token_length": max_token_length}
@@ -132,7 +138,7 @@ def laid_out(
     before the loop builds its index of pairs."""
     if not isinstance(word_counts, pa.Table):
         word_counts = list(word_counts)
-    if not _use_numba(engine, len(word_counts)):
+    if merge_engine(engine, len(word_counts)) != "numba":
         return word_counts
     from bpe_dask.compiled import Words
 
@@ -159,14 +165,6 @@ COMPILE_AHEAD_BYTES = 1 << 20
 def merge_engine(engine: str, words: int) -> str:
     """``"numba"`` or ``"python"``: the engine ``train_merges`` runs for this many words."""
     return "numba" if use_compiled(engine, words, NUMBA_MIN_WORDS) else "python"
-
-
-def _use_numba(engine: str, words: int) -> bool:
-    numba = merge_engine(engine, words) == "numba"
-    log.info(
-        "merging %s words with the %s", f"{words:,}", "compiled loop (numba)" if numba else "Python loop"
-    )
-    return numba
 
 
 def compile_merge_loop_in_background(

@@ -9,6 +9,10 @@ task of records also sends its last count, so the documents add up. Outside a Da
 in this process) there is no reporter. A task tried again in place reports from 0 again: the
 client keeps each task's latest report, and a finished task's exact size replaces them.
 
+Asked at every block, it also stops the task once its worker is closing (``WorkerClosing``) or the
+scheduler let go of it (``TaskCancelled``: its job stopped): nothing else stops a running task.
+``stop_if_cancelled`` does the same for a task that reads no blocks.
+
 >>> from bpe_dask.io.storage import LOCAL
 >>> reporter(LOCAL, 100) is None  # not in a Dask task
 True
@@ -25,8 +29,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
-from distributed import Event, get_worker
+from distributed import Event, Reschedule, get_worker
 from distributed.worker import WORKER_ANY_RUNNING
 
 from bpe_dask import settings as config
@@ -41,6 +46,12 @@ class WorkerClosing(Exception):
     """The worker running the task is closing: the task stops reading."""
 
 
+class TaskCancelled(Reschedule):
+    """The scheduler let go of the running task (its job stopped, or its client left): the task stops
+    reading, which nothing else can make it do. A ``Reschedule``, so that if another job has asked
+    for the same task meanwhile, the scheduler runs it again for that one rather than fail it."""
+
+
 class ReadReporter:
     """A ``ReadProgress`` for one task of ``size`` bytes: sends an event once its first block has been
     handed on (so the client knows counting has begun, and that the wait before it was not counting),
@@ -50,7 +61,9 @@ class ReadReporter:
 
     It is asked at every block, so it also stops the task (``WorkerClosing``) once ``closing()``
     says the worker is closing: a worker of threads in the client's process, closed as the job
-    stops, cannot stop a running task otherwise."""
+    stops, cannot stop a running task otherwise; and (``TaskCancelled``) once ``cancelled()`` says
+    the scheduler let go of it: on a cluster the job does not own, a task of a job that stopped
+    would otherwise read on for minutes, and write into the work directory the job removes."""
 
     def __init__(
         self,
@@ -59,8 +72,10 @@ class ReadReporter:
         interval: float,
         size: int,
         closing: Callable[[], bool] = lambda: False,
+        cancelled: Callable[[], bool] = lambda: False,
     ) -> None:
         self.send, self.key, self.interval, self.size, self.closing = send, key, interval, size, closing
+        self.cancelled = cancelled
         self.last = time.monotonic()
         self.sent = (0, 0)
 
@@ -71,6 +86,8 @@ class ReadReporter:
         made it again, and left it behind)."""
         if self.closing():
             raise WorkerClosing("the worker is closing: the job stopped")
+        if self.cancelled():
+            raise TaskCancelled(f"the task {self.key} was cancelled: its job stopped")
 
     def __call__(self, done: int, documents: int = 0, last: bool = False) -> None:
         self.check()
@@ -101,7 +118,26 @@ def reporter(store: Store, size: int) -> ReadReporter | None:
         return None
     interval = config.seconds("progress-interval", store.settings)
     closing = lambda: worker.status not in WORKER_ANY_RUNNING  # noqa: E731
-    return ReadReporter(worker.log_event, key, interval, size, closing)
+    return ReadReporter(worker.log_event, key, interval, size, closing, lambda: is_cancelled(worker, key))
+
+
+def is_cancelled(worker: Any, key: object) -> bool:
+    """Whether the scheduler let go of the task ``key`` while ``worker`` runs it: the worker's own
+    record, read without a round trip (asked at every block)."""
+    task = worker.state.tasks.get(key)
+    return task is not None and task.state == "cancelled"
+
+
+def stop_if_cancelled() -> None:
+    """In a Dask task: stop it (``TaskCancelled``) if the scheduler let go of it; outside one, nothing.
+    For a long task that reads no blocks: the merge loop on a worker, between its progress reports."""
+    try:
+        worker = get_worker()
+        key = worker.get_current_task()
+    except (ValueError, KeyError):
+        return
+    if is_cancelled(worker, key):
+        raise TaskCancelled(f"the task {key} was cancelled: its job stopped")
 
 
 class ReadTally:

@@ -23,6 +23,7 @@ from bpe_dask.engines import use_compiled
 from bpe_dask.io.counts_table import LARGE_COUNTS_SCHEMA, as_arrays, read_counts, tokens_array, write_counts
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.stages.counters import SpecialsSeen
+from bpe_dask.stages.read_events import stop_if_cancelled
 from bpe_dask.stages.shards import Shard
 
 # Each combine holds its inputs and their sum: 16 shards of a million words is about 1 GB. Fewer
@@ -40,13 +41,14 @@ def combine(
     overwrite: bool = True,
     shards: Sequence[Shard] = (),
     engine: str = "auto",
+    work: bool = False,
 ) -> str | pa.Table:
     """Sum the counts of ``parts`` (shards or earlier sums, each sorted by token) into the Parquet
     file ``out``, sorted the same way, with ``engine`` (``sum_sorted``); the last combine records the
     counting ``settings`` in it,
     with the special tokens all the ``shards`` held (``special_tokens_seen``, for the compression
     curve of a later ``merge``). With no ``out`` the sum is returned, for a client that wants it in
-    memory anyway.
+    memory anyway. ``work``: ``out`` is in the work directory (``io.publish.atomic_file``).
 
     Sorted counts make the same input give the same file, and the merge loop run faster: words
     that share bytes sit together in memory, so a pair's holders do too.
@@ -56,7 +58,7 @@ def combine(
         for shard in shards:
             seen.merge(shard.specials)
         settings = {**settings, "special_tokens_seen": vars(seen)}
-    return store.retries.run(_combine, parts, out, store, settings, overwrite, engine)
+    return store.retries.run(_combine, parts, out, store, settings, overwrite, engine, work)
 
 
 def _combine(
@@ -66,12 +68,14 @@ def _combine(
     settings: dict | None,
     overwrite: bool,
     engine: str,
+    work: bool,
 ) -> str | pa.Table:
     paths = [p.path if isinstance(p, Shard) else p for p in parts]
     table = sum_sorted([read_counts(p, store) for p in paths], engine)  # shards are sorted by token
     if out is None:
         return table
-    write_counts(table, out, store, settings, overwrite)
+    stop_if_cancelled()  # its job stopped while it summed: nothing to write into its work directory
+    write_counts(table, out, store, settings, overwrite, work)
     return out
 
 
@@ -115,11 +119,19 @@ def reduce_tree(
         paths = [_partial_path(work_dir, group) for group in groups]
         partial_sums += paths
         level = [
-            dask.delayed(combine, pure=True)(group, path, store, engine=engine)
+            dask.delayed(combine, pure=True)(group, path, store, engine=engine, work=True)
             for group, path in zip(groups, paths, strict=True)
         ]
+    in_work = out is not None and out.startswith(f"{work_dir.rstrip('/')}/")  # the counts a worker merges
     final = dask.delayed(combine, pure=True)(
-        level, out, store, settings=settings, overwrite=overwrite, shards=list(shards), engine=engine
+        level,
+        out,
+        store,
+        settings=settings,
+        overwrite=overwrite,
+        shards=list(shards),
+        engine=engine,
+        work=in_work,
     )
     return final, partial_sums
 

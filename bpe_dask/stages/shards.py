@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 from bpe_dask.io.counts_table import words_bytes, write_counts
 from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.storage import LOCAL, Store
+from bpe_dask.io.written import METADATA_PREFIX
 from bpe_dask.sources.part import Part
 from bpe_dask.stages.counters import CompiledCounter, RegexCounter, SpecialsSeen
 
@@ -34,10 +35,11 @@ class Shard:
 
 
 # In a shard's metadata, so that a reused shard still reports them.
-BAD_RECORDS_KEY = b"bpe_dask.bad_records"
-SPECIALS_KEY = b"bpe_dask.special_tokens_seen"
-TEXT_BYTES_KEY = b"bpe_dask.text_bytes"
-READ_BYTES_KEY = b"bpe_dask.read_bytes"
+# (Under bpe-dask's prefix, by which an input listing knows a shard for one: ``io.written``.)
+BAD_RECORDS_KEY = METADATA_PREFIX + b"bad_records"
+SPECIALS_KEY = METADATA_PREFIX + b"special_tokens_seen"
+TEXT_BYTES_KEY = METADATA_PREFIX + b"text_bytes"
+READ_BYTES_KEY = METADATA_PREFIX + b"read_bytes"
 
 
 def shard_path(shard_dir: str, part: Part, settings_key: str) -> str:
@@ -77,5 +79,5 @@ def write_shard(
         metadata[READ_BYTES_KEY] = str(read_bytes)
     if bad.count:
         metadata[BAD_RECORDS_KEY] = json.dumps(vars(bad))
-    write_counts(table.replace_schema_metadata(metadata), path, store)
+    write_counts(table.replace_schema_metadata(metadata), path, store, work=True)  # never makes the work dir
     return Shard(path, table.num_rows, False, bad, counter.specials, text_bytes, read_bytes)
