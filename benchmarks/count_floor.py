@@ -127,11 +127,12 @@ def main() -> None:
     def map_task() -> None:
         count_part(parts[0], settings).table()
 
+    slots = np.zeros(1 << 24, np.uint64)
     loops = {
         "bytes": lambda: class_pass(view, table),
         "scan": lambda: scan_pass(view, bounds, table),
         "scan + hash": lambda: scan_hash_pass(view, bounds, table),
-        "scan + hash + table": lambda: scan_hash_table_pass(view, bounds, table, np.zeros(1 << 24, np.uint64)),
+        "scan + hash + table": lambda: scan_hash_table_pass(view, bounds, table, slots.fill(0) or slots),
         "counter": counter,
         "map task": map_task,
     }
