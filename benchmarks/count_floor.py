@@ -127,7 +127,7 @@ def main() -> None:
     def map_task() -> None:
         count_part(parts[0], settings).table()
 
-    slots = np.zeros(1 << 24, np.uint64)
+    slots = np.zeros(1 << 21, np.uint64)  # 16 MiB: the size a counter of these words has
     loops = {
         "bytes": lambda: class_pass(view, table),
         "scan": lambda: scan_pass(view, bounds, table),

@@ -66,7 +66,7 @@ def test_every_table_has_its_machine_its_date_and_a_command_that_measures_it_aga
 
 
 def test_every_command_on_the_page_names_a_script_and_options_it_takes():
-    parsers = {name: script(name).build_parser() for name in ("bench", "make_corpus", "cores")}
+    parsers = {name: script(name).build_parser() for name in ("bench", "make_corpus", "cores", "count_floor")}
     text = PAGE.read_text(encoding="utf-8")
     commands = [c for _, body in sections(text) for c in reproduce_commands(body)]
     assert len(commands) >= 20
