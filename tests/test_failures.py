@@ -26,7 +26,7 @@ from bpe_dask import BpeDaskError, count_words, train_bpe
 from bpe_dask.io import tokenizer_formats
 from bpe_dask.jobs import merging
 from bpe_dask.jobs import train as train_job
-from conftest import read_reference_merges
+from conftest import CS336_DIR, read_reference_merges
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent
@@ -344,3 +344,40 @@ def test_only_what_may_be_transient_is_tried_again(error, transient, monkeypatch
         with pytest.raises(type(error)):
             retries.retrying(task)
         assert len(calls) == 1
+
+
+# A loaded machine, as Dask's nannies see it: a worker process's exit is noticed 12 s after the
+# nanny first waits for it (Dask waits 4 s, kills it, waits 5 s more, then raises TimeoutError), in
+# the `bpe-dask` process, which runs the nannies.
+SLOW_REAPING = """
+import asyncio, sys, time
+from distributed.process import AsyncProcess
+join, on_exit, noticed = AsyncProcess.join, AsyncProcess._on_exit, {}
+def late_on_exit(self, exitcode):
+    self._loop.call_later(12, on_exit, self, exitcode)
+async def slow_join(self, timeout=None):
+    ready = noticed.setdefault(id(self), time.monotonic() + 12)
+    if timeout is not None and time.monotonic() + timeout < ready:
+        await asyncio.sleep(timeout)
+        raise asyncio.TimeoutError()
+    await asyncio.sleep(max(0.0, ready - time.monotonic()))
+    return await join(self, timeout)
+AsyncProcess.join, AsyncProcess._on_exit = slow_join, late_on_exit
+from bpe_dask.__main__ import run
+sys.argv = ["bpe-dask", *sys.argv[1:]]
+run()
+"""
+
+
+def test_a_worker_slow_to_be_reaped_at_the_end_does_not_fail_the_job(tmp_path):
+    """The embedded cluster's close gives each worker the time a loaded machine takes: a job whose
+    work is done publishes, exits 0 and prints no traceback."""
+
+    args = ["train", str(CS336_DIR / "corpus.en"), "--vocab-size", "300", "--out", "out", "--workers", "1"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", SLOW_REAPING, *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=timing.seconds(300))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "ERROR" not in done.stderr, done.stderr
+    want = train_bpe(CS336_DIR / "corpus.en", 300, [])[1]
+    assert read_reference_merges(tmp_path / "out" / "merges.txt") == want

@@ -30,7 +30,7 @@ from distributed import Client, LocalCluster, Security
 from distributed.comm import parse_address, parse_host_port
 
 from bpe_dask import interrupts
-from bpe_dask.cluster.local import cluster_size, how_many, memory_limit, start_workers
+from bpe_dask.cluster.local import close_cluster, cluster_size, how_many, memory_limit, start_workers
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.storage import describe
 from bpe_dask.settings import dask_seconds, given_by
@@ -213,18 +213,17 @@ def _local_client(
         # starts, and so in the worker processes they start later: those never get a terminal's Ctrl-C
         # (each would print a traceback). A signal meanwhile is raised once it is up, and closes it.
         with interrupts.deferred(shield_children=True):
-            cluster = stack.enter_context(
-                LocalCluster(
-                    n_workers=0,
-                    **shape,
-                    memory_limit=memory_limit(1 if in_threads else workers),  # as Dask shares it out
-                    # Its HTTP server on a free port (8787 may be another cluster's); the dashboard is
-                    # attached to it once the cluster is up (``_attach_dashboard``).
-                    dashboard_address="127.0.0.1:0",
-                    scheduler_kwargs={"dashboard": False},
-                    silence_logs=logging.INFO if verbose else logging.WARNING,  # the workers' own level
-                )
+            cluster = LocalCluster(
+                n_workers=0,
+                **shape,
+                memory_limit=memory_limit(1 if in_threads else workers),  # as Dask shares it out
+                # Its HTTP server on a free port (8787 may be another cluster's); the dashboard is
+                # attached to it once the cluster is up (``_attach_dashboard``).
+                dashboard_address="127.0.0.1:0",
+                scheduler_kwargs={"dashboard": False},
+                silence_logs=logging.INFO if verbose else logging.WARNING,  # the workers' own level
             )
+            stack.callback(close_cluster, cluster)
             client = stack.enter_context(Client(cluster))
         # Then the workers, which take seconds (many, minutes): a signal stops them at once.
         start_workers(cluster, 1 if in_threads else workers)

@@ -7,7 +7,8 @@ memory among them, and pauses a worker that holds more than its share: 500 of th
 got 48 MiB and were paused at once), with one line saying so when it is fewer than asked. The
 result never depends on the number of workers, only the time. Then starts them: SIGINT and SIGTERM
 (``interrupts``) stop the start at once, the worker processes still starting killed, so that the
-cluster closes within seconds and leaves no process behind.
+cluster closes within seconds and leaves no process behind. Closes it (``close_cluster``) with the
+time a loaded machine takes, so that a job whose work is done is never failed by its cluster's close.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from bpe_dask.wording import format_bytes, plural
 
 log = logging.getLogger(__name__)
 STOP_SECONDS = 30.0  # at most, killing the workers still starting after a signal (it takes a moment)
+CLOSE_SECONDS = 60.0  # each worker's, to stop and be reaped (Dask gives 5)
 
 
 def cores() -> int:
@@ -123,6 +125,19 @@ def _stop_starting(cluster: LocalCluster, starting: Future) -> None:
                         os.kill(pid, signal.SIGKILL)
             with suppress(Exception):  # still starting (a timeout), or failed: the workers killed
                 starting.result(timeout=0.05)
+
+
+def close_cluster(cluster: LocalCluster) -> None:
+    """Close the embedded cluster, its workers first, each given ``CLOSE_SECONDS``. Dask gives a
+    worker 5 s, and on a loaded machine a worker process it has killed may not be reaped within
+    them: Dask then raises TimeoutError (and logs it twice), which would fail a job whose work is
+    done before it publishes. A worker not gone even then was killed; the system reaps it."""
+    with _quiet("distributed.nanny", "distributed.deploy.spec", "tornado.application"):
+        for worker in list(cluster.workers.values()):
+            with suppress(TimeoutError):
+                cluster.sync(worker.close, timeout=CLOSE_SECONDS)
+        with suppress(TimeoutError):
+            cluster.close()
 
 
 @contextmanager
