@@ -22,7 +22,7 @@ import pytest
 import servers
 import timing
 
-from bpe_dask import BpeDaskError, count_words, train_bpe
+from bpe_dask import BpeDaskError, count_words, train, train_bpe
 from bpe_dask.io import tokenizer_formats
 from bpe_dask.jobs import merging
 from bpe_dask.jobs import train as train_job
@@ -380,4 +380,24 @@ def test_a_worker_slow_to_be_reaped_at_the_end_does_not_fail_the_job(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "ERROR" not in done.stderr, done.stderr
     want = train_bpe(CS336_DIR / "corpus.en", 300, [])[1]
+    assert read_reference_merges(tmp_path / "out" / "merges.txt") == want
+
+
+def test_the_merge_finds_its_worker_when_dasks_cached_identity_lists_none(client, tmp_path, monkeypatch):
+    """``Client.scheduler_info()`` returns Dask's cached identity, which the client's periodic
+    refresh (asking for no workers) can overwrite between the update and the return, as on a busy
+    machine: here it always does. The job asks the scheduler itself."""
+    from distributed import Client
+
+    refresh = Client._update_scheduler_info
+
+    async def raced(self, n_workers=0):
+        await refresh(self, n_workers=0)  # the periodic refresh, listing no workers, lands last
+
+    monkeypatch.setattr(Client, "_update_scheduler_info", raced)
+    assert client.scheduler_info()["workers"] == {}  # as the job's client saw it
+    want = train_bpe(CS336_DIR / "corpus.en", 300, [EOT])[1]
+    on_cluster = {"client": client, "merge_on": "worker", "chunk_size": "16KiB"}
+    report = train(CS336_DIR / "corpus.en", 300, tmp_path / "out", [EOT], **on_cluster)
+    assert report["merge_ran_on"] not in ("client", None), report
     assert read_reference_merges(tmp_path / "out" / "merges.txt") == want

@@ -91,7 +91,10 @@ def test_two_jobs_on_one_cluster_each_take_their_own_plugin_off(caplog):
         unregister_plugins(client, second)
         [state] = client.run(worker_state).values()
     assert not [name for name in state["plugins"] if name.startswith("bpe-dask")]
-    assert not [r for r in caplog.records if "plugin" in r.getMessage().lower()], caplog.records
+    # Errors only: Dask's own INFO line on registering a plugin reaches caplog wherever an earlier
+    # test of the process left Dask's loggers at INFO.
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR and "plugin" in r.getMessage().lower()]
+    assert not errors, errors
 
 
 @pytest.mark.parametrize(

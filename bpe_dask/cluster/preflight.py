@@ -21,6 +21,7 @@ from pathlib import Path
 import cloudpickle
 from distributed import Client, WorkerPlugin
 
+from bpe_dask.cluster.tasks import workers_of
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.outputs import missing_folders as _missing_folders
 from bpe_dask.io.storage import LOCAL, Store, describe, is_local
@@ -157,7 +158,7 @@ def check_workers(
         if any(w.startswith("bpe_dask") for w in what):
             fix += f" (pip install bpe-dask=={__version__}), or pass ship_package=True to upload bpe_dask"
         raise BpeDaskError(
-            f"{len(lacking)} of {len(client.scheduler_info()['workers'])} workers cannot run this job: "
+            f"{len(lacking)} of {len(workers_of(client))} workers cannot run this job: "
             f"{worker} lacks {', '.join(what)}{' (and others)' if len(lacking) > 1 else ''}; {fix}"
         )
     for place in places:
@@ -179,7 +180,7 @@ def unregister_plugins(client: Client, names: Iterable[str]) -> None:
 
 
 def _wait_for_a_worker(client: Client, seconds: float) -> None:
-    if client.scheduler_info()["workers"]:
+    if workers_of(client):
         return
     log.info("waiting up to %.0f s for a worker to join %s", seconds, client.scheduler.address)
     try:

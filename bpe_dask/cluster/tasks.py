@@ -31,8 +31,15 @@ log = logging.getLogger(__name__)
 STOP_WAIT = 10.0
 
 
+def workers_of(client: Client) -> dict[str, dict]:
+    """The cluster's workers, by address, as the scheduler has them now. Not ``scheduler_info()``:
+    it returns Dask's cached identity, which the client's periodic refresh (asking for no workers)
+    may overwrite between its update and its return, so a busy machine saw no workers at all."""
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
 def cluster_threads(client: Client) -> int:
-    return sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()) or 1
+    return sum(w.get("nthreads", 1) for w in workers_of(client).values()) or 1
 
 
 def run_tasks(

@@ -21,7 +21,7 @@ from distributed import Client
 
 from bpe_dask.cluster import progress
 from bpe_dask.cluster.failures import failures_explained
-from bpe_dask.cluster.tasks import is_embedded, peak_rss_bytes
+from bpe_dask.cluster.tasks import is_embedded, peak_rss_bytes, workers_of
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import read_counts, words_bytes
 from bpe_dask.io.storage import Store
@@ -168,13 +168,13 @@ def merge_on_cluster(
     client: Client, counts_url: str, vocab_size: int, special_tokens: Sequence[str], job: Job, limits: Limits
 ) -> Merged:
     """Run the merge loop on the worker with the most memory: it is the job's one big task."""
-    workers = client.scheduler_info()["workers"]
-    roomiest = max(workers, key=lambda w: workers[w].get("memory_limit") or 0)
+    workers = workers_of(client)
+    roomiest = max(workers, key=lambda w: workers[w].get("memory_limit") or 0, default=None)
     bar = None
     if job.options.show_progress:
         bar = progress.MergeProgress(vocab_size - 256 - len(special_tokens))
         progress.subscribe(client, bar)
-    log.info("running the merge loop on %s", roomiest)
+    log.info("running the merge loop on %s", roomiest or "the first worker to join")
     future = client.submit(
         merge_on_worker,
         counts_url,
@@ -184,7 +184,7 @@ def merge_on_cluster(
         job.options.engine,
         limits,
         key=f"merge-{tokenize(counts_url, vocab_size, special_tokens, limits)}",
-        workers=[roomiest],
+        workers=[roomiest] if roomiest else None,  # none left: wherever one joins
         allow_other_workers=True,
         pure=False,
         priority=100,
