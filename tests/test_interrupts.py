@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
+import corpus
 import pytest
 import timing
 
@@ -84,14 +84,8 @@ sys.exit(cli.main(sys.argv[2:]))
 @pytest.fixture(scope="module")
 def corpus_file(tmp_path_factory) -> Path:
     """4 MB of random lowercase words, some 300,000 of them unique: a merge loop of seconds."""
-    rng = np.random.default_rng(0)
-    letters = np.frombuffer(b"etaoinshrdlucmfwypvbgkjqxz", np.uint8)
-    weights = 1 / np.arange(1, 27) ** 0.9
-    text = letters[rng.choice(26, size=4_000_000, p=weights / weights.sum())]
-    text[rng.random(text.size) < 0.14] = ord(" ")
-    text[rng.random(text.size) < 0.002] = ord("\n")
     path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
-    path.write_bytes(text.tobytes())
+    path.write_bytes(corpus.random_lowercase_words())
     return path
 
 
