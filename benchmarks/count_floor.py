@@ -7,10 +7,14 @@ Each loop runs in this one process on one thread, over the same UTF-8 text (docu
 
 - ``bytes``: one pass over the bytes, looking each code point's class up (ASCII directly, the rest
   decoded first): the least any scanner does;
-- ``scan``: the GPT-2 scanner alone (``compiled.scan_gpt2``), counting pre-tokens;
-- ``scan + hash``: the scanner, then FNV-1a over each pre-token's bytes, a second pass (today's);
+- ``scan, reference-counted``: the GPT-2 scanner alone (``compiled.scan_gpt2``), counting
+  pre-tokens, compiled as numba compiles by default: with its reference counts on the arrays the
+  inlined scanner takes (two atomic increments and decrements per pre-token);
+- ``scan``: the same loop without them (``_nrt=False``, as the counting loop is compiled);
+- ``scan + hash``: the scanner, then the counter's hash of each pre-token's bytes (``word_hash``,
+  eight bytes at a time), a second pass over them;
 - ``scan + hash + table``: that, and each hash probed into an open-addressing table of hashes (no
-  byte comparison, no arena): the floor of a counter of this design;
+  byte comparison, no arena, no reading ahead): a counter's floor without its memory tricks;
 - ``counter``: bpe-dask's compiled counter (``compiled.Counter.add``), exact;
 - ``map task``: the counting of a whole part as a map task does it (``stages.count.count_part``:
   reading, checking UTF-8, finding the special tokens, counting, the Arrow table), without the
@@ -32,13 +36,13 @@ import numpy as np
 from numba import njit
 
 from bpe_dask.compiled.code_points import class_table, decode
-from bpe_dask.compiled.hashing import fnv_hash
+from bpe_dask.compiled.hashing import word_hash
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
 
 EOT = "<|endoftext|>"
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def class_pass(data, table):
     total, i, n = 0, 0, len(data)
     while i < n:
@@ -53,7 +57,6 @@ def class_pass(data, table):
     return total
 
 
-@njit(nogil=True, cache=True)
 def scan_pass(data, bounds, table):
     tokens = 0
     for piece in range(len(bounds) // 2):
@@ -64,19 +67,23 @@ def scan_pass(data, bounds, table):
     return tokens
 
 
-@njit(nogil=True, cache=True)
+counted_scan_pass = njit(nogil=True)(scan_pass)  # not cached: its cache would be the other's
+scan_pass = njit(nogil=True, cache=True, _nrt=False)(scan_pass)
+
+
+@njit(nogil=True, cache=True, _nrt=False)
 def scan_hash_pass(data, bounds, table):
     total = np.uint64(0)
     for piece in range(len(bounds) // 2):
         i, hi = bounds[2 * piece], bounds[2 * piece + 1]
         while i < hi:
             end = next_token_gpt2(data, i, hi, table)
-            total ^= fnv_hash(data, i, end)
+            total ^= word_hash(data, i, end)[0]
             i = end
     return total
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def scan_hash_table_pass(data, bounds, table, slots):
     mask = len(slots) - 1
     distinct = 0
@@ -84,7 +91,7 @@ def scan_hash_table_pass(data, bounds, table, slots):
         i, hi = bounds[2 * piece], bounds[2 * piece + 1]
         while i < hi:
             end = next_token_gpt2(data, i, hi, table)
-            h = fnv_hash(data, i, end) | np.uint64(1)
+            h = word_hash(data, i, end)[0] | np.uint64(1)
             slot = np.int64(h) & mask
             while slots[slot] != 0 and slots[slot] != h:
                 slot = (slot + 1) & mask
@@ -130,6 +137,7 @@ def main() -> None:
     slots = np.zeros(1 << 21, np.uint64)  # 16 MiB: the size a counter of these words has
     loops = {
         "bytes": lambda: class_pass(view, table),
+        "scan, reference-counted": lambda: counted_scan_pass(view, bounds, table),
         "scan": lambda: scan_pass(view, bounds, table),
         "scan + hash": lambda: scan_hash_pass(view, bounds, table),
         "scan + hash + table": lambda: scan_hash_table_pass(view, bounds, table, slots.fill(0) or slots),

@@ -473,3 +473,45 @@ def test_compiled_counts_equal_regex_counts_across_blocks_and_growth(seed):
     data, offsets, counts = counts.arrays()
     got = {bytes(data[a:b]): c for a, b, c in zip(offsets[:-1], offsets[1:], counts.tolist(), strict=True)}
     assert got == dict(want)
+
+
+def test_the_compiled_counter_keeps_apart_words_alike_in_their_first_eight_bytes_and_length():
+    """A table record holds a word's first eight bytes (zeros after a shorter word) and its length:
+    runs of NUL bytes all have the key 0, and long words alike in both differ only in the arena."""
+    from collections import Counter
+
+    rng = random.Random(0)
+    text = " ".join(
+        [
+            *("\x00" * rng.randint(1, 20) for _ in range(300)),  # one key (0), many lengths
+            *("abcdefgh" + "".join(rng.choices("xyz", k=4)) for _ in range(300)),  # one key, one length
+            *(" abcdefg" + "".join(rng.choices("xyz", k=rng.randint(0, 3))) for _ in range(300)),
+        ]
+    )
+    data = text.encode()
+    counts = compiled.Counter("gpt2", capacity=16)
+    counts.add(data, Pretokenizer().piece_bounds(data))
+    data, offsets, counts = counts.arrays()
+    got = {bytes(data[a:b]): c for a, b, c in zip(offsets[:-1], offsets[1:], counts.tolist(), strict=True)}
+    assert got == dict(Counter(t.encode() for t in pretokens(text, [])))
+
+
+def test_the_compiled_counters_table_keeps_apart_words_of_one_hash():
+    """Two words of one hash, first eight bytes and length are told apart by their bytes in the arena."""
+    import numpy as np
+
+    from bpe_dask.compiled.count import AT, COUNT, KEY, META, _find, _table
+
+    records, arena = _table(8), np.zeros(64, np.uint8)
+    data = np.frombuffer(b"abcdefgh-one abcdefgh-two abcdefgh-one", np.uint8)
+    h, key = np.uint64(12345 << 32), np.int64(int.from_bytes(b"abcdefgh", "little"))
+    seen = []
+    for i in (0, 13, 26):
+        r, meta = _find(data, i, i + 12, h, key, arena, records)
+        if records[r + META] == 0:
+            arena[i : i + 12] = data[i : i + 12]
+            records[r + KEY], records[r + META], records[r + COUNT], records[r + AT] = key, meta, 0, i
+        records[r + COUNT] += 1
+        seen.append(r)
+    assert seen[0] != seen[1] and seen[2] == seen[0]
+    assert records[seen[0] + COUNT] == 2 and records[seen[1] + COUNT] == 1

@@ -5,9 +5,11 @@ tokens lie; gives exactly the counts of ``regex.findall`` with the pattern over 
 arrays: each distinct pre-token's bytes once, back to back in the order first seen, where each
 starts, and its count (``Counter.arrays``, which an Arrow binary column can take as they are).
 
-A whole range is counted without making a Python object per word: the words sit in an arena, with
-their start, length and count in dense arrays (the frequent words come first and stay in cache),
-and an open-addressing table of slots finds them again by hash.
+A whole range is counted without making a Python object per word: the words sit in an arena, in
+the order first seen, and an open-addressing table finds them again by hash. A slot of the table is
+a record holding all a lookup needs, so that finding a word, checking it and counting it touch one
+cache line: the word's first eight bytes, its hash's tag and its length, its count, and its number
+(where the arena holds the rest of a longer word).
 """
 
 from __future__ import annotations
@@ -16,30 +18,44 @@ import numpy as np
 from numba import njit
 
 from bpe_dask.compiled.compile_once import readonly
-from bpe_dask.compiled.hashing import LOW, fnv_hash, same_bytes
+from bpe_dask.compiled.hashing import same_bytes, word_hash
+from bpe_dask.compiled.prefetch import prefetch
 from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, own_cache_file, pattern_number, table_of
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
 from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
 
-# A slot of the table is one int64: the upper 32 bits of the word's hash and its number plus one
-# (0: an empty slot).
+# A record of the table: four int64 side by side, half a cache line (see ``_table``).
+KEY, META, COUNT, AT = 0, 1, 2, 3  # first 8 bytes; hash tag << 32 | length (0: empty); count; arena offset
+RECORD = 4
+HIGH = np.uint64(0xFFFFFFFF00000000)
+# A pre-token scanned but not yet counted: where it starts and ends, its piece, its hash and key.
+START, END, PIECE, HASH, FIRST = 0, 1, 2, 3, 4
+PENDING = 5
+AHEAD = 16  # pre-tokens scanned ahead of the one counted: their records are on their way from memory
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _find(data, i, end, arena, starts, lengths, slots):
-    """The slot of the counts table that holds the word ``data[i:end]``, or the empty slot where it
-    goes; and the tag a slot holds for it."""
-    h = fnv_hash(data, i, end)
-    tag = np.int64(h >> np.uint64(32)) << 32
-    mask = len(slots) - 1
-    slot = np.int64(h) & mask
-    while slots[slot] != 0:
-        if slots[slot] & ~LOW == tag:
-            t = (slots[slot] & LOW) - 1
-            if lengths[t] == end - i and same_bytes(arena, starts[t], data, i, end - i):
-                return slot, tag
+def _find(data, i, end, h, key, arena, records):
+    """The record of the word ``data[i:end]`` (of hash ``h`` and first bytes ``key``) in the table,
+    or the empty one where it goes; and the meta a record holds for it."""
+    length = end - i
+    # The tag is the hash's upper half, which also picks the home slot: a grown table finds the slot
+    # again from the record alone, without hashing the word's bytes.
+    meta = np.int64(h & HIGH) | length
+    mask = len(records) // RECORD - 1
+    slot = np.int64(h >> np.uint64(32)) & mask
+    while True:
+        r = slot * RECORD
+        held = records[r + META]
+        if held == 0:
+            return r, meta
+        if (
+            held == meta
+            and records[r + KEY] == key
+            and (length <= 8 or same_bytes(arena, records[r + AT] + 8, data, i + 8, length - 8))
+        ):
+            return r, meta
         slot = (slot + 1) & mask
-    return slot, tag
 
 
 def count_loop(pattern: int):
@@ -51,17 +67,22 @@ def count_loop(pattern: int):
     # inline all three first: four times the compile time). Only the number is closed over: numba's
     # cache key for a closure hashes what it closes over, the same in every process, so a new process
     # loads the loop from the cache (a scanner closed over, or passed in, would be compiled again).
-    def count_pieces(data, bounds, piece, position, table, arena, used, starts, lengths, counts, n, slots):
+    def count_pieces(data, bounds, piece, position, table, arena, used, starts, n, records, pending):
         """Count the pre-tokens of pieces ``[bounds[2k], bounds[2k+1])``, from ``piece`` at ``position``.
 
         Stops early, at a pre-token boundary, when the arrays are full: returns where it stopped (the
         piece and the byte), the arena bytes used and the distinct pre-tokens held. The caller grows
         the arrays and calls again from there.
         """
-        while piece < len(bounds) // 2:
-            hi = bounds[2 * piece + 1]
-            i = max(position, bounds[2 * piece])
-            while i < hi:
+        pieces, mask = len(bounds) // 2, len(records) // RECORD - 1
+        scanned = counted = 0  # pre-tokens put in ``pending``, and taken out of it
+        while True:
+            if piece < pieces:  # scan one more pre-token, and send for its record
+                hi = bounds[2 * piece + 1]
+                i = max(position, bounds[2 * piece])
+                if i >= hi:
+                    piece, position = piece + 1, 0
+                    continue
                 end = (
                     next_token_gpt2(data, i, hi, table)
                     if pattern == GPT2  # see the comment above
@@ -69,40 +90,52 @@ def count_loop(pattern: int):
                     if pattern == GPT4
                     else next_token_o200k(data, i, hi, table)
                 )
-                slot, tag = _find(data, i, end, arena, starts, lengths, slots)
-                if slots[slot] != 0:
-                    counts[(slots[slot] & LOW) - 1] += 1
-                elif n == len(starts) or used + end - i > len(arena) or 2 * (n + 1) > len(slots):
-                    return piece, i, used, n  # full: grow and come back
-                else:
-                    into, word = arena[used : used + end - i], data[i:end]
-                    for k in range(end - i):  # not a slice assignment: compile_once.py says why
-                        into[k] = word[k]
-                    starts[n], lengths[n], counts[n] = used, end - i, 1
-                    slots[slot] = tag | (n + 1)
-                    used += end - i
-                    n += 1
-                i = end
-            piece += 1
-            position = 0
-        return piece, 0, used, n
+                h, key = word_hash(data, i, end)
+                prefetch(records, (np.int64(h >> np.uint64(32)) & mask) * RECORD)
+                e = (scanned % AHEAD) * PENDING
+                pending[e + START], pending[e + END], pending[e + PIECE] = i, end, piece
+                pending[e + HASH], pending[e + FIRST] = np.int64(h), np.int64(key)
+                scanned, position = scanned + 1, end
+                if scanned - counted < AHEAD:
+                    continue
+            elif counted == scanned:
+                return pieces, 0, used, n
+            # count the oldest pre-token scanned (in the order of the text, so the first seen is first)
+            e = (counted % AHEAD) * PENDING
+            i, end, key = pending[e + START], pending[e + END], pending[e + FIRST]
+            r, meta = _find(data, i, end, np.uint64(pending[e + HASH]), key, arena, records)
+            if records[r + META] != 0:
+                records[r + COUNT] += 1
+            elif n == len(starts) or used + end - i > len(arena) or 2 * (n + 1) * RECORD > len(records):
+                return pending[e + PIECE], i, used, n  # full: grow, and come back to scan it again
+            else:
+                for k in range(end - i):  # not a slice assignment: compile_once.py says why
+                    arena[used + k] = data[i + k]
+                starts[n] = used
+                records[r + KEY], records[r + META], records[r + COUNT], records[r + AT] = key, meta, 1, used
+                used += end - i
+                n += 1
+            counted += 1
 
-    return njit(cache=True, nogil=True)(own_cache_file(count_pieces, pattern))
+    # Without numba's reference counting (``_nrt=False``): the loop allocates nothing, and the counts
+    # it would make on the arrays each inlined scanner takes, atomic, took half the time of a scan.
+    return njit(cache=True, nogil=True, _nrt=False)(own_cache_file(count_pieces, pattern))
 
 
 COUNT_LOOPS = {number: count_loop(number) for number in NUMBERS.values()}
 
 
 @njit(cache=True, nogil=True)
-def _rehash(grown, starts, lengths, arena, n):
-    """Fill ``grown`` (emptied) with the ``n`` words, by hashing their bytes again."""
-    mask = len(grown) - 1
-    for t in range(n):
-        h = fnv_hash(arena, starts[t], starts[t] + lengths[t])
-        slot = np.int64(h) & mask
-        while grown[slot] != 0:
-            slot = (slot + 1) & mask
-        grown[slot] = (np.int64(h >> np.uint64(32)) << 32) | (t + 1)
+def _rehash(grown, records):
+    """Move the records of ``records`` into ``grown`` (emptied), each to its home slot there."""
+    mask = len(grown) // RECORD - 1
+    for r in range(0, len(records), RECORD):
+        if records[r + META] != 0:
+            slot = (records[r + META] >> 32) & mask
+            while grown[slot * RECORD + META] != 0:
+                slot = (slot + 1) & mask
+            for k in range(RECORD):  # not a slice assignment: compile_once.py says why
+                grown[slot * RECORD + k] = records[r + k]
 
 
 class Counter:
@@ -124,9 +157,8 @@ class Counter:
         self.classes = table_of(self.pattern)
         self.arena = np.empty(16 * capacity, np.uint8)
         self.starts = np.empty(capacity, np.int64)
-        self.lengths = np.empty(capacity, np.int64)
-        self.counts = np.empty(capacity, np.int64)
-        self.slots = np.zeros(4 * capacity, np.int64)
+        self.records = _table(2 * capacity)
+        self.pending = np.empty(AHEAD * PENDING, np.int64)
         self.used = self.n = 0
 
     def add(self, data: bytes, bounds: np.ndarray) -> None:
@@ -143,10 +175,9 @@ class Counter:
                 self.arena,
                 self.used,
                 self.starts,
-                self.lengths,
-                self.counts,
                 self.n,
-                self.slots,
+                self.records,
+                self.pending,
             )
             if piece < len(bounds) // 2:
                 self._grow(need=int(bounds[2 * piece + 1]) - position)
@@ -155,14 +186,11 @@ class Counter:
         if self.used + need > len(self.arena):
             self.arena = _grown(self.arena, max(2 * len(self.arena), self.used + need), self.used)
         if self.n == len(self.starts):
-            size = 2 * len(self.starts)
-            self.starts, self.lengths, self.counts = (
-                _grown(a, size, self.n) for a in (self.starts, self.lengths, self.counts)
-            )
-        if 2 * (self.n + 1) > len(self.slots):
-            grown = np.zeros(2 * len(self.slots), np.int64)
-            _rehash(grown, self.starts, self.lengths, self.arena, self.n)
-            self.slots = grown
+            self.starts = _grown(self.starts, 2 * len(self.starts), self.n)
+        if 2 * (self.n + 1) * RECORD > len(self.records):
+            grown = _table(2 * len(self.records) // RECORD)
+            _rehash(grown, self.records)
+            self.records = grown
 
     def __len__(self) -> int:
         return self.n
@@ -170,7 +198,20 @@ class Counter:
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The distinct pre-tokens back to back (uint8, the arena itself), where each starts and the
         last ends (int64, from 0), and their counts (int64), in the order first seen."""
-        return self.arena[: self.used], np.append(self.starts[: self.n], self.used), self.counts[: self.n]
+        held = self.records.reshape(-1, RECORD)
+        held = held[held[:, META] != 0]
+        # Each word has its own place in the arena, in the order first seen: the records in the order
+        # of their places are the words in that order.
+        counts = held[np.argsort(held[:, AT]), COUNT]
+        return self.arena[: self.used], np.append(self.starts[: self.n], self.used), counts
+
+
+def _table(slots: int) -> np.ndarray:
+    """An empty table of ``slots`` records, each within one 64-byte cache line: the array starts on
+    a line's boundary, and a record is half a line."""
+    memory = np.zeros(slots * RECORD + 8, np.int64)
+    skip = (-memory.ctypes.data % 64) // 8
+    return memory[skip : skip + slots * RECORD]
 
 
 def _grown(array: np.ndarray, size: int, keep: int) -> np.ndarray:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from bpe_dask.compiled.hashing import fnv_hash, same_bytes
+from bpe_dask.compiled.hashing import same_bytes, word_hash
 from bpe_dask.compiled.merge_pretoken import SHORT, merge_long, merge_short
 from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, own_cache_file
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
@@ -115,7 +115,7 @@ def encode_loop(pattern: int):
                     out[n] = byte_ids[data[i]]
                     n += 1
                 else:
-                    h = np.int64(fnv_hash(data, i, end))
+                    h = np.int64(word_hash(data, i, end)[0])
                     slot = _cached(data, i, end, h, slots, arena)
                     if slot >= 0:
                         first, count = slots[slot, _IDS], slots[slot, _COUNT]
