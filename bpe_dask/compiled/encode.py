@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from bpe_dask.compiled.hashing import same_bytes, word_hash
-from bpe_dask.compiled.merge_pretoken import SHORT, merge_long, merge_short
+from bpe_dask.compiled.merge_pretoken import SCRATCH, SHORT, merge_long, merge_short
 from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, own_cache_file
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
 from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
@@ -49,33 +49,32 @@ def _cached(data, i, end, h, slots, arena):
 # Inlined, though only a pre-token missing from the cache comes here: a call in the loop over every
 # pre-token slows it, where inlining costs only compile time, once per install.
 @njit(cache=True, nogil=True, inline="always")
-def _merged(data, i, end, h, out, n, parts, ranks, byte_ids, keys,
+def _merged(data, i, end, h, out, n, parts, ranks, scratch, byte_ids, keys,
             pair_ranks, pair_merged, slots, arena, ids_arena, used):  # fmt: skip
     """Merge the pre-token ``data[i:end]`` (hash ``h``, not in the cache), write its ids to ``out``
     from ``n`` on and cache them, emptying the cache first if it is full; returns where they end."""
     length = end - i
     if length <= SHORT:
         count = merge_short(data, i, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks)
-        merged = parts[:count]
+        merged = parts
     else:
-        merged = merge_long(data, i, end, byte_ids, keys, pair_ranks, pair_merged)
-        count = len(merged)
-    into = out[n : n + count]
+        count = merge_long(data, i, end, byte_ids, keys, pair_ranks, pair_merged, scratch)
+        merged = scratch
     for k in range(count):  # not a slice assignment: compile_once.py says why
-        into[k] = merged[k]
+        out[n + k] = merged[k]
     if length > CACHED_MAX:
         return n + count
     if used[0] + length > len(arena) or used[1] + count > len(ids_arena) or 2 * (used[2] + 1) > len(slots):
-        slots[:, _LENGTH] = 0
+        for slot in range(len(slots)):
+            slots[slot, _LENGTH] = 0
         used[0] = used[1] = used[2] = 0
     slot = h & (len(slots) - 1)
     while slots[slot, _LENGTH] != 0:
         slot = (slot + 1) & (len(slots) - 1)
-    word, cached, ids = data[i:end], arena[used[0] : used[0] + length], ids_arena[used[1] : used[1] + count]
     for k in range(length):
-        cached[k] = word[k]
+        arena[used[0] + k] = data[i + k]
     for k in range(count):
-        ids[k] = merged[k]
+        ids_arena[used[1] + k] = merged[k]
     slots[slot, _HASH], slots[slot, _START], slots[slot, _LENGTH] = h, used[0], length
     slots[slot, _IDS], slots[slot, _COUNT] = used[1], count
     used[0] += length
@@ -88,21 +87,22 @@ def encode_loop(pattern: int):
     """The encoding loop of pattern number ``pattern``, compiled (and cached) for it alone, as
     ``count.count_loop`` is."""
 
-    def encode_pieces(
-        data, bounds, specials, table, byte_ids, keys, pair_ranks, pair_merged, slots, arena, ids_arena, used
-    ):
-        """The ids of the pieces ``data[bounds[2k]:bounds[2k+1]]``, with ``specials[k]`` between pieces
-        ``k`` and ``k + 1`` unless it is negative. ``used`` holds the cache's arena use, id-arena use
-        and entries (updated)."""
-        out = np.empty(len(data) + len(specials), np.int64)
-        n = 0
-        parts = np.empty(SHORT, np.int64)
-        ranks = np.empty(SHORT, np.int64)
-        for piece in range(len(bounds) // 2):
-            if piece > 0 and specials[piece - 1] >= 0:  # -1: nothing between these pieces
+    def encode_pieces(data, bounds, specials, piece, position, out, n, parts, ranks, scratch, table,
+                      byte_ids, keys, pair_ranks, pair_merged, slots, arena, ids_arena, used):  # fmt: skip
+        """Write the ids of the pieces ``data[bounds[2k]:bounds[2k+1]]`` to ``out`` from ``n`` on, with
+        ``specials[k]`` between pieces ``k`` and ``k + 1`` unless it is negative, from ``piece`` at
+        ``position`` (0: the piece's start, its special token not yet written). ``used`` holds the
+        cache's arena use, id-arena use and entries (updated).
+
+        Returns where the ids end, and, where it stopped early for a long pre-token that ``scratch``
+        is too small to merge, the piece and byte it starts at and the scratch it needs (else 0):
+        the caller gives a larger scratch and calls again from there.
+        """
+        while piece < len(bounds) // 2:
+            if position == 0 and piece > 0 and specials[piece - 1] >= 0:  # -1: nothing between pieces
                 out[n] = specials[piece - 1]
                 n += 1
-            i, hi = bounds[2 * piece], bounds[2 * piece + 1]
+            i, hi = max(position, bounds[2 * piece]), bounds[2 * piece + 1]
             while i < hi:
                 end = (
                     next_token_gpt2(data, i, hi, table)
@@ -119,17 +119,21 @@ def encode_loop(pattern: int):
                     slot = _cached(data, i, end, h, slots, arena)
                     if slot >= 0:
                         first, count = slots[slot, _IDS], slots[slot, _COUNT]
-                        into, ids = out[n : n + count], ids_arena[first : first + count]
                         for k in range(count):  # not a slice assignment: compile_once.py says why
-                            into[k] = ids[k]
+                            out[n + k] = ids_arena[first + k]
                         n += count
+                    elif end - i > SHORT and SCRATCH * (end - i) > len(scratch):
+                        return n, piece, i, SCRATCH * (end - i)  # i > 0: the piece's token is written
                     else:
-                        n = _merged(data, i, end, h, out, n, parts, ranks, byte_ids, keys,
+                        n = _merged(data, i, end, h, out, n, parts, ranks, scratch, byte_ids, keys,
                                    pair_ranks, pair_merged, slots, arena, ids_arena, used)  # fmt: skip
                 i = end
-        return out[:n]
+            piece += 1
+            position = 0
+        return n, piece, 0, 0
 
-    return njit(cache=True, nogil=True)(own_cache_file(encode_pieces, pattern))
+    # Without numba's reference counts, as ``count.count_loop`` says: the loop allocates nothing.
+    return njit(cache=True, nogil=True, _nrt=False)(own_cache_file(encode_pieces, pattern))
 
 
 ENCODE_LOOPS = {number: encode_loop(number) for number in NUMBERS.values()}
@@ -141,12 +145,15 @@ def pretoken_histogram(data, offsets, counts, histogram, byte_ids, keys, pair_ra
     1]]`` merges into: no scanning (each is one pre-token already) and no cache (each is merged once)."""
     parts = np.empty(SHORT, np.int64)
     ranks = np.empty(SHORT, np.int64)
+    scratch = np.empty(SCRATCH * 256, np.int64)
     for k in range(len(offsets) - 1):
         i, end = offsets[k], offsets[k + 1]
         if end - i <= SHORT:
             for j in range(merge_short(data, i, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks)):
                 histogram[parts[j]] += counts[k]
         else:
-            for token in merge_long(data, i, end, byte_ids, keys, pair_ranks, pair_merged):
-                histogram[token] += counts[k]
+            if SCRATCH * (end - i) > len(scratch):
+                scratch = np.empty(2 * SCRATCH * (end - i), np.int64)
+            for j in range(merge_long(data, i, end, byte_ids, keys, pair_ranks, pair_merged, scratch)):
+                histogram[scratch[j]] += counts[k]
     return histogram

@@ -22,8 +22,8 @@ from itertools import pairwise
 import numpy as np
 
 from bpe_dask.compiled.compile_once import readonly
-from bpe_dask.compiled.encode import CACHE_ENTRIES, ENCODE_LOOPS, pretoken_histogram
-from bpe_dask.compiled.merge_pretoken import EMPTY, fill_pairs
+from bpe_dask.compiled.encode import CACHE_ENTRIES, CACHED_MAX, ENCODE_LOOPS, pretoken_histogram
+from bpe_dask.compiled.merge_pretoken import EMPTY, SCRATCH, SHORT, fill_pairs
 from bpe_dask.compiled.scan import pattern_number, table_of
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.rules.special_tokens import utf8
@@ -93,8 +93,19 @@ class Encoder:
         if cache is None:
             cache = self._new_cache()
         view = readonly(np.frombuffer(data, np.uint8))
+        out = np.empty(len(data) + len(specials), np.int64)  # a byte is at most one id
+        parts, ranks = np.empty(SHORT, np.int64), np.empty(SHORT, np.int64)
+        scratch = np.empty(SCRATCH * CACHED_MAX, np.int64)
+        n, piece, position = 0, 0, 0
         try:
-            return ENCODE_LOOPS[self.pattern](view, bounds, specials, self.classes, *self.tables, *cache)
+            while piece < len(bounds) // 2:
+                n, piece, position, need = ENCODE_LOOPS[self.pattern](
+                    view, bounds, specials, piece, position, out, n, parts, ranks, scratch, self.classes,
+                    *self.tables, *cache,
+                )  # fmt: skip
+                if need:  # a long pre-token: merge it in a scratch large enough, and go on
+                    scratch = np.empty(2 * need, np.int64)
+            return out[:n]
         finally:
             with self._lock:
                 self._idle.append(cache)

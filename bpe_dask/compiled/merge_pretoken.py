@@ -44,7 +44,7 @@ def _rank(keys, pair_ranks, a, b):
     return pair_ranks[slot] if keys[slot] != EMPTY else _NONE
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def merge_short(data, start, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks):
     """The ids of ``data[start:end]`` (at most ``SHORT`` bytes) in ``parts``; returns how many."""
     n = end - start
@@ -72,82 +72,80 @@ def merge_short(data, start, end, byte_ids, keys, pair_ranks, pair_merged, parts
     return n
 
 
-@njit(cache=True, nogil=True)
-def merge_long(data, start, end, byte_ids, keys, pair_ranks, pair_merged):
-    """The ids of ``data[start:end]``: parts in a linked list, pairs in a min-heap of ``rank << 32 |
-    position`` (the leftmost first among equal ranks), entries that went stale skipped."""
+SCRATCH = 6  # int64 of ``merge_long``'s scratch per byte of its pre-token
+
+
+@njit(cache=True, nogil=True, _nrt=False)
+def merge_long(data, start, end, byte_ids, keys, pair_ranks, pair_merged, scratch):
+    """The ids of ``data[start:end]``, written to ``scratch`` from 0 on (``SCRATCH`` int64 a byte at
+    least); returns how many. Parts in a linked list, pairs in a min-heap of ``rank << 32 | position``
+    (the leftmost first among equal ranks), entries that went stale skipped. Allocates nothing, so
+    that loops compiled without reference counts may call it."""
     n = end - start
-    parts = np.empty(n, np.int64)
-    following = np.arange(1, n + 1, dtype=np.int64)
-    preceding = np.arange(-1, n - 1, dtype=np.int64)
-    following[n - 1] = -1
+    # Four arrays in one: the parts, each one's neighbours, and the heap, which a pre-token of n
+    # bytes fills with at most 3n entries (n - 1 pairs at first, two more for each of n - 1 merges).
+    parts, following, preceding, heap = 0, n, 2 * n, 3 * n
     for i in range(n):
-        parts[i] = byte_ids[data[start + i]]
-    heap = np.empty(2 * n + 4, np.int64)
+        scratch[parts + i] = byte_ids[data[start + i]]
+        scratch[following + i] = i + 1
+        scratch[preceding + i] = i - 1
+    scratch[following + n - 1] = -1
     size = _ZERO  # not 0: a constant argument makes numba compile a version of the callee (compile_once.py)
     for i in range(n - 1):
-        r = _rank(keys, pair_ranks, parts[i], parts[i + 1])
+        r = _rank(keys, pair_ranks, scratch[parts + i], scratch[parts + i + 1])
         if r != _NONE:
-            heap[size] = (r << 32) | i
+            scratch[heap + size] = (r << 32) | i
             size += 1
     for i in range(size // 2 - 1, -1, -1):
-        _sift_down(heap, size, i)
-    alive = n
+        _sift_down(scratch, heap, size, i)
     while size > 0:
-        top = heap[0]
+        top = scratch[heap]
         size -= 1
-        heap[0] = heap[size]
-        _sift_down(heap, size, _ZERO)
+        scratch[heap] = scratch[heap + size]
+        _sift_down(scratch, heap, size, _ZERO)
         r, i = top >> 32, top & np.int64(0xFFFFFFFF)
-        j = following[i]
-        if parts[i] < 0 or j < 0 or _rank(keys, pair_ranks, parts[i], parts[j]) != r:
+        j, a = scratch[following + i], scratch[parts + i]
+        if a < 0 or j < 0 or _rank(keys, pair_ranks, a, scratch[parts + j]) != r:
             continue  # the pair at ``i`` changed since this entry was pushed
-        parts[i] = pair_merged[_slot_of(keys, (parts[i] << 32) | parts[j])]
-        parts[j] = -1
-        following[i] = following[j]
-        if following[j] >= 0:
-            preceding[following[j]] = i
-        alive -= 1
-        for left in (preceding[i], i):
-            if left >= 0 and following[left] >= 0:
-                r = _rank(keys, pair_ranks, parts[left], parts[following[left]])
+        scratch[parts + i] = pair_merged[_slot_of(keys, (scratch[parts + i] << 32) | scratch[parts + j])]
+        scratch[parts + j] = -1
+        scratch[following + i] = scratch[following + j]
+        if scratch[following + j] >= 0:
+            scratch[preceding + scratch[following + j]] = i
+        for left in (scratch[preceding + i], i):
+            if left >= 0 and scratch[following + left] >= 0:
+                r = _rank(keys, pair_ranks, scratch[parts + left], scratch[parts + scratch[following + left]])
                 if r != _NONE:
-                    if size == len(heap):
-                        grown = np.empty(2 * size, np.int64)
-                        for k in range(size):  # not a slice assignment: compile_once.py says why
-                            grown[k] = heap[k]
-                        heap = grown
-                    heap[size] = (r << 32) | left
+                    scratch[heap + size] = (r << 32) | left
                     size += 1
-                    _sift_up(heap, size - 1)
-    ids = np.empty(alive, np.int64)
+                    _sift_up(scratch, heap, size - 1)
     k, i = 0, 0
-    while i >= 0:
-        ids[k] = parts[i]
+    while i >= 0:  # the parts left, in order, to the front (each is at or after its place there)
+        scratch[k] = scratch[parts + i]
         k += 1
-        i = following[i]
-    return ids
+        i = scratch[following + i]
+    return k
 
 
-@njit(cache=True, nogil=True)
-def _sift_up(heap, i):
+@njit(cache=True, nogil=True, _nrt=False)
+def _sift_up(scratch, heap, i):
     while i > 0:
         parent = (i - 1) // 2
-        if heap[parent] <= heap[i]:
+        if scratch[heap + parent] <= scratch[heap + i]:
             break
-        heap[parent], heap[i] = heap[i], heap[parent]
+        scratch[heap + parent], scratch[heap + i] = scratch[heap + i], scratch[heap + parent]
         i = parent
 
 
-@njit(cache=True, nogil=True)
-def _sift_down(heap, size, i):
+@njit(cache=True, nogil=True, _nrt=False)
+def _sift_down(scratch, heap, size, i):
     while True:
         smallest, left = i, 2 * i + 1
-        if left < size and heap[left] < heap[smallest]:
+        if left < size and scratch[heap + left] < scratch[heap + smallest]:
             smallest = left
-        if left + 1 < size and heap[left + 1] < heap[smallest]:
+        if left + 1 < size and scratch[heap + left + 1] < scratch[heap + smallest]:
             smallest = left + 1
         if smallest == i:
             return
-        heap[i], heap[smallest] = heap[smallest], heap[i]
+        scratch[heap + i], scratch[heap + smallest] = scratch[heap + smallest], scratch[heap + i]
         i = smallest
