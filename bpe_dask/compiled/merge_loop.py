@@ -15,14 +15,14 @@ from numba import njit
 
 from bpe_dask import interrupts
 from bpe_dask.compiled.hashing import LOW
+from bpe_dask.compiled.merge_holders import merge_holders
 from bpe_dask.compiled.merge_state import INDEX_LOAD, UNLIMITED, State, fits
 from bpe_dask.compiled.pair_heap import sift_down, sift_up
-from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, START, add, compact, lose
-from bpe_dask.compiled.prefetch import prefetch
-from bpe_dask.compiled.word_records import WIDE_VOCAB, Words, count_of, count_width, end_mark
+from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, START, compact
+from bpe_dask.compiled.word_records import WIDE_VOCAB, Words, count_width, end_mark
 
 _BATCH = 256  # merges per compiled call, between progress reports
-_AHEAD = 16  # holders read ahead
+_ZERO = np.int64(0)
 
 
 @njit(cache=True, nogil=True)
@@ -116,66 +116,20 @@ def _merge_batch(
         # Every occurrence is merged: the pair is gone, and its list is dead room once read here.
         listed, n_listed = pairs[best, START], pairs[best, LENGTH]
         pairs[best, COUNT] = pairs[best, LENGTH] = 0
-        n_new, n_gained = 0, 0
-        for j in range(min(n_listed, _AHEAD)):
-            prefetch(words, np.int64(pool[listed + j]))
-        for j in range(n_listed):
-            if j + _AHEAD < n_listed:  # the words are read where they lie: ask for the next ones now
-                prefetch(words, np.int64(pool[listed + j + _AHEAD]))
-            w = np.int64(pool[listed + j])
-            s, f = w + width, count_of(words, w)
-            found = False
-            r, after = s, np.int64(-1)
-            while words[r] != end and words[r + 1] != end:  # the pairs the old word loses
-                if words[r] == a and words[r + 1] == b:
-                    found = True
-                    if r > s and r != after:  # (where two merged spots touch, "a b a b", that pair is one)
-                        lose(index, pairs, (np.int64(words[r - 1]) << 32) | a, f)
-                    if words[r + 2] != end:
-                        lose(index, pairs, (b << 32) | np.int64(words[r + 2]), f)
-                    after = r + 2
-                    r += 2
-                else:
-                    r += 1
-            if not found:
-                continue  # a stale entry
-            r, out = s, s
-            while words[r] != end:  # join the pairs, in place
-                if words[r] == a and words[r + 1] == b:
-                    words[out] = x
-                    r += 2
-                else:
-                    words[out] = words[r]
-                    r += 1
-                out += 1
-            words[out] = end
-            out_pairs[made - 1, 2] += (r - out) * f  # tokens the merge saves in this word
-            for q in range(s, out):  # the pairs the new word gains, all new
-                if words[q] != x:
-                    continue
-                for k in (
-                    (np.int64(words[q - 1]) << 32) | x if q > s else -1,
-                    (x << 32) | np.int64(words[q + 1]) if q + 1 < out and words[q + 1] != x else -1,
-                ):
-                    if k < 0:
-                        continue
-                    pair, created = add(index, pairs, pairs_used, k)
-                    if created:
-                        pairs_used += 1
-                        new_pairs[n_new] = pair
-                        n_new += 1
-                    pairs[pair, COUNT] += f
-                    if pairs[pair, START] != w:  # (a new pair's START is the last word it was noted for)
-                        pairs[pair, START] = w
-                        pairs[pair, LENGTH] += 1
-                        if n_gained == len(gained_pairs):
-                            more_pairs = np.empty(2 * n_gained, gained_pairs.dtype)
-                            more_words = np.empty(2 * n_gained, gained_words.dtype)
-                            for k in range(n_gained):
-                                more_pairs[k], more_words[k] = gained_pairs[k], gained_words[k]
-                            gained_pairs, gained_words = more_pairs, more_words
-                        gained_pairs[n_gained], gained_words[n_gained] = pair, w
-                        n_gained += 1
+        j, n_new, n_gained, saved = _ZERO, _ZERO, _ZERO, _ZERO  # not 0: see compiled/compile_once.py
+        while True:
+            j, pairs_used, n_new, n_gained, saved = merge_holders(
+                words, width, end, pool, listed, n_listed, j, a, b, x, index, pairs, pairs_used,
+                new_pairs, n_new, gained_pairs, gained_words, n_gained, saved,
+            )  # fmt: skip
+            if j == n_listed:
+                break
+            more_pairs = np.empty(2 * len(gained_pairs), gained_pairs.dtype)  # until a word fits
+            more_words = np.empty(len(more_pairs), gained_words.dtype)
+            for k in range(n_gained):  # copies in loops: see compiled/compile_once.py
+                more_pairs[k], more_words[k] = gained_pairs[k], gained_words[k]
+            gained_pairs, gained_words = more_pairs, more_words
+        out_pairs[made - 1, 2] = saved
         # The new pairs' lists, laid tight at the end of the pool: squeezed first if full.
         for k in range(n_new):
             pairs[new_pairs[k], START] = -1  # not a list yet

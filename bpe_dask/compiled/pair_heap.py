@@ -18,7 +18,7 @@ _LOW = np.int64(0xFFFFFFFF)
 # --- the heap -------------------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _compare_tokens(token_bytes, offsets, sizes, t, u):
     """-1, 0 or 1 as the bytes of token ``t`` sort before, equal or after those of ``u``."""
     if t == u:
@@ -32,7 +32,7 @@ def _compare_tokens(token_bytes, offsets, sizes, t, u):
     return -1 if nt < nu else 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def _before(heap_counts, heap_ids, i, j, pairs, token_bytes, offsets, sizes):
     """Whether heap entry ``i`` comes out before ``j``: higher count, then greater pair bytes."""
     if heap_counts[i] != heap_counts[j]:
@@ -44,7 +44,7 @@ def _before(heap_counts, heap_ids, i, j, pairs, token_bytes, offsets, sizes):
     return order > 0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def sift_up(heap_counts, heap_ids, i, pairs, token_bytes, offsets, sizes):
     """Move entry ``i`` up until its parent comes out before it: the heap holds again after an entry
     is put at its end."""
@@ -57,7 +57,7 @@ def sift_up(heap_counts, heap_ids, i, pairs, token_bytes, offsets, sizes):
         i = parent
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def sift_down(heap_counts, heap_ids, size, i, pairs, token_bytes, offsets, sizes):
     """Move entry ``i`` of the heap's first ``size`` down until neither child comes out before it: the
     heap holds again after entry ``i`` is replaced or lowered."""
