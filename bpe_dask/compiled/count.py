@@ -8,8 +8,9 @@ starts, and its count (``Counter.arrays``, which an Arrow binary column can take
 A whole range is counted without making a Python object per word: the words sit in an arena, in
 the order first seen, and an open-addressing table finds them again by hash. A slot of the table is
 a record holding all a lookup needs, so that finding a word, checking it and counting it touch one
-cache line: the word's first eight bytes, its hash's tag and its length, its count, and its number
-(where the arena holds the rest of a longer word).
+cache line: the word's first eight bytes, its hash's tag and its length, its count, and where its
+bytes lie in the arena (read only for the rest of a word over eight bytes). The loop scans ahead of
+the word it counts and asks for the records it will need early, so that their cache misses overlap.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
 from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
 
 # A record of the table: four int64 side by side, half a cache line (see ``_table``).
+# A length fits in 32 bits: a pre-token lies within one block of text (``bpe-dask.block-size``).
 KEY, META, COUNT, AT = 0, 1, 2, 3  # first 8 bytes; hash tag << 32 | length (0: empty); count; arena offset
 RECORD = 4
 HIGH = np.uint64(0xFFFFFFFF00000000)
