@@ -360,6 +360,15 @@ def test_long_runs_encode_alike_and_fast(gpt2, run):
         assert compiled.encode(text) == reference.encode(text)
 
 
+def test_a_batch_whose_long_run_starts_right_after_an_empty_text_keeps_the_texts_apart(gpt2):
+    """The compiled loop stops before a long pre-token to get room for merging it, and comes back to
+    it: coming back to the first byte of a document that follows an empty one, it must not mark the
+    end of a document a second time."""
+    reference, compiled = both_engines(gpt2.vocab, gpt2.merges, [EOT])
+    texts = ["", "a" * 3000, "b", "", "=" * 500 + " c"]
+    assert compiled.encode_batch(texts, num_threads=1) == [reference.encode(text) for text in texts]
+
+
 @pytest.mark.parametrize("run", ["a", "=", "日"])
 def test_a_long_run_of_one_character_encodes_as_tiktoken_does(gpt2, tiktoken_gpt2, run):
     """The default engine hands a long pre-token to the O(n log n) merge (the reference's O(n²) would

@@ -23,6 +23,7 @@ from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
 from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
 
 CACHED_MAX = 256  # longer pre-tokens are merged each time, not kept
+FRESH = -1  # an encoding loop's position at the start of a piece
 CACHE_ENTRIES = 1 << 17  # pre-tokens a cache holds: about 20 MB of arrays (one cache per concurrent call)
 # The cache: slots of [hash, start in the byte arena, length, start in the id arena, id count].
 _HASH, _START, _LENGTH, _IDS, _COUNT = range(5)
@@ -91,15 +92,16 @@ def encode_loop(pattern: int):
                       byte_ids, keys, pair_ranks, pair_merged, slots, arena, ids_arena, used):  # fmt: skip
         """Write the ids of the pieces ``data[bounds[2k]:bounds[2k+1]]`` to ``out`` from ``n`` on, with
         ``specials[k]`` between pieces ``k`` and ``k + 1`` unless it is negative, from ``piece`` at
-        ``position`` (0: the piece's start, its special token not yet written). ``used`` holds the
-        cache's arena use, id-arena use and entries (updated).
+        byte ``position`` (``FRESH``: the piece's start, its special token not yet written; a piece
+        may start at byte 0, after an empty document). ``used`` holds the cache's arena use,
+        id-arena use and entries (updated).
 
         Returns where the ids end, and, where it stopped early for a long pre-token that ``scratch``
         is too small to merge, the piece and byte it starts at and the scratch it needs (else 0):
         the caller gives a larger scratch and calls again from there.
         """
         while piece < len(bounds) // 2:
-            if position == 0 and piece > 0 and specials[piece - 1] >= 0:  # -1: nothing between pieces
+            if position == FRESH and piece > 0 and specials[piece - 1] >= 0:  # -1: nothing between pieces
                 out[n] = specials[piece - 1]
                 n += 1
             i, hi = max(position, bounds[2 * piece]), bounds[2 * piece + 1]
@@ -123,14 +125,14 @@ def encode_loop(pattern: int):
                             out[n + k] = ids_arena[first + k]
                         n += count
                     elif end - i > SHORT and SCRATCH * (end - i) > len(scratch):
-                        return n, piece, i, SCRATCH * (end - i)  # i > 0: the piece's token is written
+                        return n, piece, i, SCRATCH * (end - i)  # the piece's special token is written
                     else:
                         n = _merged(data, i, end, h, out, n, parts, ranks, scratch, byte_ids, keys,
                                    pair_ranks, pair_merged, slots, arena, ids_arena, used)  # fmt: skip
                 i = end
             piece += 1
-            position = 0
-        return n, piece, 0, 0
+            position = FRESH
+        return n, piece, FRESH, 0
 
     # Without numba's reference counts, as ``count.count_loop`` says: the loop allocates nothing.
     return njit(cache=True, nogil=True, _nrt=False)(own_cache_file(encode_pieces, pattern))
@@ -145,7 +147,7 @@ def pretoken_histogram(data, offsets, counts, histogram, byte_ids, keys, pair_ra
     1]]`` merges into: no scanning (each is one pre-token already) and no cache (each is merged once)."""
     parts = np.empty(SHORT, np.int64)
     ranks = np.empty(SHORT, np.int64)
-    scratch = np.empty(SCRATCH * 256, np.int64)
+    scratch = np.empty(SCRATCH * CACHED_MAX, np.int64)
     for k in range(len(offsets) - 1):
         i, end = offsets[k], offsets[k + 1]
         if end - i <= SHORT:

@@ -22,7 +22,7 @@ from itertools import pairwise
 import numpy as np
 
 from bpe_dask.compiled.compile_once import readonly
-from bpe_dask.compiled.encode import CACHE_ENTRIES, CACHED_MAX, ENCODE_LOOPS, pretoken_histogram
+from bpe_dask.compiled.encode import CACHE_ENTRIES, CACHED_MAX, ENCODE_LOOPS, FRESH, pretoken_histogram
 from bpe_dask.compiled.merge_pretoken import EMPTY, SCRATCH, SHORT, fill_pairs
 from bpe_dask.compiled.scan import pattern_number, table_of
 from bpe_dask.rules.pretokenize import Pretokenizer
@@ -96,7 +96,7 @@ class Encoder:
         out = np.empty(len(data) + len(specials), np.int64)  # a byte is at most one id
         parts, ranks = np.empty(SHORT, np.int64), np.empty(SHORT, np.int64)
         scratch = np.empty(SCRATCH * CACHED_MAX, np.int64)
-        n, piece, position = 0, 0, 0
+        n, piece, position = 0, 0, FRESH
         try:
             while piece < len(bounds) // 2:
                 n, piece, position, need = ENCODE_LOOPS[self.pattern](
