@@ -37,15 +37,20 @@ AHEAD = 16  # pre-tokens scanned ahead of the one counted: their records are on 
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _home(h, mask):
+    """The slot where the search for a word of hash ``h`` starts: its hash's upper half, which is
+    also the tag its record holds (so a grown table finds the slot again from the record alone)."""
+    return np.int64(h >> np.uint64(32)) & mask
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _find(data, i, end, h, key, arena, records):
     """The record of the word ``data[i:end]`` (of hash ``h`` and first bytes ``key``) in the table,
     or the empty one where it goes; and the meta a record holds for it."""
     length = end - i
-    # The tag is the hash's upper half, which also picks the home slot: a grown table finds the slot
-    # again from the record alone, without hashing the word's bytes.
     meta = np.int64(h & HIGH) | length
     mask = len(records) // RECORD - 1
-    slot = np.int64(h >> np.uint64(32)) & mask
+    slot = _home(h, mask)
     while True:
         r = slot * RECORD
         held = records[r + META]
@@ -93,7 +98,7 @@ def count_loop(pattern: int):
                     else next_token_o200k(data, i, hi, table)
                 )
                 h, key = word_hash(data, i, end)
-                prefetch(records, (np.int64(h >> np.uint64(32)) & mask) * RECORD)
+                prefetch(records, _home(h, mask) * RECORD)
                 e = (scanned % AHEAD) * PENDING
                 pending[e + START], pending[e + END], pending[e + PIECE] = i, end, piece
                 pending[e + HASH], pending[e + FIRST] = np.int64(h), np.int64(key)
@@ -133,7 +138,7 @@ def _rehash(grown, records):
     mask = len(grown) // RECORD - 1
     for r in range(0, len(records), RECORD):
         if records[r + META] != 0:
-            slot = (records[r + META] >> 32) & mask
+            slot = (records[r + META] >> 32) & mask  # ``_home``, from the tag
             while grown[slot * RECORD + META] != 0:
                 slot = (slot + 1) & mask
             for k in range(RECORD):  # not a slice assignment: compile_once.py says why
