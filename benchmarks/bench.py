@@ -9,6 +9,7 @@ docs/performance.md holds the current figures and the commands behind each table
     python benchmarks/bench.py merge --unique 4000000 --vocab-size 32000   # OpenWebText-scale merge loop
     python benchmarks/bench.py merge-memory --unique 4000000               # its memory, by structure
     python benchmarks/bench.py encode --size 16MB                           # encoding vs tiktoken
+    python benchmarks/bench.py encode --size 16MB --vocab gpt4-32k --job-size ''  # a trained 32K vocabulary
     python benchmarks/bench.py encode-batch --size 16MB                     # encode_batch vs tiktoken's
     python benchmarks/bench.py cs336                                        # CS336's speed test
     python benchmarks/bench.py evaluate --size 260MB                        # evaluate beside encode
@@ -291,10 +292,10 @@ def gpt2_tokenizer(engine: str = "auto"):
     return Tokenizer.from_files(vocab, merges, [EOT], engine=engine)
 
 
-def bpe_dask_encode_in_process(path: str) -> dict:
-    """`Tokenizer.encode` with the GPT-2 vocabulary, one process, the file as one string: the first
-    call (which loads the compiled code from numba's cache) and a second one."""
-    tokenizer = gpt2_tokenizer()
+def bpe_dask_encode_in_process(path: str, vocab: str = "gpt2") -> dict:
+    """`Tokenizer.encode` with the vocabulary ``vocab`` (``VOCABULARIES``), one process, the file as
+    one string: the first call (which loads the compiled code from numba's cache) and a second one."""
+    tokenizer = gpt2_tokenizer() if vocab == "gpt2" else _trained_tokenizer()
     text = Path(path).read_bytes().decode()
     started = time.perf_counter()
     ids = tokenizer.encode(text)
@@ -325,20 +326,58 @@ def gpt2_ranks() -> tuple[str, dict[bytes, int], dict[str, int]]:
     return GPT2.regex, ids, special
 
 
-def tiktoken_gpt2():
-    """tiktoken with the same GPT-2 files (built locally: tiktoken would download its own)."""
+# The vocabularies the encoding suite measures: GPT-2's own, and one bpe-dask trains with GPT-4's
+# pattern to 32,000 tokens on the 65 MB corpus (seed 0), then encodes text it never saw (seed 1).
+VOCABULARIES = ("gpt2", "gpt4-32k")
+TRAINED = DATA / "tokenizer-gpt4-32000-openwebtext-65MB-seed0"
+
+
+def trained_gpt4_32k() -> Path:
+    """The directory of the 32K GPT-4-pattern tokenizer, trained by `bpe-dask train` the first time."""
+    if not (TRAINED / "tokenizer.tiktoken").exists():
+        corpus = corpus_file("openwebtext", "65MB")
+        command = [sys.executable, "-m", "bpe_dask", "train", corpus, "--vocab-size", "32000", "--pattern",
+                   "gpt4", "--special-token", EOT, "--out", str(TRAINED), "--overwrite", "-q"]  # fmt: skip
+        subprocess.run(command, check=True)
+    return TRAINED
+
+
+def _trained_tokenizer():
+    from bpe_dask import Tokenizer
+
+    return Tokenizer.load(trained_gpt4_32k())
+
+
+def vocabulary_ranks(vocab: str) -> tuple[str, dict[bytes, int], dict[str, int]]:
+    """The split pattern, BPE ranks and special token of ``vocab``, for tiktoken and riptoken: the
+    trained one's from its `tokenizer.tiktoken` (base64 of each token's bytes, and its id)."""
+    if vocab == "gpt2":
+        return gpt2_ranks()
+    import base64
+
+    from bpe_dask.rules.patterns import split_pattern
+
+    lines = (trained_gpt4_32k() / "tokenizer.tiktoken").read_text().split()
+    ranks = {base64.b64decode(token): int(rank) for token, rank in zip(lines[::2], lines[1::2], strict=True)}
+    special = {EOT: _trained_tokenizer().encode(EOT, allowed_special="all")[0]}
+    return split_pattern("gpt4").regex, ranks, special
+
+
+def tiktoken_gpt2(vocab: str = "gpt2"):
+    """tiktoken with the same GPT-2 files (built locally: tiktoken would download its own), or the
+    same ranks as ``vocab``."""
     import tiktoken
 
-    pattern, ranks, special = gpt2_ranks()
-    return tiktoken.Encoding("gpt2", pat_str=pattern, mergeable_ranks=ranks, special_tokens=special)
+    pattern, ranks, special = vocabulary_ranks(vocab)
+    return tiktoken.Encoding(vocab, pat_str=pattern, mergeable_ranks=ranks, special_tokens=special)
 
 
-def riptoken_gpt2():
+def riptoken_gpt2(vocab: str = "gpt2"):
     """riptoken (a faster tiktoken, Rust) on the same ranks and pattern: its `CoreBPE`, which
     `riptoken.Encoding` runs too."""
     import riptoken
 
-    pattern, ranks, special = gpt2_ranks()
+    pattern, ranks, special = vocabulary_ranks(vocab)
     return riptoken.CoreBPE(ranks, special, pattern)
 
 
@@ -350,9 +389,9 @@ def has_riptoken() -> bool:
     return True
 
 
-def tiktoken_encode(path: str, contender: str = "tiktoken") -> dict:
-    """tiktoken's (or riptoken's, ``contender``) encode of the whole file, GPT-2's vocabulary."""
-    encoding = tiktoken_gpt2() if contender == "tiktoken" else riptoken_gpt2()
+def tiktoken_encode(path: str, contender: str = "tiktoken", vocab: str = "gpt2") -> dict:
+    """tiktoken's (or riptoken's, ``contender``) encode of the whole file, with ``vocab``."""
+    encoding = tiktoken_gpt2(vocab) if contender == "tiktoken" else riptoken_gpt2(vocab)
     text = Path(path).read_bytes().decode()
     started = time.perf_counter()
     ids = encoding.encode(text, allowed_special={EOT})
@@ -836,26 +875,31 @@ def suite_cs336(args: argparse.Namespace) -> list[tuple[str, str, str]]:
 
 
 def suite_encode(args: argparse.Namespace) -> list[tuple[str, str, str]]:
-    """Tokenizer.encode against tiktoken on one file; linearity; bpe-dask encode on 1 and 2 workers."""
-    path = corpus_file(args.kind, args.size)
+    """Tokenizer.encode against tiktoken on one file; linearity; bpe-dask encode on 1 and 2 workers.
+    With ``--vocab gpt4-32k``, the whole-file rows only, on held-out text (seed 1)."""
+    vocab = args.vocab
+    path = corpus_file(args.kind, args.size, seed=0 if vocab == "gpt2" else 1)
     size = os.path.getsize(path)
-    tik = run("tiktoken_encode", path)
-    ours = run("bpe_dask_encode_in_process", path)
+    tik = run("tiktoken_encode", path, "tiktoken", vocab)
+    ours = run("bpe_dask_encode_in_process", path, vocab)
     assert tik["digest"] == ours["digest"], "the encodings differ"
     rate = lambda r, n=size: f"{n / r['seconds'] / 1e6:.2f} MB/s"  # noqa: E731
     ratio = ours["seconds"] / tik["seconds"]
+    named = "GPT-2 vocabulary" if vocab == "gpt2" else "a 32K GPT-4-pattern vocabulary bpe-dask trained"
     rows = [
-        (f"tiktoken, GPT-2 vocabulary, {size / 1e6:.0f} MB ({tik['tokens']:,} tokens)",
+        (f"tiktoken, {named}, {size / 1e6:.0f} MB ({tik['tokens']:,} tokens)",
          f"{tik['seconds']:.2f} s", rate(tik)),
         ("bpe-dask Tokenizer.encode, same vocabulary, same ids", f"{ours['seconds']:.2f} s",
          f"{ratio:.2f}x tiktoken's time; first call {ours['first_call_seconds']:.2f} s"),
     ]  # fmt: skip
     if has_riptoken():
-        rip = run("tiktoken_encode", path, "riptoken")
+        rip = run("tiktoken_encode", path, "riptoken", vocab)
         assert rip["digest"] == ours["digest"], "riptoken's encoding differs"
         rows.append(("riptoken CoreBPE.encode, same vocabulary, same ids", f"{rip['seconds']:.2f} s",
                      f"{rate(rip)}; {rip['seconds'] / tik['seconds']:.2f}x tiktoken's time; bpe-dask "
                      f"{ours['seconds'] / rip['seconds']:.2f}x riptoken's"))  # fmt: skip
+    if vocab != "gpt2":
+        return rows
     for kind, chars in [("run", 200_000), ("owt", 4_000_000), ("json", 4_000_000), ("cjk", 1_000_000)]:
         r = run("encode_scaling", kind, chars, path)
         double = 2 * chars
@@ -1313,6 +1357,9 @@ def build_parser() -> argparse.ArgumentParser:
     encoding = commands.add_parser("encode", help="encoding: Tokenizer and bpe-dask encode against tiktoken")
     encoding.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     encoding.add_argument("--size", default="16MB")
+    encoding.add_argument(
+        "--vocab", default="gpt2", choices=VOCABULARIES, help="gpt4-32k: trained first, once"
+    )
     encoding.add_argument(
         "--job-size", default="260MB", help="input of the bpe-dask encode runs ('' skips them)"
     )

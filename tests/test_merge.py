@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import weakref
 
@@ -167,7 +168,7 @@ def test_a_training_job_warms_the_merge_loop_for_its_own_records_only():
     import sys
 
     script = (
-        "from bpe_dask.stages.merge import compile_merge_loop_in_background\n"
+        "from bpe_dask.stages.compile_ahead import compile_merge_loop_in_background\n"
         "from bpe_dask.compiled.merge_loop import _merge_batch\n"
         "compile_merge_loop_in_background('numba', None, {size}).join()\n"
         "print([str(sig[0].dtype) for sig in _merge_batch.signatures])\n"
@@ -177,6 +178,69 @@ def test_a_training_job_warms_the_merge_loop_for_its_own_records_only():
         done = subprocess.run(command, capture_output=True, text=True, timeout=timing.seconds(300))
         assert done.returncode == 0, done.stderr
         assert done.stdout.split() == [f"['{width}']"], (size, done.stdout, done.stderr)
+
+
+def test_a_training_job_compiles_its_merge_loop_in_a_process_of_its_own(tmp_path):
+    """numba compiles one function at a time in a process, and the embedded cluster's workers compile
+    their counting loop in the job's: the merge loop is compiled by a second process, on another core,
+    into numba's cache, and the job's process loads it from there, compiling none of it itself."""
+    import json
+    import subprocess
+    import sys
+
+    script = (
+        "import json\n"
+        "from bpe_dask.stages.compile_ahead import compile_merge_loop_in_background\n"
+        "from bpe_dask.compiled.cache import cache_use, cached_versions\n"
+        "from bpe_dask.compiled.merge_loop import _merge_batch\n"
+        "from bpe_dask.compiled.sum_sorted import _merge_two\n"
+        "compile_merge_loop_in_background('numba', None, 1000).join()\n"
+        "use = cache_use()\n"
+        "widths = [str(sig[0].dtype) for sig in _merge_batch.signatures]\n"
+        "reduce = len(cached_versions(_merge_two))\n"
+        "use = {'compiled': use.compiled, 'loaded': use.loaded, 'widths': widths, 'reduce': reduce}\n"
+        "print(json.dumps(use))\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}  # empty: nothing to load yet
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=timing.seconds(300)
+    )
+    assert done.returncode == 0, done.stderr
+    use = json.loads(done.stdout)
+    assert use["compiled"] == [], use
+    assert "bpe_dask.compiled.merge_loop._merge_batch" in use["loaded"], use
+    assert use["reduce"] > 0, use  # the reduce's sum is in the cache too, for the job's reduce tasks
+    assert use["widths"] == ["uint16"], use
+
+
+def test_the_process_compiling_ahead_ends_with_the_job(tmp_path):
+    """Whatever ends the job's process (here SIGKILL, which runs no handler of its), the process
+    compiling ahead for it ends too, rather than compiling on for a job that is gone."""
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    script = (
+        "import time, psutil\n"
+        "from bpe_dask.stages.compile_ahead import compile_merge_loop_in_background\n"
+        "compile_merge_loop_in_background('numba', None, 1000)\n"
+        "while not psutil.Process().children():\n"
+        "    time.sleep(0.05)\n"
+        "print(psutil.Process().children()[0].pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    job = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        compiling = psutil.Process(int(job.stdout.readline()))
+    finally:
+        job.send_signal(signal.SIGKILL)
+        job.wait()
+    compiling.wait(timeout=timing.seconds(120))  # raises psutil.TimeoutExpired if it compiles on
+    # Ended with the job, seconds before it could have saved the merge loop, which it compiles last.
+    assert not list((tmp_path / "numba").rglob("merge_loop._merge_batch-*.nbi"))
 
 
 @pytest.mark.skipif(not NUMBA, reason="numba not installed")

@@ -94,3 +94,17 @@ def cache_use(seconds: float = 0.0) -> CacheUse:
         cache = getattr(function, "_cache", None)  # numba's FunctionCache: where this function's entries go
         folder = folder or getattr(cache, "cache_path", "")
     return CacheUse(compiled, loaded, folder, seconds)
+
+
+def cached_versions(function: Any) -> list[tuple]:
+    """The argument types of each version of ``function`` (a numba dispatcher) whose machine code
+    numba's cache holds for this machine and this source: the versions a call would load, not compile.
+    Read from numba's index of the function's entries, without loading or compiling anything."""
+    entries = getattr(getattr(function, "_cache", None), "_cache_file", None)  # numba's NullCache: none
+    if entries is None:
+        return []
+    machine = function.targetctx.codegen().magic_tuple()  # numba's key: the target, CPU name and features
+    try:
+        return [key[0] for key in entries._load_index() if key[1] == machine]
+    except Exception:  # an index numba could not read either: it compiles
+        return []

@@ -14,12 +14,13 @@ import numpy as np
 from numba import njit
 
 from bpe_dask import interrupts
+from bpe_dask.compiled.cache import cached_versions
 from bpe_dask.compiled.hashing import LOW
 from bpe_dask.compiled.merge_holders import merge_holders
 from bpe_dask.compiled.merge_state import INDEX_LOAD, UNLIMITED, State, fits
 from bpe_dask.compiled.pair_heap import sift_down, sift_up
 from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, START, compact
-from bpe_dask.compiled.word_records import WIDE_VOCAB, Words, count_width, end_mark
+from bpe_dask.compiled.word_records import WIDE_VOCAB, Words, count_width, end_mark, token_dtype
 
 _BATCH = 256  # merges per compiled call, between progress reports
 _ZERO = np.int64(0)
@@ -254,3 +255,11 @@ def compile_merge_loop(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> 
             {i: bytes([i]) for i in range(256)},
             vocab_size,
         )
+
+
+def merge_loop_cached(vocab_sizes: tuple[int, ...]) -> bool:
+    """Whether numba's cache holds the merge loop for the records of each of ``vocab_sizes`` on this
+    machine (compiled last by ``compile_merge_loop``, after the functions it calls): a process loads
+    it in well under a second rather than compiling it."""
+    held = {str(version[0].dtype) for version in cached_versions(_merge_batch)}
+    return all(str(token_dtype(size)) in held for size in vocab_sizes)

@@ -74,12 +74,10 @@ def heapify(pairs, used, heap_counts, heap_ids, token_bytes, offsets, sizes, lon
 
 
 @njit(cache=True, nogil=True)
-def _byte_pairs(words, used):
-    """How many words of the records before ``used`` hold each byte pair, and its weighted count."""
+def _byte_pairs(words, used, holders, weighted, last):
+    """How many words of the records before ``used`` hold each byte pair into ``holders``, and its
+    weighted count into ``weighted`` (both zeros, and ``last`` all -1, as they come in)."""
     width, end = count_width(words), end_mark(words)
-    holders = np.zeros(1 << 16, np.int64)
-    weighted = np.zeros(1 << 16, np.int64)
-    last = np.full(1 << 16, -1, np.int64)  # the word a pair was last counted for
     p = 0
     while p < used:
         f = count_of(words, p)
@@ -92,24 +90,22 @@ def _byte_pairs(words, used):
                 holders[pair] += 1
             r += 1
         p = r + 2
-    return holders, weighted
 
 
 @njit(cache=True, nogil=True)
-def _list_byte_pairs(words, used, holders, weighted, pool, pairs, index):
+def _list_byte_pairs(words, used, holders, weighted, pool, pairs, index, fill, last):
     """Every byte pair of the records before ``used`` into ``pairs`` (and ``index``), with its count
     (``weighted``) and its list of holders in ``pool``, ``holders`` long, in the order of the pairs'
-    keys; returns how many pairs.
+    keys (``fill`` and ``last``, of 65,536 elements, are its scratch; ``last`` all -1 as it comes
+    in); returns how many pairs.
 
     Before any merge a pair is two bytes, one of 65,536: a counting sort, this second pass over the
     words after ``_byte_pairs``, groups the holders by pair, each word once per pair.
     """
     width, end = count_width(words), end_mark(words)
-    fill = np.zeros(1 << 16, np.int64)
+    fill[0] = 0
     for pair in range(1, 1 << 16):  # where each pair's list starts (a loop: compiled/compile_once.py)
         fill[pair] = fill[pair - 1] + holders[pair - 1]
-    start = fill.copy()
-    last = np.full(1 << 16, -1, np.int64)
     p = 0
     while p < used:
         r = p + width
@@ -125,7 +121,9 @@ def _list_byte_pairs(words, used, holders, weighted, pool, pairs, index):
     for pair in range(1 << 16):
         if holders[pair]:
             add(index, pairs, n, (np.int64(pair >> 8) << 32) | (pair & 0xFF))
-            pairs[n, COUNT], pairs[n, START], pairs[n, LENGTH] = weighted[pair], start[pair], holders[pair]
+            # ``fill`` is where the list ends now: less its length, where it starts
+            pairs[n, COUNT], pairs[n, START] = weighted[pair], fill[pair] - holders[pair]
+            pairs[n, LENGTH] = holders[pair]
             n += 1
     return n
 
@@ -171,15 +169,19 @@ class State:
         # Room for a pair per word (many more than most tables make), or for the 65,536 byte pairs.
         self.pairs = np.empty((max(1 << 17, words.count), 4), np.int64)
         self.index = np.full(INDEX_LOAD << 16, NO_PAIR, np.int32)
-        holders, weighted = _byte_pairs(self.words, used)
+        # Scratch of the two passes over the byte pairs (numpy's: numba compiles its own allocations)
+        holders, weighted, fill = (np.zeros(1 << 16, np.int64) for _ in range(3))
+        last = np.full(1 << 16, -1, np.int64)  # the word a pair was last counted for
+        _byte_pairs(self.words, used, holders, weighted, last)
         # The pool (numpy's: huge pages, as in ``Words.sort``): its lists, then room for the first
         # merges' new lists (an eighth more, or the longest list, which the first merge frees) up to
         # its limit of use, and half as much again.
         self.pool_used = int(holders.sum())
         self.pool_limit = self.pool_used + max(self.pool_used // 8, int(holders.max())) + 16
         self.pool = np.empty(self.pool_limit + self.pool_used // 2, positions)
+        last.fill(-1)
         self.pairs_used = _list_byte_pairs(
-            self.words, used, holders, weighted, self.pool, self.pairs, self.index
+            self.words, used, holders, weighted, self.pool, self.pairs, self.index, fill, last
         )
         self.pool_written = self.pool_used  # how far the pool's pages hold memory (its highest use)
         self.heap_counts = np.empty(len(self.pairs), np.int64)

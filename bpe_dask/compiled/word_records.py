@@ -94,11 +94,11 @@ def _lay_out(data, offsets, freqs, words, p):
 
 
 @njit(cache=True, nogil=True)
-def _prefixes(words, used, n):
+def _prefixes(words, used, keys, starts):
     """Each record's first eight bytes as a big-endian number (shorter words padded with zeros:
-    their order is the order of the bytes), and where it starts; and whether they are in order."""
+    their order is the order of the bytes) into ``keys``, and where it starts into ``starts``; and
+    whether they are in order."""
     width, end = count_width(words), end_mark(words)
-    keys, starts = np.empty(n, np.uint64), np.empty(n, np.int64)
     in_order = True
     p, i = 0, 0
     while p < used:
@@ -113,23 +113,29 @@ def _prefixes(words, used, n):
         if i and keys[i - 1] > key:
             in_order = False
         p, i = r + 1, i + 1
-    return keys, starts, in_order
+    return in_order
 
 
 @njit(cache=True, nogil=True)
-def _radix_order(keys, order, spare, spare_keys):
+def _radix_order(keys, order, spare, spare_keys, place):
     """The order that sorts ``keys`` (a stable radix sort, 16 bits a pass, through ``order`` and the
-    ``spare`` arrays, each as long as ``keys``; ``keys`` is overwritten): one of the two buffers."""
+    ``spare`` arrays, each as long as ``keys``, and ``place``, of 65,536 elements; ``keys`` is
+    overwritten): one of the two buffers. Plain loops, no numpy function: each costs compile time."""
     n = len(keys)
     for i in range(n):
         order[i] = i
     for shift in range(0, 64, 16):
-        counts = np.zeros((1 << 16) + 1, np.int64)
+        for digit in range(1 << 16):
+            place[digit] = 0
         for i in range(n):
-            counts[((keys[i] >> np.uint64(shift)) & np.uint64(0xFFFF)) + 1] += 1
-        if counts.max() == n:
+            place[(keys[i] >> np.uint64(shift)) & np.uint64(0xFFFF)] += 1
+        start, alike = np.int64(0), False
+        for digit in range(1 << 16):  # each digit's count, then where its keys go
+            count = place[digit]
+            alike |= count == n
+            place[digit], start = start, start + count
+        if alike:
             continue  # every key has the same 16 bits here
-        place = np.cumsum(counts)
         for i in range(n):
             digit = (keys[i] >> np.uint64(shift)) & np.uint64(0xFFFF)
             spare[place[digit]], spare_keys[place[digit]] = order[i], keys[i]
@@ -194,12 +200,15 @@ class Words:
         close together; what it learns does not depend on the order. Takes another copy of the
         records while it moves them, so it runs once whoever held the words in another form has let
         them go."""
-        keys, starts, in_order = _prefixes(self.records, self.used, self.count)
-        if not in_order:
-            # Arrays numpy allocates (not numba): numpy asks Linux for huge pages, which these reads
-            # and writes all over them need (a page table entry per 2 MiB, not per 4 KiB).
-            n = len(keys)
-            order = _radix_order(keys, np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.uint64))
+        # Arrays numpy allocates (not numba): numpy asks Linux for huge pages, which these reads and
+        # writes all over them need (a page table entry per 2 MiB, not per 4 KiB).
+        n = self.count
+        keys, starts = np.empty(n, np.uint64), np.empty(n, np.int64)
+        if not _prefixes(self.records, self.used, keys, starts):
+            place = np.empty(1 << 16, np.int64)
+            order = _radix_order(
+                keys, np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.uint64), place
+            )
             del keys
             moved = np.empty_like(self.records)
             _gather(self.records, starts, order, moved)

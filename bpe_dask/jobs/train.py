@@ -47,8 +47,8 @@ from bpe_dask.jobs.tokenizer_output import (
 from bpe_dask.rules.pretokenize import split_pattern
 from bpe_dask.sources.source import Source
 from bpe_dask.stages import compression
+from bpe_dask.stages.compile_ahead import compile_merge_loop_in_background
 from bpe_dask.stages.counters import SpecialsSeen
-from bpe_dask.stages.merge import compile_merge_loop_in_background
 
 log = logging.getLogger(__name__)
 PLOT_EARLY = 16 * 2**20  # input bytes below which compression.png's library loads as the job starts

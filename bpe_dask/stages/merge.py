@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import heapq
 import logging
-import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from operator import add
@@ -165,25 +164,6 @@ COMPILE_AHEAD_BYTES = 1 << 20
 def merge_engine(engine: str, words: int) -> str:
     """``"numba"`` or ``"python"``: the engine ``train_merges`` runs for this many words."""
     return "numba" if use_compiled(engine, words, NUMBA_MIN_WORDS) else "python"
-
-
-def compile_merge_loop_in_background(
-    engine: str = "auto", input_bytes: int | None = None, vocab_size: int | None = None
-) -> threading.Thread | None:
-    """Start compiling the merge loop (or loading it from numba's cache) in a background thread, and
-    give the thread, so that the first merges of a fresh install do not wait for it. ``None``, and
-    no thread, where the loop will not run compiled: with ``engine="auto"``, for ``input_bytes`` under
-    ``COMPILE_AHEAD_BYTES`` (``None``: any size), whose words the Python loop merges. With
-    ``vocab_size``, only the loop for that size's records (``compiled.word_records``)."""
-    likely = input_bytes is None or input_bytes >= COMPILE_AHEAD_BYTES
-    if merge_engine(engine, NUMBA_MIN_WORDS if likely else 0) != "numba":
-        return None
-    from bpe_dask.compiled import compile_merge_loop
-
-    sizes = () if vocab_size is None else ((max(vocab_size, 257),),)  # default: every width
-    thread = threading.Thread(target=compile_merge_loop, args=sizes, name="bpe-dask-compile", daemon=True)
-    thread.start()
-    return thread
 
 
 class _MergeState:

@@ -10,7 +10,7 @@ counted words (an evaluate task). What a stage compiles depends on its pattern (
 encoding loops) and nothing else, so a process, or a worker image, that ran it for a job's pattern
 runs the job on machine code loaded from the cache. ``bpe-dask warm-up`` compiles every stage; a
 job's embedded cluster only the stages its workers run compiled (``cluster.client``), and ``train``
-the merge loop (``stages.merge.compile_merge_loop_in_background``). Where numba keeps it, and what
+the merge loop (``stages.compile_ahead``). Where numba keeps it, and what
 an entry must match to serve: ``compiled.cache``.
 """
 
