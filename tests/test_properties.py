@@ -193,6 +193,28 @@ def test_counting_text_files_equals_the_reference(corpus, how, chunk_size, block
         assert counts_of(result.table()) == reference.pretokenize(docs, specials, regex_of(pattern))
 
 
+# Tokens alike in their first eight bytes, holding zero bytes, prefixes of one another: what a sort
+# by the first eight bytes as a number must still put in the order of the bytes.
+ALIKE = st.lists(st.sampled_from(["\x00", "\x01", "a", "b", "ab", "é", " ", "\n", "1", "'s"]), max_size=300)
+
+
+@given(pieces=ALIKE, pattern=st.sampled_from(BUILTIN))
+def test_a_compiled_counters_sorted_table_is_in_the_order_of_the_bytes(pieces, pattern):
+    """A shard is sorted by token, as the reduce merges shards as sorted runs: the compiled counter
+    sorts by each token's first eight bytes first, then by its bytes where those tie."""
+    from bpe_dask.stages.counters import CompiledCounter, RegexCounter
+
+    text = "".join(pieces)
+    pretokenizer = Pretokenizer(pattern=pattern)
+    compiled, regex = CompiledCounter(pretokenizer), RegexCounter(pretokenizer)
+    compiled.add(text)
+    regex.add(text)
+    got = compiled.sorted_table()
+    assert got.to_pylist() == regex.sorted_table().to_pylist()
+    tokens = got.column("token").to_pylist()
+    assert tokens == sorted(tokens)
+
+
 @given(
     specials=special_tokens,
     data=st.data(),

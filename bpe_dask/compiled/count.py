@@ -167,11 +167,12 @@ class Counter:
         self.records = _table(2 * capacity)
         self.pending = np.empty(AHEAD * PENDING, np.int64)
         self.used = self.n = 0
+        self._order: np.ndarray | None = None  # ``_in_order``'s
 
     def add(self, data: bytes, bounds: np.ndarray) -> None:
         """Count the pre-tokens of the pieces ``data[bounds[2k]:bounds[2k+1]]`` (UTF-8)."""
         view = readonly(np.frombuffer(data, np.uint8))
-        piece, position = 0, 0
+        piece, position, self._order = 0, 0, None
         while piece < len(bounds) // 2:
             piece, position, self.used, self.n = self._loop(
                 view,
@@ -205,12 +206,23 @@ class Counter:
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The distinct pre-tokens back to back (uint8, the arena itself), where each starts and the
         last ends (int64, from 0), and their counts (int64), in the order first seen."""
-        held = self.records.reshape(-1, RECORD)
-        held = held[held[:, META] != 0]
-        # Each word has its own place in the arena, in the order first seen: the records in the order
-        # of their places are the words in that order.
-        counts = held[np.argsort(held[:, AT]), COUNT]
+        counts = self.records[self._in_order() + COUNT]
         return self.arena[: self.used], np.append(self.starts[: self.n], self.used), counts
+
+    def prefixes(self) -> np.ndarray:
+        """Each pre-token's first eight bytes as one big-endian number (zeros after a shorter one), in
+        the order of ``arrays``: words in the order of these are in the order of their bytes, but for
+        those alike in their first eight (a sort by bytes then compares only those)."""
+        return self.records[self._in_order() + KEY].view(np.uint64).byteswap()  # a record's are little-endian
+
+    def _in_order(self) -> np.ndarray:
+        """Where the records start, in the order their words were first seen (kept until ``add``)."""
+        if self._order is None:
+            held = np.flatnonzero(self.records[META::RECORD]) * RECORD
+            # Each word has its own place in the arena, in the order first seen: the records in the
+            # order of their places are the words in that order.
+            self._order = held[np.argsort(self.records[held + AT])]
+        return self._order
 
 
 def _table(slots: int) -> np.ndarray:

@@ -133,7 +133,7 @@ class _Pool:
                 self.stop.set()
 
     def result(self) -> Counted:
-        tables = [state.counter.table().sort_by("token") for state in self.states]
+        tables = [state.counter.sorted_table() for state in self.states]
         table = sum_sorted(tables, self.settings.engine)
         specials, bad = SpecialsSeen(), BadRecords()
         for state in self.states:

@@ -9,7 +9,7 @@ data, which the compression curve counts.
 >>> from bpe_dask.rules.pretokenize import Pretokenizer
 >>> counter = RegexCounter(Pretokenizer())
 >>> counter.add("the cat the")
->>> counter.table().sort_by("token").to_pylist()
+>>> counter.sorted_table().to_pylist()
 [{'token': b' cat', 'count': 1}, {'token': b' the', 'count': 1}, {'token': b'the', 'count': 1}]
 >>> counter = RegexCounter(Pretokenizer(["<|endoftext|>"]))
 >>> counter.add("the<|endoftext|>cat<|endoftext|>")
@@ -81,6 +81,10 @@ class RegexCounter:
     def table(self) -> pa.Table:
         return counts_table(self.counts)
 
+    def sorted_table(self) -> pa.Table:
+        """``table`` sorted by token, as a shard holds it."""
+        return self.table().sort_by("token")
+
 
 class CompiledCounter:
     """Pre-token counts from the compiled scanner, kept in flat arrays (``compiled.Counter``)."""
@@ -113,3 +117,10 @@ class CompiledCounter:
         (int64), the compiled counter's arena shared."""
         data, offsets, counts = self.counts.arrays()
         return pa.table({"token": tokens_array(data, offsets), "count": pa.array(counts, pa.int64())})
+
+    def sorted_table(self) -> pa.Table:
+        """``table`` sorted by token, as a shard holds it: by each token's first eight bytes as a
+        number first, then by its bytes where those tie (the same order: zeros pad a shorter token,
+        and a zero byte sorts first), in about half the time of a sort by bytes alone."""
+        keyed = self.table().append_column("prefix", pa.array(self.counts.prefixes()))
+        return keyed.sort_by([("prefix", "ascending"), ("token", "ascending")]).drop_columns("prefix")

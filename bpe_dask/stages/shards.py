@@ -72,7 +72,7 @@ def write_shard(
 ) -> Shard:
     """Write what ``counter`` counted (and the records ``bad`` left out) as the shard ``path``;
     ``read_bytes``: what was read of an input whose size was not known."""
-    table = counter.table().sort_by("token")  # the reduce merges runs
+    table = counter.sorted_table()  # the reduce merges runs
     text_bytes = words_bytes(table) + counter.specials.bytes
     metadata = {SPECIALS_KEY: json.dumps(vars(counter.specials)), TEXT_BYTES_KEY: str(text_bytes)}
     if read_bytes:
