@@ -183,13 +183,18 @@ def test_a_training_job_warms_the_merge_loop_for_its_own_records_only():
 def test_a_training_job_compiles_its_merge_loop_in_a_process_of_its_own(tmp_path):
     """numba compiles one function at a time in a process, and the embedded cluster's workers compile
     their counting loop in the job's: the merge loop is compiled by a second process, on another core,
-    into numba's cache, and the job's process loads it from there, compiling none of it itself."""
+    into numba's cache, and the job's process loads it from there, compiling none of it itself. The
+    second process imports the job's own bpe_dask, whatever folder the job runs in (here one with
+    another ``bpe_dask`` in it, as a source checkout beside an installed package), and ends well."""
     import json
     import subprocess
     import sys
 
-    script = (
-        "import json\n"
+    job = tmp_path / "job.py"
+    job.write_text(
+        "import json, logging\n"
+        "logging.basicConfig()\n"
+        "logging.getLogger('bpe_dask.stages.compile_ahead').setLevel(logging.DEBUG)  # says if it failed\n"
         "from bpe_dask.stages.compile_ahead import compile_merge_loop_in_background\n"
         "from bpe_dask.compiled.cache import cache_use, cached_versions\n"
         "from bpe_dask.compiled.merge_loop import _merge_batch\n"
@@ -201,11 +206,20 @@ def test_a_training_job_compiles_its_merge_loop_in_a_process_of_its_own(tmp_path
         "use = {'compiled': use.compiled, 'loaded': use.loaded, 'widths': widths, 'reduce': reduce}\n"
         "print(json.dumps(use))\n"
     )
+    elsewhere = tmp_path / "checkout"
+    (elsewhere / "bpe_dask").mkdir(parents=True)
+    (elsewhere / "bpe_dask" / "__init__.py").write_text("raise ImportError('another bpe_dask')\n")
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}  # empty: nothing to load yet
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=timing.seconds(300)
+        [sys.executable, str(job)],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timing.seconds(300),
     )
     assert done.returncode == 0, done.stderr
+    assert "failed" not in done.stderr, done.stderr
     use = json.loads(done.stdout)
     assert use["compiled"] == [], use
     assert "bpe_dask.compiled.merge_loop._merge_batch" in use["loaded"], use

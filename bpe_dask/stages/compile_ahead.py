@@ -16,13 +16,13 @@ cache holds the loop already, no process is started.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
 import sys
 import threading
 
-import bpe_dask
 from bpe_dask.stages.merge import COMPILE_AHEAD_BYTES, NUMBA_MIN_WORDS, merge_engine
 
 log = logging.getLogger(__name__)
@@ -59,16 +59,20 @@ def _compile_ahead(sizes: tuple[int, ...]) -> None:
         log.debug("compiling the merge loop ahead stopped", exc_info=True)
 
 
+# The second process's Python: this process's module path (so it imports the very bpe_dask this one
+# runs, which is what numba keys its cache on; ``-m`` would put its folder first), then ``compile_here``.
+_CHILD = (
+    "import json, sys; sys.path[:] = json.loads(sys.argv[1]); from {0} import compile_here; compile_here()"
+)
+
+
 def _in_a_process(sizes: tuple[int, ...]) -> None:
-    """Run this module in a new Python process that compiles into numba's cache, and wait for it."""
-    package_folder = os.path.dirname(os.path.dirname(os.path.abspath(bpe_dask.__file__)))
-    path = os.pathsep.join([package_folder, *filter(None, [os.environ.get("PYTHONPATH")])])  # this bpe_dask
+    """Compile into numba's cache in a new Python process (``compile_here``), and wait for it."""
     child = subprocess.Popen(
-        [sys.executable, "-m", __name__, *map(str, sizes)],
+        [sys.executable, "-c", _CHILD.format(__name__), json.dumps(sys.path), *map(str, sizes)],
         stdin=subprocess.PIPE,  # held open, never written: the child ends when this process does
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": path},
     )
     with child:
         said = child.stderr.read().decode(errors="replace").strip().splitlines()
@@ -76,18 +80,21 @@ def _in_a_process(sizes: tuple[int, ...]) -> None:
         log.debug("compiling ahead in a process of its own failed (exit %s): %s", child.returncode, said)
 
 
-def _end_with_the_job() -> None:
-    """End this process when the job's ends, however it ends (done first, stopped, killed): its end
-    closes the pipe this process reads from. A lock file held meanwhile goes with the process, and
-    numba writes each cache file whole or not at all."""
-    sys.stdin.buffer.read()
-    os._exit(1)
-
-
-if __name__ == "__main__":
+def compile_here() -> None:
+    """The second process: the reduce's sum, which the job needs first, then the merge loop for the
+    vocabulary sizes its arguments name; ending as soon as the job's process does."""
     threading.Thread(target=_end_with_the_job, daemon=True).start()
     from bpe_dask.compiled import compile_merge_loop
     from bpe_dask.stages.warm_up import compile_stages
 
-    compile_stages(stages=("reduce",))  # the reduce's sum, which the job needs first
-    compile_merge_loop(tuple(int(size) for size in sys.argv[1:]))
+    compile_stages(stages=("reduce",))
+    compile_merge_loop(tuple(int(size) for size in sys.argv[2:]))
+
+
+def _end_with_the_job() -> None:
+    """End this process when the job's ends, however it ends (done first, stopped, killed): its end
+    closes the pipe this process reads from. A lock file held meanwhile goes with the process, and
+    numba writes each cache file whole or not at all."""
+    while os.read(0, 4096):  # not through sys.stdin, whose lock would stop this process's own exit
+        pass
+    os._exit(1)
