@@ -119,3 +119,29 @@ def test_the_reference_encoder_splits_special_tokens_longest_first():
     vocab = {i: bytes([i]) for i in range(256)} | {256: b"<s>", 257: b"<s><s>", 258: b"\n"}
     ids = reference.encode("a<s><s><s>\n", vocab, [], ["<s>", "<s><s>", "\n"])
     assert ids == [97, 257, 256, 258]  # a special token "\n" is its own id, not byte 10
+
+
+@pytest.mark.parametrize(("first", "most"), [(16, 1024), (1 << 12, 1 << 19)])
+def test_the_compiled_encoder_keeps_apart_words_alike_in_their_first_eight_bytes_and_length(
+    monkeypatch, first, most
+):
+    """The encoder's cache finds a word by its first eight bytes (zeros after a shorter word), length
+    and hash, then its bytes: runs of NUL bytes all have the key 0, and long words alike in both
+    differ only past their eighth byte; in a cache that grows and is emptied, and in one that grows."""
+    from bpe_dask.compiled import Encoder
+
+    monkeypatch.setattr(Encoder, "first_entries", first)
+    monkeypatch.setattr(Encoder, "cache_entries", most)
+    rng = random.Random(0)
+    words = [
+        *("\x00" * rng.randint(1, 20) for _ in range(300)),  # one key (0), many lengths
+        *("abcdefgh" + "".join(rng.choices("xyz", k=4)) for _ in range(300)),  # one key, one length
+        *(" abcdefg" + "".join(rng.choices("xyz", k=rng.randint(0, 3))) for _ in range(300)),
+        *(" " + "".join(rng.choices("the cat sat", k=rng.randint(1, 12))) for _ in range(300)),
+    ]
+    text = " ".join(rng.sample(words, len(words)) * 2)
+    vocab, merges = _gpt2_files()
+    tokenizer = Tokenizer(vocab, merges, [EOT], "gpt2", engine="numba")
+    want = reference.encode(text, vocab, merges, [EOT])
+    assert tokenizer.encode(text) == want
+    assert tokenizer.encode_batch([text, text], num_threads=2) == [want, want]

@@ -496,18 +496,20 @@ def test_the_compiled_counter_keeps_apart_words_alike_in_their_first_eight_bytes
     assert got == dict(Counter(t.encode() for t in pretokens(text, [])))
 
 
-def test_the_compiled_counters_table_keeps_apart_words_of_one_hash():
-    """Two words of one hash, first eight bytes and length are told apart by their bytes in the arena."""
+def test_the_word_table_keeps_apart_words_of_one_hash():
+    """Two words of one hash, first eight bytes and length are told apart by their bytes in the arena
+    (the table the counter counts in, and the encoder caches ids in)."""
     import numpy as np
 
-    from bpe_dask.compiled.count import AT, COUNT, KEY, META, _find, _table
+    from bpe_dask.compiled.count import COUNT
+    from bpe_dask.compiled.word_table import AT, KEY, META, find, table
 
-    records, arena = _table(8), np.zeros(64, np.uint8)
+    records, arena = table(8), np.zeros(64, np.uint8)
     data = np.frombuffer(b"abcdefgh-one abcdefgh-two abcdefgh-one", np.uint8)
     h, key = np.uint64(12345 << 32), np.int64(int.from_bytes(b"abcdefgh", "little"))
     seen = []
     for i in (0, 13, 26):
-        r, meta = _find(data, i, i + 12, h, key, arena, records)
+        r, meta = find(data, i, i + 12, h, key, arena, records)
         if records[r + META] == 0:
             arena[i : i + 12] = data[i : i + 12]
             records[r + KEY], records[r + META], records[r + COUNT], records[r + AT] = key, meta, 0, i

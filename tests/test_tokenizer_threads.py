@@ -41,9 +41,18 @@ def varied_texts(count: int) -> list[str]:
 
 @pytest.fixture
 def small_caches(monkeypatch):
-    """Caches small enough to be emptied many times in a text, so threads empty them under each other."""
+    """Caches small enough to grow and be emptied many times in a text, so threads do both under each
+    other."""
+    monkeypatch.setattr(Encoder, "first_entries", 16)
     monkeypatch.setattr(Encoder, "cache_entries", 64)
     monkeypatch.setattr(encoding, "CACHE_LIMIT", 64)
+
+
+def _small_caches() -> None:
+    """``small_caches``, in a worker's process."""
+    from bpe_dask.compiled import Encoder
+
+    Encoder.first_entries, Encoder.cache_entries = 16, 64
 
 
 @pytest.mark.parametrize("engine", ["numba", "python"])
@@ -80,7 +89,7 @@ def test_encode_on_worker_threads_writes_the_ids_of_one_thread(trained, tmp_path
         LocalCluster(n_workers=1, threads_per_worker=2, dashboard_address="127.0.0.1:0") as cluster,
         Client(cluster) as client,
     ):
-        client.run(lambda: setattr(__import__("bpe_dask.compiled").compiled.Encoder, "cache_entries", 64))
+        client.run(_small_caches)
         for run in range(2):  # each job sends the tokenizer afresh: nothing compiled or cached
             out = tmp_path / f"train{run}.bin"
             report = encode(inputs, str(tmp_path / "tok"), str(out), client=client, chunk_size=1 << 16,

@@ -6,11 +6,8 @@ arrays: each distinct pre-token's bytes once, back to back in the order first se
 starts, and its count (``Counter.arrays``, which an Arrow binary column can take as they are).
 
 A whole range is counted without making a Python object per word: the words sit in an arena, in
-the order first seen, and an open-addressing table finds them again by hash. A slot of the table is
-a record holding all a lookup needs, so that finding a word, checking it and counting it touch one
-cache line: the word's first eight bytes, its hash's tag and its length, its count, and where its
-bytes lie in the arena (read only for the rest of a word over eight bytes). The loop scans ahead of
-the word it counts and asks for the records it will need early, so that their cache misses overlap.
+the order first seen, and a ``word_table`` finds them again by hash, its records holding their counts:
+the loop scans ahead of the word it counts and asks for the records it will need early.
 """
 
 from __future__ import annotations
@@ -19,50 +16,31 @@ import numpy as np
 from numba import njit
 
 from bpe_dask.compiled.compile_once import readonly
-from bpe_dask.compiled.hashing import same_bytes, word_hash
+from bpe_dask.compiled.hashing import word_hash
 from bpe_dask.compiled.prefetch import prefetch
 from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, own_cache_file, pattern_number, table_of
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
 from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
+from bpe_dask.compiled.word_table import (
+    AHEAD,
+    AT,
+    END,
+    FIRST,
+    HASH,
+    KEY,
+    META,
+    PENDING,
+    PIECE,
+    RECORD,
+    START,
+    VALUE,
+    find,
+    grown_table,
+    home,
+    table,
+)
 
-# A record of the table: four int64 side by side, half a cache line (see ``_table``).
-# A length fits in 32 bits: a pre-token lies within one block of text (``bpe-dask.block-size``).
-KEY, META, COUNT, AT = 0, 1, 2, 3  # first 8 bytes; hash tag << 32 | length (0: empty); count; arena offset
-RECORD = 4
-HIGH = np.uint64(0xFFFFFFFF00000000)
-# A pre-token scanned but not yet counted: where it starts and ends, its piece, its hash and key.
-START, END, PIECE, HASH, FIRST = 0, 1, 2, 3, 4
-PENDING = 5
-AHEAD = 16  # pre-tokens scanned ahead of the one counted: their records are on their way from memory
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _home(h, mask):
-    """The slot where the search for a word of hash ``h`` starts: its hash's upper half, which is
-    also the tag its record holds (so a grown table finds the slot again from the record alone)."""
-    return np.int64(h >> np.uint64(32)) & mask
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _find(data, i, end, h, key, arena, records):
-    """The record of the word ``data[i:end]`` (of hash ``h`` and first bytes ``key``) in the table,
-    or the empty one where it goes; and the meta a record holds for it."""
-    length = end - i
-    meta = np.int64(h & HIGH) | length
-    mask = len(records) // RECORD - 1
-    slot = _home(h, mask)
-    while True:
-        r = slot * RECORD
-        held = records[r + META]
-        if held == 0:
-            return r, meta
-        if (
-            held == meta
-            and records[r + KEY] == key
-            and (length <= 8 or same_bytes(arena, records[r + AT] + 8, data, i + 8, length - 8))
-        ):
-            return r, meta
-        slot = (slot + 1) & mask
+COUNT = VALUE  # a record's value, in counting: how often its word occurs
 
 
 def count_loop(pattern: int):
@@ -98,7 +76,7 @@ def count_loop(pattern: int):
                     else next_token_o200k(data, i, hi, table)
                 )
                 h, key = word_hash(data, i, end)
-                prefetch(records, _home(h, mask) * RECORD)
+                prefetch(records, home(h, mask) * RECORD)
                 e = (scanned % AHEAD) * PENDING
                 pending[e + START], pending[e + END], pending[e + PIECE] = i, end, piece
                 pending[e + HASH], pending[e + FIRST] = np.int64(h), np.int64(key)
@@ -110,7 +88,7 @@ def count_loop(pattern: int):
             # count the oldest pre-token scanned (in the order of the text, so the first seen is first)
             e = (counted % AHEAD) * PENDING
             i, end, key = pending[e + START], pending[e + END], pending[e + FIRST]
-            r, meta = _find(data, i, end, np.uint64(pending[e + HASH]), key, arena, records)
+            r, meta = find(data, i, end, np.uint64(pending[e + HASH]), key, arena, records)
             if records[r + META] != 0:
                 records[r + COUNT] += 1
             elif n == len(starts) or used + end - i > len(arena) or 2 * (n + 1) * RECORD > len(records):
@@ -132,19 +110,6 @@ def count_loop(pattern: int):
 COUNT_LOOPS = {number: count_loop(number) for number in NUMBERS.values()}
 
 
-@njit(cache=True, nogil=True)
-def _rehash(grown, records):
-    """Move the records of ``records`` into ``grown`` (emptied), each to its home slot there."""
-    mask = len(grown) // RECORD - 1
-    for r in range(0, len(records), RECORD):
-        if records[r + META] != 0:
-            slot = (records[r + META] >> 32) & mask  # ``_home``, from the tag
-            while grown[slot * RECORD + META] != 0:
-                slot = (slot + 1) & mask
-            for k in range(RECORD):  # not a slice assignment: compile_once.py says why
-                grown[slot * RECORD + k] = records[r + k]
-
-
 class Counter:
     """Pre-token counts of one built-in pattern, in flat arrays that grow as needed.
 
@@ -164,7 +129,7 @@ class Counter:
         self.classes = table_of(self.pattern)
         self.arena = np.empty(16 * capacity, np.uint8)
         self.starts = np.empty(capacity, np.int64)
-        self.records = _table(2 * capacity)
+        self.records = table(2 * capacity)
         self.pending = np.empty(AHEAD * PENDING, np.int64)
         self.used = self.n = 0
         self._order: np.ndarray | None = None  # ``_in_order``'s
@@ -196,9 +161,7 @@ class Counter:
         if self.n == len(self.starts):
             self.starts = _grown(self.starts, 2 * len(self.starts), self.n)
         if 2 * (self.n + 1) * RECORD > len(self.records):
-            grown = _table(2 * len(self.records) // RECORD)
-            _rehash(grown, self.records)
-            self.records = grown
+            self.records = grown_table(self.records)
 
     def __len__(self) -> int:
         return self.n
@@ -223,14 +186,6 @@ class Counter:
             # order of their places are the words in that order.
             self._order = held[np.argsort(self.records[held + AT])]
         return self._order
-
-
-def _table(slots: int) -> np.ndarray:
-    """An empty table of ``slots`` records, each within one 64-byte cache line: the array starts on
-    a line's boundary, and a record is half a line."""
-    memory = np.zeros(slots * RECORD + 8, np.int64)
-    skip = (-memory.ctypes.data % 64) // 8
-    return memory[skip : skip + slots * RECORD]
 
 
 def _grown(array: np.ndarray, size: int, keep: int) -> np.ndarray:

@@ -6,9 +6,11 @@ and a cache; ``ENCODE_LOOPS`` holds each built-in pattern's loop, which gives th
 ``Tokenizer.encode`` gives (the tests hold it to that), and ``pretoken_histogram`` how often each id
 occurs in the ids of counted pre-tokens. ``encoder.Encoder`` holds the arrays and caches they take.
 
-Each distinct pre-token is merged once (``merge_pretoken``) and its ids kept in the cache: its bytes
-in one arena, its ids in another, found again by hash and confirmed byte by byte. The cache is
-emptied when full, so memory stays bounded.
+Each distinct pre-token is merged once (``merge_pretoken``) and its ids kept in a cache: a
+``word_table`` whose records hold where a word's ids lie in an arena of ids (or its one id itself),
+its bytes past the eighth in an arena of bytes. The loop scans ``AHEAD`` pre-tokens ahead of the one
+it encodes and asks for their records early, as counting does. The cache grows as it fills, up to
+``CACHE_ENTRIES`` pre-tokens, and is emptied when full at that size, so memory stays bounded.
 """
 
 from __future__ import annotations
@@ -16,44 +18,70 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from bpe_dask.compiled.hashing import same_bytes, word_hash
+from bpe_dask.compiled.hashing import word_hash
 from bpe_dask.compiled.merge_pretoken import SCRATCH, SHORT, merge_long, merge_short
+from bpe_dask.compiled.prefetch import prefetch
 from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, own_cache_file
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
 from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
+from bpe_dask.compiled.word_table import (
+    AHEAD,
+    AT,
+    END,
+    FIRST,
+    HASH,
+    KEY,
+    META,
+    PENDING,
+    PIECE,
+    RECORD,
+    START,
+    VALUE,
+    find,
+    home,
+)
 
 CACHED_MAX = 256  # longer pre-tokens are merged each time, not kept
 FRESH = -1  # an encoding loop's position at the start of a piece
-CACHE_ENTRIES = 1 << 17  # pre-tokens a cache holds: about 20 MB of arrays (one cache per concurrent call)
-# The cache: slots of [hash, start in the byte arena, length, start in the id arena, id count].
-_HASH, _START, _LENGTH, _IDS, _COUNT = range(5)
+FULL = -1  # what an encoding loop needs when it stopped for a cache with no room left
+CACHE_ENTRIES = 1 << 19  # pre-tokens a cache holds at most: 64 MB or less (a cache per concurrent call)
+FIRST_ENTRIES = 1 << 12  # pre-tokens a new cache holds: it doubles as they come, up to ``CACHE_ENTRIES``
+# A record's value, in encoding: its pre-token's id count in the low bits, above them its one id, or
+# where its ids start in the arena of ids (a cached pre-token has at most ``CACHED_MAX`` ids).
+IDS = VALUE
+COUNT_BITS = 16
+COUNT_MASK = (1 << COUNT_BITS) - 1
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _cached(data, i, end, h, slots, arena):
-    """The cache slot holding the pre-token ``data[i:end]`` (hash ``h``), or -1."""
-    if end - i > CACHED_MAX:
-        return -1
-    mask = len(slots) - 1
-    slot = h & mask
-    while slots[slot, _LENGTH] != 0:
-        if (
-            slots[slot, _HASH] == h
-            and slots[slot, _LENGTH] == end - i
-            and same_bytes(arena, slots[slot, _START], data, i, end - i)
-        ):
-            return slot
-        slot = (slot + 1) & mask
-    return -1
+def _specials(specials, written, piece, out, n):
+    """Write the special token before each piece after ``written`` up to ``piece`` (none before the
+    first piece, nor where it is negative: nothing between the pieces); returns where the ids end."""
+    for k in range(max(written + 1, 1), piece + 1):
+        if specials[k - 1] >= 0:
+            out[n] = specials[k - 1]
+            n += 1
+    return n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _full(length, records, arena, ids_arena, used):
+    """Whether the cache lacks room for a pre-token of ``length`` bytes (and so at most as many ids)."""
+    return (
+        2 * (used[2] + 1) * RECORD > len(records)
+        or used[0] + length > len(arena)
+        or used[1] + length > len(ids_arena)
+    )
 
 
 # Inlined, though only a pre-token missing from the cache comes here: a call in the loop over every
 # pre-token slows it, where inlining costs only compile time, once per install.
 @njit(cache=True, nogil=True, inline="always")
-def _merged(data, i, end, h, out, n, parts, ranks, scratch, byte_ids, keys,
-            pair_ranks, pair_merged, slots, arena, ids_arena, used):  # fmt: skip
-    """Merge the pre-token ``data[i:end]`` (hash ``h``, not in the cache), write its ids to ``out``
-    from ``n`` on and cache them, emptying the cache first if it is full; returns where they end."""
+def _merged(data, i, end, h, key, r, meta, out, n, parts, ranks, scratch, byte_ids, keys,
+            pair_ranks, pair_merged, records, arena, ids_arena, used):  # fmt: skip
+    """Merge the pre-token ``data[i:end]`` (hash ``h``, first bytes ``key``, not in the cache, whose
+    record goes at ``r`` with ``meta``), write its ids to ``out`` from ``n`` on and cache them (the
+    cache has room: ``_full``); returns where they end."""
     length = end - i
     if length <= SHORT:
         count = merge_short(data, i, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks)
@@ -65,21 +93,19 @@ def _merged(data, i, end, h, out, n, parts, ranks, scratch, byte_ids, keys,
         out[n + k] = merged[k]
     if length > CACHED_MAX:
         return n + count
-    if used[0] + length > len(arena) or used[1] + count > len(ids_arena) or 2 * (used[2] + 1) > len(slots):
-        for slot in range(len(slots)):
-            slots[slot, _LENGTH] = 0
-        used[0] = used[1] = used[2] = 0
-    slot = h & (len(slots) - 1)
-    while slots[slot, _LENGTH] != 0:
-        slot = (slot + 1) & (len(slots) - 1)
-    for k in range(length):
-        arena[used[0] + k] = data[i + k]
-    for k in range(count):
-        ids_arena[used[1] + k] = merged[k]
-    slots[slot, _HASH], slots[slot, _START], slots[slot, _LENGTH] = h, used[0], length
-    slots[slot, _IDS], slots[slot, _COUNT] = used[1], count
-    used[0] += length
-    used[1] += count
+    if length > 8:  # the bytes ``find`` compares past the key
+        for k in range(length):
+            arena[used[0] + k] = data[i + k]
+        records[r + AT] = used[0]
+        used[0] += length
+    if count == 1:
+        records[r + IDS] = (merged[0] << COUNT_BITS) | 1
+    else:
+        for k in range(count):
+            ids_arena[used[1] + k] = merged[k]
+        records[r + IDS] = (used[1] << COUNT_BITS) | count
+        used[1] += count
+    records[r + KEY], records[r + META] = key, meta
     used[2] += 1
     return n + count
 
@@ -88,24 +114,28 @@ def encode_loop(pattern: int):
     """The encoding loop of pattern number ``pattern``, compiled (and cached) for it alone, as
     ``count.count_loop`` is."""
 
-    def encode_pieces(data, bounds, specials, piece, position, out, n, parts, ranks, scratch, table,
-                      byte_ids, keys, pair_ranks, pair_merged, slots, arena, ids_arena, used):  # fmt: skip
+    def encode_pieces(data, bounds, specials, piece, position, out, n, parts, ranks, scratch, table, byte_ids,
+                      keys, pair_ranks, pair_merged, records, arena, ids_arena, used, pending):  # fmt: skip
         """Write the ids of the pieces ``data[bounds[2k]:bounds[2k+1]]`` to ``out`` from ``n`` on, with
         ``specials[k]`` between pieces ``k`` and ``k + 1`` unless it is negative, from ``piece`` at
         byte ``position`` (``FRESH``: the piece's start, its special token not yet written; a piece
         may start at byte 0, after an empty document). ``used`` holds the cache's arena use,
-        id-arena use and entries (updated).
+        id-arena use and entries (updated); ``pending`` is the ring of pre-tokens scanned ahead.
 
-        Returns where the ids end, and, where it stopped early for a long pre-token that ``scratch``
-        is too small to merge, the piece and byte it starts at and the scratch it needs (else 0):
-        the caller gives a larger scratch and calls again from there.
+        Returns where the ids end, and, where it stopped early before a pre-token, the piece and byte
+        it starts at and what it needs (else 0): the scratch a long pre-token needs to be merged, or
+        ``FULL``, a cache with room for one more. The caller gives it and calls again from there.
         """
-        while piece < len(bounds) // 2:
-            if position == FRESH and piece > 0 and specials[piece - 1] >= 0:  # -1: nothing between pieces
-                out[n] = specials[piece - 1]
-                n += 1
-            i, hi = max(position, bounds[2 * piece]), bounds[2 * piece + 1]
-            while i < hi:
+        pieces, mask = len(bounds) // 2, len(records) // RECORD - 1
+        written = piece if position != FRESH else piece - 1  # the last piece its special token is written for
+        scanned = encoded = 0  # pre-tokens put in ``pending``, and taken out of it
+        while True:
+            if piece < pieces:  # scan one more pre-token, and send for its record
+                hi = bounds[2 * piece + 1]
+                i = max(position, bounds[2 * piece])
+                if i >= hi:
+                    piece, position = piece + 1, FRESH
+                    continue
                 end = (
                     next_token_gpt2(data, i, hi, table)
                     if pattern == GPT2  # see count.count_loop
@@ -113,26 +143,45 @@ def encode_loop(pattern: int):
                     if pattern == GPT4
                     else next_token_o200k(data, i, hi, table)
                 )
-                if end - i == 1:
-                    out[n] = byte_ids[data[i]]
-                    n += 1
-                else:
-                    h = np.int64(word_hash(data, i, end)[0])
-                    slot = _cached(data, i, end, h, slots, arena)
-                    if slot >= 0:
-                        first, count = slots[slot, _IDS], slots[slot, _COUNT]
-                        for k in range(count):  # not a slice assignment: compile_once.py says why
-                            out[n + k] = ids_arena[first + k]
-                        n += count
-                    elif end - i > SHORT and SCRATCH * (end - i) > len(scratch):
-                        return n, piece, i, SCRATCH * (end - i)  # the piece's special token is written
+                e = (scanned % AHEAD) * PENDING
+                pending[e + START], pending[e + END], pending[e + PIECE] = i, end, piece
+                if end - i > 1:
+                    h, key = word_hash(data, i, end)
+                    prefetch(records, home(h, mask) * RECORD)
+                    pending[e + HASH], pending[e + FIRST] = np.int64(h), np.int64(key)
+                scanned, position = scanned + 1, end
+                if scanned - encoded < AHEAD:
+                    continue
+            elif encoded == scanned:
+                return _specials(specials, written, pieces - 1, out, n), pieces, FRESH, 0
+            # encode the oldest pre-token scanned, after the special tokens of the pieces it passed
+            e = (encoded % AHEAD) * PENDING
+            i, end, at = pending[e + START], pending[e + END], pending[e + PIECE]
+            if at > written:
+                n, written = _specials(specials, written, at, out, n), at
+            if end - i == 1:
+                out[n] = byte_ids[data[i]]
+                n += 1
+            else:
+                h, key = np.uint64(pending[e + HASH]), pending[e + FIRST]
+                r, meta = find(data, i, end, h, key, arena, records)
+                if records[r + META] != 0:
+                    ids = records[r + IDS]
+                    count, where = ids & COUNT_MASK, ids >> COUNT_BITS
+                    if count == 1:
+                        out[n] = where
                     else:
-                        n = _merged(data, i, end, h, out, n, parts, ranks, scratch, byte_ids, keys,
-                                   pair_ranks, pair_merged, slots, arena, ids_arena, used)  # fmt: skip
-                i = end
-            piece += 1
-            position = FRESH
-        return n, piece, FRESH, 0
+                        for k in range(count):  # not a slice assignment: compile_once.py says why
+                            out[n + k] = ids_arena[where + k]
+                    n += count
+                elif end - i > SHORT and SCRATCH * (end - i) > len(scratch):
+                    return n, at, i, SCRATCH * (end - i)  # the piece's special token is written
+                elif end - i <= CACHED_MAX and _full(end - i, records, arena, ids_arena, used):
+                    return n, at, i, FULL
+                else:
+                    n = _merged(data, i, end, h, key, r, meta, out, n, parts, ranks, scratch, byte_ids,
+                                keys, pair_ranks, pair_merged, records, arena, ids_arena, used)  # fmt: skip
+            encoded += 1
 
     # Without numba's reference counts, as ``count.count_loop`` says: the loop allocates nothing.
     return njit(cache=True, nogil=True, _nrt=False)(own_cache_file(encode_pieces, pattern))

@@ -22,12 +22,22 @@ from itertools import pairwise
 import numpy as np
 
 from bpe_dask.compiled.compile_once import readonly
-from bpe_dask.compiled.encode import CACHE_ENTRIES, CACHED_MAX, ENCODE_LOOPS, FRESH, pretoken_histogram
+from bpe_dask.compiled.encode import (
+    CACHE_ENTRIES,
+    CACHED_MAX,
+    ENCODE_LOOPS,
+    FIRST_ENTRIES,
+    FRESH,
+    FULL,
+    pretoken_histogram,
+)
 from bpe_dask.compiled.merge_pretoken import EMPTY, SCRATCH, SHORT, fill_pairs
 from bpe_dask.compiled.scan import pattern_number, table_of
+from bpe_dask.compiled.word_table import AHEAD, PENDING, RECORD, grown_table, table
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.rules.special_tokens import utf8
 
+ROOM = 2 * CACHED_MAX  # the fewest bytes and ids a cache's arenas hold: those of any pre-token it keeps
 BETWEEN = np.int64(1) << 62  # marks a document's end in one call over many texts: no token's id
 
 
@@ -38,14 +48,15 @@ class Encoder:
     Takes the id of each byte (``byte_ids[b]``), the merges as ``{(left id, right id): (rank, merged
     id)}``, a built-in pattern's name and the special tokens' ids (``special_ids``, which the text
     and documents may hold); ``encode`` gives the ids of UTF-8 pieces. ``cache_entries`` (by default
-    the class's) is how many pre-tokens each cache holds.
+    the class's) is how many pre-tokens each cache holds at most: a new one holds ``first_entries``,
+    and doubles as it fills.
 
     >>> encoder = Encoder(list(range(256)), {(104, 105): (0, 256)}, "gpt2")
     >>> encoder.encode(b"hi hi", np.array([0, 5]), np.array([], np.int64)).tolist()
     [256, 32, 256]
     """
 
-    cache_entries = CACHE_ENTRIES
+    cache_entries, first_entries = CACHE_ENTRIES, FIRST_ENTRIES
 
     def __init__(
         self,
@@ -76,10 +87,36 @@ class Encoder:
         self._lock = threading.Lock()
 
     def _new_cache(self) -> tuple[np.ndarray, ...]:
-        """Slots, byte arena, id arena and their use (arena use, id-arena use, entries)."""
-        entries = self.cache_entries
-        slots, arena = np.zeros((2 * entries, 5), np.int64), np.empty(16 * entries, np.uint8)
-        return slots, arena, np.empty(8 * entries, np.int64), np.zeros(3, np.int64)
+        """A ``word_table`` of records, its byte arena, id arena and their use (arena use, id-arena use,
+        entries), and the ring of pre-tokens scanned ahead."""
+        entries = min(self.first_entries, self.cache_entries)
+        arena, ids_arena = (
+            np.empty(max(16 * entries, ROOM), np.uint8),
+            np.empty(max(4 * entries, ROOM), np.int64),
+        )
+        pending = np.empty(AHEAD * PENDING, np.int64)
+        return table(2 * entries), arena, ids_arena, np.zeros(3, np.int64), pending
+
+    def _room(self, cache: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+        """``cache`` with room for one more pre-token: its full arrays doubled, or, where one is as
+        large as ``cache_entries`` lets it grow, emptied."""
+        records, arena, ids_arena, used, pending = cache
+        full = [
+            (2 * (used[2] + 1) * RECORD > len(records), len(records) >= 2 * self.cache_entries * RECORD),
+            (used[0] + CACHED_MAX > len(arena), len(arena) >= max(32 * self.cache_entries, ROOM)),
+            (used[1] + CACHED_MAX > len(ids_arena), len(ids_arena) >= max(4 * self.cache_entries, ROOM)),
+        ]
+        if any(is_full and largest for is_full, largest in full):
+            records[:] = 0
+            used[:] = 0
+            return cache
+        if full[0][0]:
+            records = grown_table(records)
+        if full[1][0]:
+            arena = np.concatenate([arena, np.empty_like(arena)])
+        if full[2][0]:
+            ids_arena = np.concatenate([ids_arena, np.empty_like(ids_arena)])
+        return records, arena, ids_arena, used, pending
 
     def encode(self, data: bytes, bounds: np.ndarray, specials: np.ndarray) -> np.ndarray:
         """The ids (int64) of UTF-8 ``data`` whose pieces between special tokens are ``bounds``, with
@@ -103,7 +140,9 @@ class Encoder:
                     view, bounds, specials, piece, position, out, n, parts, ranks, scratch, self.classes,
                     *self.tables, *cache,
                 )  # fmt: skip
-                if need:  # a long pre-token: merge it in a scratch large enough, and go on
+                if need == FULL:  # the cache had no room left: make some, and go on
+                    cache = self._room(cache)
+                elif need:  # a long pre-token: merge it in a scratch large enough, and go on
                     scratch = np.empty(2 * need, np.int64)
             return out[:n]
         finally:
