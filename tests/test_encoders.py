@@ -145,3 +145,18 @@ def test_the_compiled_encoder_keeps_apart_words_alike_in_their_first_eight_bytes
     want = reference.encode(text, vocab, merges, [EOT])
     assert tokenizer.encode(text) == want
     assert tokenizer.encode_batch([text, text], num_threads=2) == [want, want]
+
+
+def test_a_cache_size_that_is_no_power_of_two_is_rounded_up(monkeypatch):
+    """The cache's table finds a slot by a mask, which reaches every slot only in a table of a power
+    of two: 200 slots would give 32 reachable ones, and the encoder would search them for ever."""
+    from bpe_dask.compiled import Encoder
+    from bpe_dask.compiled.word_table import RECORD, table
+
+    assert len(table(200)) == 256 * RECORD and len(table(1)) == RECORD
+    monkeypatch.setattr(Encoder, "first_entries", 24)
+    monkeypatch.setattr(Encoder, "cache_entries", 100)
+    vocab, merges = _gpt2_files()
+    text = " ".join(f"w{i}" for i in range(600))
+    tokenizer = Tokenizer(vocab, merges, [EOT], "gpt2", engine="numba")
+    assert tokenizer.encode(text) == reference.encode(text, vocab, merges, [EOT])

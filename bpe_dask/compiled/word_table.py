@@ -79,8 +79,9 @@ def grown_table(records: np.ndarray) -> np.ndarray:
 
 
 def table(slots: int) -> np.ndarray:
-    """An empty table of ``slots`` records (a power of two), each within one 64-byte cache line: the
-    array starts on a line's boundary, and a record is half a line."""
+    """An empty table of at least ``slots`` records, a power of two (the probes wrap around by a mask),
+    each within one 64-byte cache line: the array starts on a line's boundary, a record is half a line."""
+    slots = 1 << max(0, slots - 1).bit_length()
     memory = np.zeros(slots * RECORD + 8, np.int64)
     skip = (-memory.ctypes.data % 64) // 8
     return memory[skip : skip + slots * RECORD]
