@@ -160,3 +160,17 @@ def test_a_cache_size_that_is_no_power_of_two_is_rounded_up(monkeypatch):
     text = " ".join(f"w{i}" for i in range(600))
     tokenizer = Tokenizer(vocab, merges, [EOT], "gpt2", engine="numba")
     assert tokenizer.encode(text) == reference.encode(text, vocab, merges, [EOT])
+
+
+def test_the_compiled_engines_lists_share_one_int_per_id():
+    """``encode`` and ``encode_batch`` give lists of the encoder's own ints, not an int made per token:
+    8 bytes a token rather than 40, and less time under the GIL."""
+    vocab, merges = _gpt2_files()
+    tokenizer = Tokenizer(vocab, merges, [EOT], "gpt2", engine="numba")
+    text = "a tokenizer encodes a tokenizer" + EOT
+    ids, (batched,) = tokenizer.encode(text), tokenizer.encode_batch([text])
+    assert ids == batched == reference.encode(text, vocab, merges, [EOT])
+    assert max(ids) > 256  # Python shares its small ints (to 256) itself
+    assert all(a is b for a, b in zip(ids, batched, strict=True))
+    first = {}
+    assert all(first.setdefault(i, i) is i for i in ids)  # " tokenizer"'s ids, twice

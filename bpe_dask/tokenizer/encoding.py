@@ -77,7 +77,8 @@ class Encoding:
     def ids(self, text: str, pretokenizer: Pretokenizer) -> list[int]:
         """The ids of ``text``, its special tokens those ``pretokenizer`` splits out."""
         if self.uses_compiled(len(text)):
-            return self._compiled_encoder().encode_text(text, pretokenizer).tolist()
+            encoder = self._compiled_encoder()
+            return encoder.as_list(encoder.encode_text(text, pretokenizer))
         try:
             return self._encode_python(text, pretokenizer)
         except UnicodeEncodeError:
