@@ -187,7 +187,7 @@ def test_the_warm_up_compiles_one_version_of_each_function(warmed_cache):
     called = ["count[0]", "encode[0]"] + [f"bpe_dask.compiled.{name}" for name in (
         "word_table._rehash", "sum_sorted._merge_two", "encode.pretoken_histogram",
         "merge_pretoken.fill_pairs", "merge_pretoken.merge_short", "merge_pretoken.merge_long",
-        "utf8.check_utf8",
+        "utf8.check_utf8", "encode.keep_found",
     )]  # fmt: skip
     assert {name: done["versions"].get(name) for name in called} == dict.fromkeys(called, 1), done["versions"]
     # Nor does a function get a version for a constant argument (numba types 0 as a literal apart from

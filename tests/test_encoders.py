@@ -174,3 +174,35 @@ def test_the_compiled_engines_lists_share_one_int_per_id():
     assert all(a is b for a, b in zip(ids, batched, strict=True))
     first = {}
     assert all(first.setdefault(i, i) is i for i in ids)  # " tokenizer"'s ids, twice
+
+
+def test_a_full_cache_keeps_the_words_found_again(monkeypatch):
+    """A cache full at its largest keeps only the pre-tokens found again since they were cached: the
+    words that recur keep their ids (several for most here, and bytes past the eighth) through each
+    such sweep, and the words met once make room."""
+    from bpe_dask.compiled import Encoder, encoder
+
+    monkeypatch.setattr(Encoder, "first_entries", 16)
+    monkeypatch.setattr(Encoder, "cache_entries", 256)
+    sweeps = []
+    keep_found = encoder.keep_found
+
+    def counted(records, arena, ids_arena, used, *kept):
+        keep_found(records, arena, ids_arena, used, *kept)
+        sweeps.append(int(used[2]))
+
+    monkeypatch.setattr(encoder, "keep_found", counted)
+    rng = random.Random(0)
+    recurring = [" tokenizationally", " zqxjkv", " encodings", " Übersetzung", " 東京タワー", " a"]
+    once = [" " + "".join(rng.choices("bcdfghjklmnpqrstvwxz", k=rng.randint(3, 14))) for _ in range(3000)]
+    text = "".join(word + "".join(rng.choices(recurring, k=2)) for word in once)
+    vocab, merges = _gpt2_files()
+    tokenizer = Tokenizer(vocab, merges, [EOT], "gpt2", engine="numba")
+    assert tokenizer.encode(text) == reference.encode(text, vocab, merges, [EOT])
+    assert len(sweeps) > 5 and all(0 < kept <= 3 * 256 // 4 for kept in sweeps), sweeps
+    # Each kept word is found again where it was kept, not cached a second time.
+    from bpe_dask.compiled.word_table import KEY, META, RECORD
+
+    (records, *_), = tokenizer._encoding._compiled._idle
+    held = records.reshape(-1, RECORD)[records[META::RECORD] != 0]
+    assert len({(key, meta) for key, meta in held[:, [KEY, META]].tolist()}) == len(held)

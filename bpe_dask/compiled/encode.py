@@ -10,7 +10,8 @@ Each distinct pre-token is merged once (``merge_pretoken``) and its ids kept in 
 ``word_table`` whose records hold where a word's ids lie in an arena of ids (or its one id itself),
 its bytes past the eighth in an arena of bytes. The loop scans ``AHEAD`` pre-tokens ahead of the one
 it encodes and asks for their records early, as counting does. The cache grows as it fills, up to
-``CACHE_ENTRIES`` pre-tokens, and is emptied when full at that size, so memory stays bounded.
+``CACHE_ENTRIES`` pre-tokens; full at that size, it keeps only the pre-tokens found again since they
+were cached (``keep_found``), so memory stays bounded and the words that recur stay.
 """
 
 from __future__ import annotations
@@ -46,11 +47,13 @@ FRESH = -1  # an encoding loop's position at the start of a piece
 FULL = -1  # what an encoding loop needs when it stopped for a cache with no room left
 CACHE_ENTRIES = 1 << 19  # pre-tokens a cache holds at most: 64 MB or less (a cache per concurrent call)
 FIRST_ENTRIES = 1 << 12  # pre-tokens a new cache holds: it doubles as they come, up to ``CACHE_ENTRIES``
-# A record's value, in encoding: its pre-token's id count in the low bits, above them its one id, or
-# where its ids start in the arena of ids (a cached pre-token has at most ``CACHED_MAX`` ids).
+# A record's value, in encoding: its pre-token's id count in the low 16 bits (a cached pre-token has at
+# most ``CACHED_MAX`` ids), above them its one id or where its ids start in the arena of ids, and
+# above those whether it was found again since it was cached (``keep_found``).
 IDS = VALUE
-COUNT_BITS = 16
-COUNT_MASK = (1 << COUNT_BITS) - 1
+COUNT_BITS, WHERE_BITS = 16, 32
+COUNT_MASK, WHERE_MASK = (1 << COUNT_BITS) - 1, (1 << WHERE_BITS) - 1
+FOUND = np.int64(1) << (COUNT_BITS + WHERE_BITS)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -110,6 +113,40 @@ def _merged(data, i, end, h, key, r, meta, out, n, parts, ranks, scratch, byte_i
     return n + count
 
 
+@njit(cache=True, nogil=True)
+def keep_found(records, arena, ids_arena, used, kept, kept_arena, kept_ids):
+    """Put in the empty cache ``kept`` (its table, byte arena and id arena) the pre-tokens of the cache
+    ``records`` that were found again since they were cached or last kept, marked as not yet found
+    again, and set ``used`` to what they use: the words of a text that recur stay, and those met once,
+    most of its distinct words, go."""
+    mask = len(kept) // RECORD - 1
+    at = ids_at = entries = 0
+    for r in range(0, len(records), RECORD):
+        value = records[r + IDS]
+        if records[r + META] == 0 or not value & FOUND:
+            continue
+        slot = (records[r + META] >> 32) & mask  # ``word_table.home``, from the tag
+        while kept[slot * RECORD + META] != 0:
+            slot = (slot + 1) & mask
+        k = slot * RECORD
+        kept[k + KEY], kept[k + META] = records[r + KEY], records[r + META]
+        length = records[r + META] & WHERE_MASK
+        if length > 8:
+            for j in range(length):  # not a slice assignment: compile_once.py says why
+                kept_arena[at + j] = arena[records[r + AT] + j]
+            kept[k + AT] = at
+            at += length
+        count, where = value & COUNT_MASK, (value >> COUNT_BITS) & WHERE_MASK
+        if count > 1:
+            for j in range(count):
+                kept_ids[ids_at + j] = ids_arena[where + j]
+            where = ids_at
+            ids_at += count
+        kept[k + IDS] = (where << COUNT_BITS) | count
+        entries += 1
+    used[0], used[1], used[2] = at, ids_at, entries
+
+
 def encode_loop(pattern: int):
     """The encoding loop of pattern number ``pattern``, compiled (and cached) for it alone, as
     ``count.count_loop`` is."""
@@ -167,7 +204,8 @@ def encode_loop(pattern: int):
                 r, meta = find(data, i, end, h, key, arena, records)
                 if records[r + META] != 0:
                     ids = records[r + IDS]
-                    count, where = ids & COUNT_MASK, ids >> COUNT_BITS
+                    records[r + IDS] = ids | FOUND
+                    count, where = ids & COUNT_MASK, (ids >> COUNT_BITS) & WHERE_MASK
                     if count == 1:
                         out[n] = where
                     else:

@@ -29,6 +29,7 @@ from bpe_dask.compiled.encode import (
     FIRST_ENTRIES,
     FRESH,
     FULL,
+    keep_found,
     pretoken_histogram,
 )
 from bpe_dask.compiled.merge_pretoken import EMPTY, SCRATCH, SHORT, fill_pairs
@@ -101,7 +102,8 @@ class Encoder:
 
     def _room(self, cache: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
         """``cache`` with room for one more pre-token: its full arrays doubled, or, where one is as
-        large as ``cache_entries`` lets it grow, emptied."""
+        large as ``cache_entries`` lets it grow, only the pre-tokens found again kept (``keep_found``;
+        emptied if those would fill three quarters of it)."""
         records, arena, ids_arena, used, pending = cache
         full = [
             (2 * (used[2] + 1) * RECORD > len(records), len(records) >= 2 * self.cache_entries * RECORD),
@@ -109,9 +111,16 @@ class Encoder:
             (used[1] + CACHED_MAX > len(ids_arena), len(ids_arena) >= max(4 * self.cache_entries, ROOM)),
         ]
         if any(is_full and largest for is_full, largest in full):
-            records[:] = 0
-            used[:] = 0
-            return cache
+            kept = table(len(records) // RECORD), np.empty_like(arena), np.empty_like(ids_arena)
+            keep_found(records, arena, ids_arena, used, *kept)
+            if (
+                4 * used[2] > 3 * self.cache_entries
+                or 4 * used[0] > 3 * len(arena)
+                or 4 * used[1] > 3 * len(ids_arena)
+            ):
+                used[:] = 0  # most of it recurs: keeping it would leave too little room
+                return table(len(records) // RECORD), arena, ids_arena, used, pending
+            return *kept, used, pending
         if full[0][0]:
             records = grown_table(records)
         if full[1][0]:

@@ -4,14 +4,14 @@ compiled into numba's cache (or loaded from it) out, with numba's account of whi
 
 ``compile_stages`` runs each stage's compiled path once on a few hundred bytes, through the very calls
 the stages make, so with the argument types a job compiles for: checking UTF-8, counting text and
-documents (the counter grown past its first size too), summing sorted count runs as the reduce does,
-the merge loop (its rarely taken regrowths too), encoding text and documents, and tallying the ids of
-counted words (an evaluate task). What a stage compiles depends on its pattern (its counting and
-encoding loops) and nothing else, so a process, or a worker image, that ran it for a job's pattern
-runs the job on machine code loaded from the cache. ``bpe-dask warm-up`` compiles every stage; a
-job's embedded cluster only the stages its workers run compiled (``cluster.client``), and ``train``
-the merge loop (``stages.compile_ahead``). Where numba keeps it, and what
-an entry must match to serve: ``compiled.cache``.
+documents (the counter grown past its first size too), summing sorted count runs as the reduce does, the
+merge loop (its rarely taken regrowths too), encoding text and documents (a cache grown and swept too),
+and tallying the ids of counted words (an evaluate task). What a stage compiles depends on its pattern
+(its counting and encoding loops) and nothing else, so a process, or a worker image, that ran it for a
+job's pattern runs the job on machine code loaded from the cache. ``bpe-dask warm-up`` compiles every
+stage; a job's embedded cluster only the stages its workers run compiled (``cluster.client``), and
+``train`` the merge loop (``stages.compile_ahead``). Where numba keeps it, and what an entry must match
+to serve: ``compiled.cache``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow as pa
 
-from bpe_dask.compiled import Counter, compile_merge_loop
+from bpe_dask.compiled import Counter, Encoder, compile_merge_loop
 from bpe_dask.compiled.cache import CacheUse, cache_use
 from bpe_dask.compiled.utf8 import check_utf8
 from bpe_dask.errors import BpeDaskError
@@ -120,6 +120,9 @@ def _encode(pretokenizer: Pretokenizer, stages: set[str]) -> None:
         tokenizer.encode_array(TEXT, np.uint16)  # what an encode task of text calls
         documents = Documents.of(TEXT.split(SPECIAL))
         tokenizer.encode_utf8_documents(documents.data, documents.ends, SPECIAL, np.uint16)  # of records
+        small = Encoder(list(range(256)), {}, pretokenizer.pattern.name, cache_entries=8)
+        small.first_entries = 2  # its cache grows, then is swept where full at its largest (long texts)
+        small.encode_text(TEXT, Pretokenizer(pattern=pretokenizer.pattern))
     if "evaluate" in stages:
         tokenizer.pretoken_histogram(*as_arrays(counts))  # what an evaluate task calls
 
