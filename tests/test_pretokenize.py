@@ -357,20 +357,40 @@ def test_the_job_options_and_count_settings_name_a_pattern_one_way():
 numba = pytest.importorskip("numba")
 np = pytest.importorskip("numpy")
 compiled = pytest.importorskip("bpe_dask.compiled")
-next_token = compiled.next_token  # a global of the loop below, for numba
+from bpe_dask.compiled.scan import GPT2 as GPT2_NUMBER  # noqa: E402
+from bpe_dask.compiled.scan import GPT4 as GPT4_NUMBER  # noqa: E402
+from bpe_dask.compiled.scan import own_cache_file  # noqa: E402
+from bpe_dask.compiled.scan_gpt2 import next_token_gpt2  # noqa: E402
+from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k  # noqa: E402
 
 
-@numba.njit(cache=True)
-def pretoken_ends(pattern, data, lo, hi, table):
+@functools.cache
+def _pretoken_ends_of(pattern: int):
+    """``pretoken_ends`` compiled for one pattern with its scanner only, as the package's loops are
+    (one compiled for every pattern inlines all three scanners: several times the compile time)."""
+
+    def ends_of(data, lo, hi, table):
+        ends = np.empty(hi - lo, np.int64)
+        count, i = 0, lo
+        while i < hi:
+            i = (
+                next_token_gpt2(data, i, hi, table)
+                if pattern == GPT2_NUMBER
+                else next_token_gpt4(data, i, hi, table)
+                if pattern == GPT4_NUMBER
+                else next_token_o200k(data, i, hi, table)
+            )
+            ends[count] = i
+            count += 1
+        return ends[:count]
+
+    return numba.njit(cache=True)(own_cache_file(ends_of, pattern))
+
+
+def pretoken_ends(pattern: int, data, lo: int, hi: int, table) -> np.ndarray:
     """Where each pre-token of ``data[lo:hi]`` ends, by the compiled scanner of pattern number
     ``pattern`` (the tests hold the scanners to the ``regex`` module)."""
-    ends = np.empty(hi - lo, np.int64)
-    count, i = 0, lo
-    while i < hi:
-        i = next_token(pattern, data, i, hi, table)
-        ends[count] = i
-        count += 1
-    return ends[:count]
+    return _pretoken_ends_of(pattern)(data, lo, hi, table)
 
 
 def scanned(text: str) -> list[str]:
