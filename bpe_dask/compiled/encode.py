@@ -32,6 +32,7 @@ from bpe_dask.compiled.word_table import (
     FIRST,
     HASH,
     KEY,
+    LENGTH,
     META,
     PENDING,
     PIECE,
@@ -39,6 +40,7 @@ from bpe_dask.compiled.word_table import (
     START,
     VALUE,
     find,
+    free_record,
     home,
 )
 
@@ -119,18 +121,14 @@ def keep_found(records, arena, ids_arena, used, kept, kept_arena, kept_ids):
     ``records`` that were found again since they were cached or last kept, marked as not yet found
     again, and set ``used`` to what they use: the words of a text that recur stay, and those met once,
     most of its distinct words, go."""
-    mask = len(kept) // RECORD - 1
     at = ids_at = entries = 0
     for r in range(0, len(records), RECORD):
         value = records[r + IDS]
         if records[r + META] == 0 or not value & FOUND:
             continue
-        slot = (records[r + META] >> 32) & mask  # ``word_table.home``, from the tag
-        while kept[slot * RECORD + META] != 0:
-            slot = (slot + 1) & mask
-        k = slot * RECORD
+        k = free_record(kept, records[r + META])
         kept[k + KEY], kept[k + META] = records[r + KEY], records[r + META]
-        length = records[r + META] & WHERE_MASK
+        length = records[r + META] & LENGTH
         if length > 8:
             for j in range(length):  # not a slice assignment: compile_once.py says why
                 kept_arena[at + j] = arena[records[r + AT] + j]

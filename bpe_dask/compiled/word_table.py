@@ -23,6 +23,7 @@ from bpe_dask.compiled.hashing import same_bytes
 KEY, META, VALUE, AT = range(4)
 RECORD = 4
 HIGH = np.uint64(0xFFFFFFFF00000000)
+LENGTH = 0xFFFFFFFF  # a meta's low half: its word's length
 # A word scanned but not yet looked up: where it starts and ends, its piece, its hash and key.
 START, END, PIECE, HASH, FIRST = range(5)
 PENDING = 5
@@ -58,17 +59,25 @@ def find(data, i, end, h, key, arena, records):
         slot = (slot + 1) & mask
 
 
+@njit(cache=True, nogil=True, inline="always")
+def free_record(records, meta):
+    """Where a record of ``meta`` moved into ``records`` (another table) goes: the first empty record
+    from its home slot, which its tag gives (no word is hashed again)."""
+    mask = len(records) // RECORD - 1
+    slot = (meta >> 32) & mask  # ``home``, from the tag
+    while records[slot * RECORD + META] != 0:
+        slot = (slot + 1) & mask
+    return slot * RECORD
+
+
 @njit(cache=True, nogil=True)
 def _rehash(grown, records):
     """Move the records of ``records`` into ``grown`` (emptied), each to its home slot there."""
-    mask = len(grown) // RECORD - 1
     for r in range(0, len(records), RECORD):
         if records[r + META] != 0:
-            slot = (records[r + META] >> 32) & mask  # ``home``, from the tag
-            while grown[slot * RECORD + META] != 0:
-                slot = (slot + 1) & mask
+            g = free_record(grown, records[r + META])
             for k in range(RECORD):  # not a slice assignment: compile_once.py says why
-                grown[slot * RECORD + k] = records[r + k]
+                grown[g + k] = records[r + k]
 
 
 def grown_table(records: np.ndarray) -> np.ndarray:
