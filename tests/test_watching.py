@@ -13,6 +13,8 @@ import json
 import logging
 import os
 import re
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -35,6 +37,7 @@ from bpe_dask.cluster.progress import MapProgress, MergeProgress
 from bpe_dask.wording import format_bytes
 
 EOT = "<|endoftext|>"
+REPO = Path(__file__).resolve().parent.parent
 LINE = re.compile(r"(\w+): (\d+)/(\d+) partitions \((\d+)%\), ([\d.]+ \w+) of ([\d.]+ \w+)(.*)")
 # Reports as often as the reader reads (64 KiB blocks), so a second of counting makes many of them.
 OFTEN = {"bpe-dask.progress-interval": "10ms", "bpe-dask.block-size": "64KiB", "bpe-dask.retry-pause": "50ms"}
@@ -179,6 +182,35 @@ def test_a_cluster_of_threads_logs_its_dashboard_on_loopback_and_it_answers():
         assert status == 200 and "<title>Dask" in page and "bokeh" in page.lower(), page[:500]
     finally:
         context.__exit__(None, None, None)
+
+
+def test_a_job_nobody_watches_never_imports_the_dashboard_and_its_link_answers_all_the_same(tmp_path):
+    """Importing bokeh takes a second or more under the GIL, which a cluster of threads shares with its
+    tasks: the dashboard is attached at the first visit to its link (``cluster.dashboard``). A fresh
+    process, so that nothing else has imported bokeh."""
+    (tmp_path / "in.txt").write_text(words(3), encoding="utf-8")
+    script = f"""
+import json, re, sys, urllib.request
+from bpe_dask import count_words
+from bpe_dask.cluster.client import dask_client
+with dask_client(workers=2, in_threads=True) as client:
+    counted = count_words({str(tmp_path / "in.txt")!r}, [{EOT!r}], client=client,
+                          out={str(tmp_path / "c.parquet")!r})
+    before = "bokeh" in sys.modules
+    link = re.sub(r"//[^:/]+:", "//127.0.0.1:", client.dashboard_link)
+    with urllib.request.urlopen(link, timeout=300) as response:
+        page = response.read().decode("utf-8", "replace")
+        print(json.dumps({{"words": counted.table().num_rows, "bokeh_before": before,
+                          "status": response.status, "url": response.url, "link": link, "page": page[:999]}}))
+"""
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=timing.seconds(300), env=environment, cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["words"] > 1000 and seen["bokeh_before"] is False, seen
+    assert seen["status"] == 200 and seen["url"] == seen["link"], seen
+    assert "<title>Dask" in seen["page"] and "bokeh" in seen["page"].lower(), seen["page"][:500]
 
 
 def test_a_remote_schedulers_dashboard_link_is_logged_and_answers(remote):

@@ -30,6 +30,7 @@ from distributed import Client, LocalCluster, Security
 from distributed.comm import parse_address, parse_host_port
 
 from bpe_dask import interrupts
+from bpe_dask.cluster.dashboard import attach_on_first_visit
 from bpe_dask.cluster.local import close_cluster, cluster_size, how_many, memory_limit, start_workers
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.storage import describe
@@ -218,7 +219,7 @@ def _local_client(
                 **shape,
                 memory_limit=memory_limit(1 if in_threads else workers),  # as Dask shares it out
                 # Its HTTP server on a free port (8787 may be another cluster's); the dashboard is
-                # attached to it once the cluster is up (``_attach_dashboard``).
+                # attached to it at the first visit (``dashboard.attach_on_first_visit``).
                 dashboard_address="127.0.0.1:0",
                 scheduler_kwargs={"dashboard": False},
                 silence_logs=logging.INFO if verbose else logging.WARNING,  # the workers' own level
@@ -227,7 +228,10 @@ def _local_client(
             client = stack.enter_context(Client(cluster))
         # Then the workers, which take seconds (many, minutes): a signal stops them at once.
         start_workers(cluster, 1 if in_threads else workers)
-        link = f" (dashboard: {client.dashboard_link})" if _attach_dashboard(cluster) else ""
+        link = ""
+        if has_bokeh():  # without it, the link would lead to a page asking for bokeh
+            attach_on_first_visit(cluster)
+            link = f" (dashboard: {client.dashboard_link})"
         if in_threads:
             what = f"{workers} thread{'' if workers == 1 else 's'} in this process (compiled tasks)"
         else:
@@ -239,27 +243,6 @@ def _local_client(
             if in_threads:
                 _abandon_running_tasks(cluster)
             raise
-
-
-def _attach_dashboard(cluster: LocalCluster) -> bool:
-    """Dask's dashboard (bokeh's pages) added to the scheduler's HTTP server in the background, if
-    bokeh is installed (without it, the link would lead to a page asking for bokeh): importing it
-    takes most of a second, which the job's first tasks need not wait for. Its pages answer a
-    moment after the cluster starts. Says whether it will."""
-    if not has_bokeh():
-        return False
-
-    def attach() -> None:
-        try:
-            from distributed.dashboard.scheduler import connect
-
-            scheduler = cluster.scheduler
-            cluster.loop.add_callback(connect, scheduler.http_application, scheduler.http_server, scheduler)
-        except Exception:  # only ever a view of the job
-            log.warning("could not start Dask's dashboard", exc_info=True)
-
-    threading.Thread(target=attach, name="bpe-dask-dashboard", daemon=True).start()
-    return True
 
 
 def _abandon_running_tasks(cluster: LocalCluster) -> None:
