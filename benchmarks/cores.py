@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 from numba import njit

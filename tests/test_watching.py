@@ -190,7 +190,7 @@ def test_a_job_nobody_watches_never_imports_the_dashboard_and_its_link_answers_a
     process, so that nothing else has imported bokeh."""
     (tmp_path / "in.txt").write_text(words(3), encoding="utf-8")
     script = f"""
-import json, re, sys, urllib.request
+import http.client, json, re, sys, urllib.parse, urllib.request
 from bpe_dask import count_words
 from bpe_dask.cluster.client import dask_client
 with dask_client(workers=2, in_threads=True) as client:
@@ -198,9 +198,14 @@ with dask_client(workers=2, in_threads=True) as client:
                           out={str(tmp_path / "c.parquet")!r})
     before = "bokeh" in sys.modules
     link = re.sub(r"//[^:/]+:", "//127.0.0.1:", client.dashboard_link)
+    # The first visit: a HEAD of a path that names another host, sent back to this server's own.
+    connection = http.client.HTTPConnection(urllib.parse.urlsplit(link).netloc, timeout=300)
+    connection.request("HEAD", "//elsewhere.example/status")
+    first = connection.getresponse()
     with urllib.request.urlopen(link, timeout=300) as response:
         page = response.read().decode("utf-8", "replace")
         print(json.dumps({{"words": counted.table().num_rows, "bokeh_before": before,
+                          "first": [first.status, first.getheader("Location")],
                           "status": response.status, "url": response.url, "link": link, "page": page[:999]}}))
 """
     environment = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -209,6 +214,7 @@ with dask_client(workers=2, in_threads=True) as client:
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["words"] > 1000 and seen["bokeh_before"] is False, seen
+    assert seen["first"] == [302, "/elsewhere.example/status"], seen
     assert seen["status"] == 200 and seen["url"] == seen["link"], seen
     assert "<title>Dask" in seen["page"] and "bokeh" in seen["page"].lower(), seen["page"][:500]
 

@@ -6,7 +6,8 @@ that server a page for every path its own routes leave unanswered, which attache
 (importing bokeh, on a thread of its own) and sends the browser back to the same address, which the
 dashboard then answers. Importing bokeh takes a second or more of processor time under the GIL, which
 a cluster of threads shares with its tasks: a job nobody watches never pays for it, and its link
-answers from the start all the same (the first page a second or two late).
+answers from the start all the same (the first page a second or two late). Until then the
+scheduler's own JSON routes (``/sitemap.json``, ``/individual-plots.json``) know no dashboard pages.
 """
 
 from __future__ import annotations
@@ -69,4 +70,8 @@ class _AttachDashboard(web.RequestHandler):
 
     async def get(self) -> None:
         await self.attach()
-        self.redirect(self.request.uri)  # now the dashboard's page (or a 404, if it did not start)
+        # Now the dashboard's page (or a 404, if it did not start); a path of this server's only, so
+        # that //elsewhere/ sends no browser to another site.
+        self.redirect("/" + self.request.uri.lstrip("/\\"))
+
+    head = get
