@@ -206,3 +206,31 @@ def test_a_full_cache_keeps_the_words_found_again(monkeypatch):
     (records, *_), = tokenizer._encoding._compiled._idle
     held = records.reshape(-1, RECORD)[records[META::RECORD] != 0]
     assert len({(key, meta) for key, meta in held[:, [KEY, META]].tolist()}) == len(held)
+
+
+def test_a_full_cache_whose_words_all_recur_is_emptied(monkeypatch):
+    """Where the pre-tokens found again would fill more than three quarters of a cache full at its
+    largest, keeping them would leave too little room: the cache is emptied instead, and encodes on
+    from nothing, exactly."""
+    from bpe_dask.compiled import Encoder, encoder
+
+    monkeypatch.setattr(Encoder, "first_entries", 16)
+    monkeypatch.setattr(Encoder, "cache_entries", 16)
+    sweeps = []
+    keep_found = encoder.keep_found
+
+    def counted(records, arena, ids_arena, used, *kept):
+        keep_found(records, arena, ids_arena, used, *kept)
+        sweeps.append(int(used[2]))
+
+    monkeypatch.setattr(encoder, "keep_found", counted)
+    recurring = [f" word{i}ation" for i in range(14)]  # 14 of 16: past three quarters
+    text = "".join(w + f" once{i}x" for i in range(300) for w in recurring[:: 1 if i % 2 else -1])
+    vocab, merges = _gpt2_files()
+    tokenizer = Tokenizer(vocab, merges, [EOT], "gpt2", engine="numba")
+    assert tokenizer.encode(text) == reference.encode(text, vocab, merges, [EOT])
+    assert len(sweeps) > 5 and all(kept > 3 * 16 // 4 for kept in sweeps), sweeps
+    from bpe_dask.compiled.word_table import META, RECORD
+
+    (records, _, _, used, _), = tokenizer._encoding._compiled._idle
+    assert used[2] == int((records[META::RECORD] != 0).sum()) < 16  # what it holds, counted as it holds it

@@ -118,8 +118,8 @@ class Encoder:
                 or 4 * used[0] > 3 * len(arena)
                 or 4 * used[1] > 3 * len(ids_arena)
             ):
-                used[:] = 0  # most of it recurs: keeping it would leave too little room
-                return table(len(records) // RECORD), arena, ids_arena, used, pending
+                records[:], used[:] = 0, 0  # most of it recurs: keeping it would leave too little room
+                return records, arena, ids_arena, used, pending
             return *kept, used, pending
         if full[0][0]:
             records = grown_table(records)

@@ -64,7 +64,7 @@ def free_record(records, meta):
     """Where a record of ``meta`` moved into ``records`` (another table) goes: the first empty record
     from its home slot, which its tag gives (no word is hashed again)."""
     mask = len(records) // RECORD - 1
-    slot = (meta >> 32) & mask  # ``home``, from the tag
+    slot = home(np.uint64(meta), mask)  # the tag is the upper half of the word's hash
     while records[slot * RECORD + META] != 0:
         slot = (slot + 1) & mask
     return slot * RECORD
