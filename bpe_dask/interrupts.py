@@ -1,43 +1,40 @@
 """Interrupts: SIGINT and SIGTERM turned into an exception where the job can unwind cleanly.
 
 Takes the two signals for the duration of a command (``handled``); gives ``KeyboardInterrupt``
-(SIGINT) or ``Terminated`` (SIGTERM), raised in the main thread at once where that is safe, else
-at the next safe point:
+(SIGINT) or ``Terminated`` (SIGTERM), raised in the main thread only where the job looks for it:
+``check``, which the job's waits call between two short waits (``wait``), the merge loops between
+merges, and the jobs right before committing an output. The handler itself only notes the signal:
+it runs wherever the main thread happens to be (inside an import's module lock, a weakref
+callback, a ``gc`` callback, numba's call back from compiled code), and an exception raised there
+can be dropped or leave the interpreter's state half-changed; a note changes nothing. So the job
+stops at its next look, within ``POLL`` seconds while it waits on its cluster. A step that may
+block for long on I/O in this process (listing a bucket, reading footers, writing a file) runs in
+a thread of its own that the main thread waits on the same way (``call``).
 
-- not in code that Python or a library runs on its own, where an exception is printed and dropped
-  (a ``gc`` callback, such as Dask's, a weakref finalizer, a ``__del__``) or garbled (numba's calls
-  back into Python from compiled code, a ``SystemError``): the signal is sent to the main thread
-  again a moment later;
-- not in a ``deferred`` block (starting the cluster's scheduler, committing an output): raised as it ends;
-- once: the job is unwinding by then and its clean-up (closing the cluster, removing temporary
-  files) must finish; later signals are dropped.
-
-``check`` raises a signal that came, if any: the merge loops call it between merges and the jobs
-call it right before committing an output, so nothing is published after an interrupt, even if
-some library caught and dropped the exception. ``received`` says which signal came (the exit code).
-``deferred(shield_children=True)`` also blocks SIGINT in the threads started in the block, and so in
-the processes they start: a terminal's Ctrl-C reaches this process only, not the LocalCluster's
-workers, which would each print a traceback; the client closes them as it unwinds.
+``check`` raises the signal each time it is called, so an exception some library caught and dropped
+does not let the job go on to publish; the job's clean-up (closing the cluster, removing temporary
+files) calls no ``check``. ``received`` says which signal came (the exit code).
+``deferred`` is a block that does not start after a signal and raises one that came meanwhile as
+it ends; with ``shield_children=True`` it also blocks SIGINT in the threads started in it, and so
+in the processes they start: a terminal's Ctrl-C reaches this process only, not the
+LocalCluster's workers, which would each print a traceback; the client closes them as it unwinds.
 """
 
 from __future__ import annotations
 
-import os
+import contextvars
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from contextlib import contextmanager
 from multiprocessing import resource_tracker
 from types import FrameType
+from typing import TypeVar
 
+T = TypeVar("T")
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
-AGAIN_AFTER = 0.05  # seconds before a signal that came at an unsafe point is sent again
-# Code whose Python frames are called from C or by the interpreter itself, where an exception is lost:
-# Dask's gc callback, numba's calls back from compiled code, weakref finalizers (Dask has many) and
-# the callbacks of weak sets, which the collector calls as objects go.
-_UNSAFE_FILES = tuple(
-    path.replace("/", os.sep) for path in ("/distributed/gc.py", "/numba/", "/weakref.py", "/_weakrefset.py")
-)
+POLL = 0.1  # seconds between two looks for a signal while the job waits
 
 
 class Terminated(BaseException):
@@ -45,11 +42,7 @@ class Terminated(BaseException):
 
 
 _received: int | None = None  # the first signal that came
-_raised = False  # whether it has been raised (it is then not raised again by the handler)
-_deferring = 0
-_again: threading.Timer | None = None
-_resend_pending = False
-_session = 0  # which ``handled`` block is running (0: none); a late resend from another is dropped
+_handling = False  # whether a ``handled`` block runs
 
 
 def received() -> int | None:
@@ -68,101 +61,100 @@ def check() -> None:
     Only in the main thread, where ``handled`` unwinds the job: a background thread (the merge
     loop compiling ahead of time) goes on, and must not take the raise that is the main thread's."""
     if _received is not None and threading.current_thread() is threading.main_thread():
-        _raise()
+        raise exception(_received)
 
 
-def _raise() -> None:
-    global _raised
-    _raised = True
-    raise exception(_received)
+def wait(result: Callable[[float], T]) -> T:
+    """``result(timeout)`` (a future's ``result``, say) called in waits of ``POLL`` seconds until it
+    gives, looking for a signal before each: a wait that a signal stops.
+
+    >>> from concurrent.futures import ThreadPoolExecutor
+    >>> with ThreadPoolExecutor(1) as pool:
+    ...     wait(pool.submit(sum, [1, 2, 3]).result)
+    6
+    """
+    while True:
+        check()
+        try:
+            return result(POLL)
+        except TimeoutError:
+            continue
+
+
+def call(function: Callable[..., T], *args: object, finish_within: float = 0.0, **kwargs: object) -> T:
+    """``function(*args, **kwargs)``, or what it raises; while signals are ``handled``, in a thread of
+    its own, waited for as ``wait`` does. Nothing stops a thread from outside: after a signal the step
+    goes on alone, its result dropped (the thread is a daemon, gone with the process), once the wait
+    has given it ``finish_within`` seconds to end (a write that must not land after the clean-up).
+
+    >>> call(sum, [1, 2, 3])
+    6
+    """
+    if not _handling or threading.current_thread() is not threading.main_thread():
+        return function(*args, **kwargs)
+    done: Future[T] = Future()
+    context = contextvars.copy_context()  # Dask's current client, say
+
+    def run() -> None:
+        try:
+            done.set_result(context.run(function, *args, **kwargs))
+        except BaseException as error:
+            done.set_exception(error)
+
+    thread = threading.Thread(
+        target=run, name=f"bpe-dask-{getattr(function, '__name__', 'step')}", daemon=True
+    )
+    thread.start()
+    try:
+        return wait(done.result)
+    except (KeyboardInterrupt, Terminated):
+        thread.join(finish_within)
+        raise
 
 
 @contextmanager
 def handled() -> Iterator[None]:
     """SIGINT and SIGTERM handled as above for the block (in the main thread; elsewhere, as before)."""
-    global _received, _raised, _session, _resend_pending
+    global _received, _handling
     if threading.current_thread() is not threading.main_thread():  # signals go to the main thread only
         yield
         return
-    _received, _raised = None, False
-    session = _session = _session + 1
-    previous = {signum: signal.signal(signum, _handler) for signum in SIGNALS}
+    _received, _handling = None, True
+    previous = {signum: signal.signal(signum, _note) for signum in SIGNALS}
     try:
         yield
     finally:
         # Over: nothing of this block's signal may reach code that runs after it (a later job in the
-        # same process, whose ``check`` would raise it; a resend landing on the previous handler).
-        _session = -session
-        if _again is not None:
-            _again.cancel()
-        _resend_pending = False
+        # same process, whose ``check`` would raise it).
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        _received, _raised = None, False
+        _received, _handling = None, False
 
 
-def _handler(signum: int, frame: FrameType | None) -> None:
+def _note(signum: int, frame: FrameType | None) -> None:
     global _received
     if _received is None:
         _received = signum
-    if _raised or _deferring:
-        return
-    if _unsafe(frame):
-        _send_again(_received)
-        return
-    _raise()
-
-
-def _unsafe(frame: FrameType | None) -> bool:
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name == "__del__" or any(part in code.co_filename for part in _UNSAFE_FILES):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _send_again(signum: int) -> None:
-    global _again, _resend_pending
-    if _resend_pending:  # one is on its way (a timer that has sent already may still look alive)
-        return
-    _resend_pending = True
-    _again = threading.Timer(AGAIN_AFTER, _resend, (threading.main_thread().ident, signum, _session))
-    _again.daemon = True
-    _again.start()
-
-
-def _resend(thread: int, signum: int, session: int) -> None:
-    global _resend_pending
-    _resend_pending = False  # first: the signal may land in an unsafe place again, and be sent again
-    if not _raised and session == _session:
-        signal.pthread_kill(thread, signum)
 
 
 @contextmanager
 def deferred(shield_children: bool = False) -> Iterator[None]:
-    """A block that no signal interrupts, nor starts after one: one that comes meanwhile is raised
-    as the block ends.
+    """A block that does not start after a signal; one that comes meanwhile is raised as it ends.
 
     ``shield_children``: SIGINT is blocked in this thread for the block, so threads started in it
     (and the processes those start) never receive it; this process still does, in its other threads.
     """
-    global _deferring
     main = threading.current_thread() is threading.main_thread()
-    if main:
-        check()
+    check()
     shielded = shield_children and main
     if shielded:
         # Started first: multiprocessing starts its resource tracker with SIGINT blocked, then unblocks
         # SIGINT in the thread that did, and would so unshield the workers' starting thread.
         resource_tracker.ensure_running()
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    _deferring += main
     try:
         yield
     finally:
         if shielded:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        _deferring -= main
-    if main and not _raised:
-        check()
+    check()

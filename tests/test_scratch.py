@@ -240,16 +240,23 @@ def test_a_stopped_jobs_running_map_task_stops_at_its_next_block(corpus_file, cl
 def test_a_stopped_job_waits_for_its_running_tasks(cluster):
     """On a cluster it does not own, a stopped job went on (to remove its work directory) while its
     tasks still ran; it now waits until none runs (``STOP_WAIT`` at most), here a task of 3 s that
-    cannot stop sooner."""
+    cannot stop sooner, asking each worker once."""
     from distributed import Client
 
     from bpe_dask.cluster.tasks import let_go
 
+    def asked() -> int:  # each Client.run is an INFO line in every worker's log
+        return sum(m.log.read_text(errors="replace").count("'tasks_stopped'") for m in cluster.workers)
+
+    before = asked()
     with Client(cluster.address, timeout="60s") as client:
         task = client.submit(time.sleep, 3, pure=False)
         until(lambda: running_tasks(cluster) == 1, "the task running")
         let_go(client, [task])
         assert running_tasks(cluster) == 0, "the job went on while its task ran"
+    # asked once each, not every 0.1 s (17 lines a worker during an interrupt, each saying so)
+    until(lambda: asked() - before == len(cluster.workers), "each worker's one line")
+    assert asked() - before == len(cluster.workers)
 
 
 @pytest.mark.parametrize("where", ["embedded", "scheduler"])

@@ -26,7 +26,7 @@ from distributed import LocalCluster, Nanny
 from distributed.core import Status
 from distributed.system import MEMORY_LIMIT
 
-from bpe_dask import settings
+from bpe_dask import interrupts, settings
 from bpe_dask.wording import format_bytes, plural
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def memory_limit(processes: int) -> int:
 
 def start_workers(cluster: LocalCluster, count: int) -> None:
     """Start ``count`` workers in ``cluster`` (started with none) and wait for them all, as
-    LocalCluster's own constructor does, but so that a signal (raised here by ``interrupts``) stops
+    LocalCluster's own constructor does, but so that a signal (raised here by ``interrupts.wait``) stops
     the start within seconds: the worker processes still starting are killed (``_stop_starting``)
     and the signal goes on, for the caller to close the cluster. A worker that fails to start is
     Dask's error, the others stopped the same way."""
@@ -102,9 +102,7 @@ def start_workers(cluster: LocalCluster, count: int) -> None:
 
     starting = asyncio.run_coroutine_threadsafe(start(), cluster.loop.asyncio_loop)
     try:
-        while True:  # in short waits: a signal that another thread took is raised here between two
-            with suppress(TimeoutError):
-                return starting.result(timeout=0.1)
+        interrupts.wait(starting.result)
     except BaseException:
         _stop_starting(cluster, starting)
         raise

@@ -8,9 +8,11 @@ event, for a task that commits an output at its end) before the failure goes on 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
+import queue
 import resource
 import sys
 import time
@@ -19,8 +21,9 @@ from contextlib import nullcontext
 from typing import Any
 
 from dask.delayed import Delayed
-from distributed import Client, Event, Future, LocalCluster, as_completed
+from distributed import Client, Event, Future, LocalCluster
 
+from bpe_dask import interrupts
 from bpe_dask.cluster.failures import failures_explained
 from bpe_dask.cluster.progress import MapProgress
 
@@ -64,12 +67,16 @@ def run_tasks(
     size_of = {task.key: size for task, size in zip(tasks, sizes, strict=False)}
     listening = progress.listening(client, size_of) if progress is not None else nullcontext()
     futures = client.compute(tasks)
+    finished: queue.SimpleQueue[Future] = queue.SimpleQueue()
+    for future in futures:
+        future.add_done_callback(finished.put)
     try:
         with failures_explained(client), listening:
-            if progress is not None:
-                for future in as_completed(futures[: len(sizes)]):
-                    if future.status != "finished":
-                        break  # gathering raises its error
+            for _ in futures:  # as they finish, in short waits that a signal stops (``interrupts``)
+                future = interrupts.wait(lambda seconds: _next(finished, seconds))
+                if future.status != "finished":
+                    future.result()  # its error
+                if progress is not None and future.key in size_of:
                     size, extra = measure(future.result()) if measure else (0, 0)
                     known = size_of[future.key]
                     progress.task_done(size if known is None else known, extra, future.key)
@@ -82,6 +89,13 @@ def run_tasks(
         raise
 
 
+def _next(finished: queue.SimpleQueue[Future], seconds: float) -> Future:
+    try:
+        return finished.get(timeout=seconds)
+    except queue.Empty:
+        raise TimeoutError from None
+
+
 def let_go(client: Client, futures: Sequence[Future]) -> None:
     """Stop a job's tasks: the scheduler forgets those no other client wants and tells their
     workers, whose running tasks stop at their next block (``stages.read_events``). Released, not
@@ -89,30 +103,31 @@ def let_go(client: Client, futures: Sequence[Future]) -> None:
     a client wants each, which the reduce tree's inner sums are not (``assert ts.who_wants``: a
     traceback in the scheduler's log, and this client's connection dropped). Then, on a cluster the
     job does not own, which goes on after it, wait ``STOP_WAIT`` seconds at most until no worker
-    runs any of them: what one writes must land before the job removes its work directory."""
+    runs any of them: what one writes must land before the job removes its work directory. Each
+    worker waits for its own tasks, asked once (each ``Client.run`` is an INFO line in its log)."""
     for future in futures:
         future.release()
     if is_embedded(client):  # its workers close with the job, and tasks in threads stop as they do
         return
     keys = {future.key for future in futures}
-    deadline = time.monotonic() + STOP_WAIT
+    try:
+        answers = client.run(tasks_stopped, keys, STOP_WAIT, on_error="return").values()
+    except Exception:  # the scheduler or a worker is gone: nothing to wait for
+        return
+    running = sum(n for n in answers if isinstance(n, int))
+    if running:
+        log.info("%d of the job's tasks still run on the cluster after %g s", running, STOP_WAIT)
+
+
+async def tasks_stopped(keys: set, seconds: float, dask_worker: Any) -> int:
+    """On a worker: wait up to ``seconds`` until none of ``keys`` runs in its threads, told to stop
+    or not, and give how many still do."""
+    deadline = time.monotonic() + seconds
     while True:
-        try:
-            answers = client.run(running_tasks, keys, on_error="return").values()
-            running = sum(n for n in answers if isinstance(n, int))
-        except Exception:  # the scheduler or a worker is gone: nothing to wait for
-            return
-        if not running:
-            return
-        if time.monotonic() > deadline:
-            log.info("%d of the job's tasks still run on the cluster after %g s", running, STOP_WAIT)
-            return
-        time.sleep(0.1)
-
-
-def running_tasks(keys: set, dask_worker: Any) -> int:
-    """On a worker: how many of ``keys`` run in its threads, told to stop or not."""
-    return sum(1 for task in dask_worker.state.all_running_tasks if task.key in keys)
+        running = sum(1 for task in dask_worker.state.all_running_tasks if task.key in keys)
+        if not running or time.monotonic() > deadline:
+            return running
+        await asyncio.sleep(0.1)
 
 
 def is_embedded(client: Client) -> bool:

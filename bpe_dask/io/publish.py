@@ -38,6 +38,7 @@ from bpe_dask.io.storage import LOCAL, Store, is_local
 SUCCESS = "_SUCCESS"  # written last: its presence says the directory is complete
 PROBE = ".bpe-dask-probe-"  # a file written and removed at once to learn that a place is writable
 _TAKEN = (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR)
+WRITE_WAIT = 5.0  # seconds a file being written is given to land after a signal, before the clean-up
 COMMIT_ATTEMPTS = 10  # commits a job tries while other jobs keep publishing to the same directory
 
 
@@ -173,7 +174,8 @@ def publish_directory(
         fs, path = store.fs(staging)
         for filename, content in files.items():
             data = content.encode("utf-8") if isinstance(content, str) else content
-            fs.pipe_file(f"{path}/{filename}", data)
+            # a signal stops a slow write's wait, which gives it a moment to land before the clean-up
+            interrupts.call(fs.pipe_file, f"{path}/{filename}", data, finish_within=WRITE_WAIT)
 
 
 @contextmanager

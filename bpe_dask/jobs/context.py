@@ -22,6 +22,7 @@ from typing import Any
 
 from distributed import Client, get_client
 
+from bpe_dask import interrupts
 from bpe_dask.cluster.client import NO_WARM_UP, WarmUp, dask_client
 from bpe_dask.cluster.preflight import Place, check_workers, unregister_plugins
 from bpe_dask.cluster.tasks import is_embedded, run_tasks
@@ -75,7 +76,8 @@ class Job:
         collection runs on the cluster the job was given, else on the current ``distributed``
         client, whose cluster holds what the collection was persisted on, else on a LocalCluster."""
         opts = self.options
-        source = source_of(
+        source = interrupts.call(  # listing a bucket may take long: a signal stops the wait
+            source_of,
             inputs,
             self.store,
             opts.reading(),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, fields, replace
 
+from bpe_dask import interrupts
 from bpe_dask import settings as config
 from bpe_dask.cluster.client import NO_WARM_UP, WarmUp
 from bpe_dask.cluster.local import cores, planned_workers
@@ -139,7 +140,7 @@ def count_source(
         if source.kind == "memory":
             parts, size = source.parts(), where.size
         else:
-            parts = source.plan(pretokenizer, opts.chunk_size)
+            parts = interrupts.call(source.plan, pretokenizer, opts.chunk_size)
             size = sum(part.text_bytes for part in parts)
         counters = [new_counter(settings, size) for _ in range(where.threads)]
         log.info("counting with %s on %s", counting_engine(settings, size), plural(where.threads, "thread"))
@@ -159,7 +160,7 @@ def count_source(
                 _engines(settings),
             )
         else:
-            parts = source.plan(pretokenizer, opts.chunk_size, cluster_threads(run.client))
+            parts = interrupts.call(source.plan, pretokenizer, opts.chunk_size, cluster_threads(run.client))
             log.info(
                 "counting with %s", counting_engine(settings, max((p.text_bytes for p in parts), default=0))
             )

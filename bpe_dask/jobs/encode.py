@@ -16,6 +16,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from bpe_dask import interrupts
 from bpe_dask.cluster.client import NO_WARM_UP, WarmUp
 from bpe_dask.cluster.local import planned_workers
 from bpe_dask.cluster.progress import MapProgress
@@ -144,7 +145,7 @@ def _encode_parts(
     if source.kind == "collection":
         parts = source.parts()
     else:
-        parts = source.plan(tokenizer.pretokenizer, opts.chunk_size, cluster_threads(client))
+        parts = interrupts.call(source.plan, tokenizer.pretokenizer, opts.chunk_size, cluster_threads(client))
     shared = client.scatter(tokenizer, broadcast=True, hash=False)
     key = encoding_key(tokenizer, separator, opts.utf8_errors)
     paths = [ids_path(run.work, part, key) for part in parts]

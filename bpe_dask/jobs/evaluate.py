@@ -264,7 +264,7 @@ def _measure(run: Run, job: Job, source: FileSource, groups: list[Group]) -> lis
     client, threads, tag = run.client, cluster_threads(run.client), uuid.uuid4().hex  # nothing to reuse
     tasks, sizes, counts = [], [], []
     for g, (settings, measures, _) in enumerate(groups):
-        parts = source.plan(settings.pretokenizer(), job.options.chunk_size, threads)
+        parts = interrupts.call(source.plan, settings.pretokenizer(), job.options.chunk_size, threads)
         shared = [client.scatter(measure, broadcast=True, hash=False) for measure in measures]
         tasks += [
             dask.delayed(measure_part, pure=True)(

@@ -19,6 +19,7 @@ import pyarrow as pa
 from dask.base import tokenize
 from distributed import Client
 
+from bpe_dask import interrupts
 from bpe_dask.cluster import progress
 from bpe_dask.cluster.failures import failures_explained
 from bpe_dask.cluster.tasks import is_embedded, peak_rss_bytes, workers_of
@@ -191,7 +192,7 @@ def merge_on_cluster(
     )
     with failures_explained(client):
         try:
-            merged = future.result()
+            merged = interrupts.wait(future.result)
         except BaseException:
             future.release()  # it stops (``stop_if_cancelled``), also where the client goes on (the API)
             raise

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from bpe_dask import interrupts
 from bpe_dask.cluster.progress import MapProgress
 from bpe_dask.io.counts_table import words_bytes
 from bpe_dask.io.documents import BadRecords
@@ -84,6 +85,7 @@ class _Pool:
     def run(self, parts: Iterable[Part]) -> None:
         if len(self.states) == 1:
             for part in parts:
+                interrupts.check()
                 self.count(self.states[0], part)
             return
         work: queue.Queue[Part | None] = queue.Queue(maxsize=2 * len(self.states))
@@ -97,6 +99,7 @@ class _Pool:
         try:
             for part in parts:
                 while not self.stop.is_set():  # a thread failed: stop iterating
+                    interrupts.check()
                     try:
                         work.put(part, timeout=0.1)
                         break

@@ -15,6 +15,7 @@ from typing import Any
 
 from dask.base import tokenize
 
+from bpe_dask import interrupts
 from bpe_dask.cluster.tasks import other_processes_peak_rss_bytes
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import read_counts, recorded_settings
@@ -155,7 +156,8 @@ def _train(
     if workers_peak is not None:
         report["workers_peak_rss_bytes"] = workers_peak
     report["timings"]["total"] = time.perf_counter() - started
-    publish_tokenizer(out, merged, opts, report, job.store, limits, files.result(), curve)  # 7. publish
+    made = interrupts.wait(files.result)
+    publish_tokenizer(out, merged, opts, report, job.store, limits, made, curve)  # 7. publish
     if source.kind == "collection":  # a re-run of a finished job must not reuse them
         forget_shards(counted.shards, job.store)
     return report

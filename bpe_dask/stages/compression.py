@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from bpe_dask import interrupts
 from bpe_dask.io.written import CURVE_FILES as CURVE_FILES  # where every output's names are
 
 T = TypeVar("T")
@@ -145,7 +146,7 @@ class Plotting:
         """``function(*args)`` (which draws), in the background once the library has loaded; the
         wait for that is here, while the cluster is up."""
         self.start()
-        self.loading.result()
+        interrupts.wait(self.loading.result)
         return self.pool.submit(function, *args)
 
     def __enter__(self) -> Plotting:
