@@ -480,3 +480,34 @@ def test_the_python_merge_loop_says_once_that_it_starts(sample, tmp_path):
                cwd=tmp_path)  # fmt: skip
     said = [line for line in done.stderr.splitlines() if "merging" in line]
     assert said == ["bpe-dask: merging 4 words with the Python loop"], done.stderr
+
+
+def test_vocabulary_sizes_in_thousands_and_the_tokenizers_place_said(sample, tmp_path):
+    """`--vocab-size 32k` was refused; `train` ended with `done: {...}`, never saying where it wrote."""
+    from conftest import CS336_DIR
+
+    sample = CS336_DIR / "corpus.en"
+    done = run("train", str(sample), "--vocab-size", "0.3k", "--special-token", EOT, "--out", "k",
+               "--workers", "1", cwd=tmp_path)  # fmt: skip
+    assert json.loads((tmp_path / "k" / "report.json").read_text())["requested_vocab_size"] == 300
+    assert f"wrote the tokenizer to {tmp_path / 'k'}: vocab.json, merges.txt" in done.stderr
+    evaluated = run("evaluate", str(sample), "--tokenizer", "k", "--vocab-sizes", "257,0.28k", cwd=tmp_path)
+    sizes = [line.split()[1] for line in evaluated.stdout.splitlines()[1:]]
+    assert sizes == ["257", "280", "300"], evaluated.stdout
+    with_ki = run("merge", "nothing.parquet", "--vocab-size", "1Ki", "--out", "m", check=False, cwd=tmp_path)
+    assert "vocab-size" not in with_ki.stderr and "nothing.parquet" in with_ki.stderr  # 1Ki was taken
+    bad = run("train", str(sample), "--vocab-size", "32kb", "--out", "x", check=False, cwd=tmp_path)
+    assert bad.returncode == 2 and "'32kb'" in bad.stderr and "32Ki" in bad.stderr, bad.stderr
+
+
+def test_special_tokens_joined_by_a_comma_are_one_token_with_a_warning(sample, tmp_path):
+    """`--vocab-sizes` takes commas, `--special-token` does not: two tokens joined by one were taken
+    as one without a word."""
+    done = run("train", str(sample), "--vocab-size", "300", "--special-token", "<|endoftext|>,<|pad|>",
+               "--out", "out", "--workers", "1", cwd=tmp_path)  # fmt: skip
+    assert (
+        "bpe-dask: special token '<|endoftext|>,<|pad|>' is one token, commas and all; for 2, repeat the "
+        "flag: --special-token '<|endoftext|>' --special-token '<|pad|>'"
+    ) in done.stderr.splitlines()
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["special_tokens"] == ["<|endoftext|>,<|pad|>"]

@@ -38,6 +38,13 @@ def test_flags_beat_the_config_which_beats_the_environment(tmp_path, monkeypatch
     assert options["chunk_size"] == 2 * 2**20
 
 
+def test_a_vocabulary_size_in_thousands_in_a_config_file(tmp_path):
+    """As on the command line: 32k is 32,000, 32Ki 32,768 (both were refused)."""
+    (tmp_path / "job.toml").write_text('vocab_size = "32k"\nvocab_sizes = [8000, "16Ki"]\n')
+    options = resolve({}, str(tmp_path / "job.toml"))
+    assert (options["vocab_size"], options["vocab_sizes"]) == (32_000, [8000, 16_384])
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -203,7 +203,7 @@ def test_a_missing_tokenizer_is_one_line(tmp_path, inputs):
     done = run("encode", str(inputs[0]), "--tokenizer", "nowhere", "--out", "ids", "-q", cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
-        f"bpe-dask: error: tokenizer {tmp_path}/nowhere: no vocab.json there (a directory `bpe-dask train` "
+        f"bpe-dask: error: tokenizer {tmp_path}/nowhere: no such directory (a directory `bpe-dask train` "
         "wrote)"  # made absolute here, as every path a task may touch
     ]
     assert not (tmp_path / "ids").exists()

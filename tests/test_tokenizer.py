@@ -387,3 +387,67 @@ def test_a_special_token_that_is_a_byte_s_name_in_gpt2_files():
     assert byte_id < 256 and gpt2.vocab[byte_id] == b"\xe9"  # the key "é" stays byte 0xE9
     ids = gpt2.encode("café é")
     assert gpt2.decode(ids) == "café é" and ids.count(gpt2.special_ids["é"]) == 2
+
+
+def test_gpt2_files_without_special_tokens_named_keep_their_special_token_and_say_so(caplog):
+    """GPT-2's vocab.json holds <|endoftext|> (50256), which no merge makes: read without special
+    tokens named it was ordinary text, encoded as 12 tokens without a word."""
+    with caplog.at_level("WARNING"):
+        gpt2 = Tokenizer.from_files(CS336_DIR / "gpt2_vocab.json", CS336_DIR / "gpt2_merges.txt")
+    assert gpt2.special_ids == {EOT: 50256}
+    assert gpt2.encode(f"a{EOT}b") == [64, 50256, 65]
+    assert [r.getMessage() for r in caplog.records if "taken as special" in r.getMessage()] == [
+        f"{CS336_DIR / 'gpt2_vocab.json'}: an entry neither a byte nor a merge's result, so taken as "
+        f"special: {EOT} (name them with special_tokens to choose)"
+    ]
+    none = Tokenizer.from_files(CS336_DIR / "gpt2_vocab.json", CS336_DIR / "gpt2_merges.txt", [])
+    assert none.special_ids == {} and 50256 not in none.encode(f"a{EOT}b")  # [] says: none
+
+
+def test_a_cs336_reference_vocabulary_keeps_its_special_token_at_id_0(tmp_path):
+    """CS336's reference vocab.json puts <|endoftext|> at id 0, the bytes at 1-256: the token keeps
+    id 0, whether named or found, and is not given a new id past the vocabulary."""
+    vocab, merges = CS336_DIR / "train-bpe-reference-vocab.json", CS336_DIR / "train-bpe-reference-merges.txt"
+    for special_tokens in (None, [EOT]):
+        tokenizer = Tokenizer.from_files(vocab, merges, special_tokens)
+        assert tokenizer.special_ids == {EOT: 0} and len(tokenizer.vocab) == 500
+        ids = tokenizer.encode(f"the cat{EOT}")
+        assert ids[-1] == 0 and tokenizer.decode(ids) == f"the cat{EOT}"
+
+
+def test_a_directory_of_vocab_json_and_merges_txt_only_keeps_its_special_tokens(tmp_path):
+    """A CS336-format directory (no tokenizer.json): `bpe-dask encode` and Tokenizer.load took it for
+    a tokenizer without special tokens."""
+    trained = Tokenizer(*train_bpe(CS336_DIR / "corpus.en", 300, [EOT, "<|pad|>"]), [EOT, "<|pad|>"])
+    trained.save(tmp_path / "tok")
+    (tmp_path / "tok" / "tokenizer.json").unlink()
+    loaded = Tokenizer.load(tmp_path / "tok")
+    assert loaded.special_ids == trained.special_ids == {EOT: 256, "<|pad|>": 257}
+    assert loaded.encode(f"hi{EOT}<|pad|>") == trained.encode(f"hi{EOT}<|pad|>")
+
+
+@pytest.mark.parametrize(
+    ("vocab", "merges", "message"),
+    [
+        ("gpt2_merges.txt", "gpt2_vocab.json", "gpt2_merges.txt is not a GPT-2-style vocab.json"),
+        ("gpt2_vocab.json", "corpus.en", "corpus.en is not a GPT-2-style merges.txt"),
+        ("corpus.en", "gpt2_merges.txt", "corpus.en is not a GPT-2-style vocab.json"),
+    ],
+)  # fmt: skip
+def test_files_not_of_their_kind_are_one_line_naming_the_file(vocab, merges, message):
+    """Swapped, they failed with a bare JSONDecodeError that named no file."""
+    from bpe_dask.errors import BpeDaskError
+
+    with pytest.raises(BpeDaskError) as raised:
+        Tokenizer.from_files(CS336_DIR / vocab, CS336_DIR / merges)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_tokenizer_that_is_not_there_is_said_to_be_missing_not_to_lack_a_file(tmp_path):
+    from bpe_dask.errors import BpeDaskError
+
+    with pytest.raises(BpeDaskError, match=r"nosuch/tokenizer\.json: no such directory"):
+        Tokenizer.load(tmp_path / "nosuch" / "tokenizer.json")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BpeDaskError, match=r"empty: no vocab\.json there"):
+        Tokenizer.load(tmp_path / "empty")

@@ -18,7 +18,7 @@ from typing import Any
 
 from bpe_dask.errors import BpeDaskError, UsageError
 from bpe_dask.io.text import check_utf8_errors
-from bpe_dask.jobs.options import MERGE_PLACES, parse_size, positive_int, whole_number
+from bpe_dask.jobs.options import MERGE_PLACES, parse_size, positive_int, vocab_count, whole_number
 
 
 def _string(value: Any) -> str:
@@ -47,14 +47,16 @@ def _storage_options(value: Any) -> dict:
 
 
 def _vocab_sizes(value: Any) -> list[int]:
-    """``"8000,16000"`` (a flag) or ``[8000, 16000]`` (TOML) as whole numbers."""
+    """``"8000,16k"`` (a flag) or ``[8000, "16k"]`` (TOML) as whole numbers (``vocab_count``)."""
     if isinstance(value, str):
         value = [part.strip() for part in value.split(",") if part.strip()]
-    elif not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in value):
+    elif not isinstance(value, list) or any(
+        isinstance(v, bool) or not isinstance(v, int | str) for v in value
+    ):
         raise BpeDaskError(f"not a list of whole numbers: {value!r}")
     if not value:
         raise BpeDaskError("no vocabulary size given")
-    return [positive_int(v) for v in value]
+    return [vocab_count(v) for v in value]
 
 
 def _merge_on(value: Any) -> str:
@@ -71,7 +73,7 @@ def _boolean(value: Any) -> bool:
 
 OPTIONS: dict[str, Callable[[Any], Any]] = {
     "inputs": _strings,
-    "vocab_size": positive_int,
+    "vocab_size": vocab_count,
     "min_frequency": whole_number,  # 0 (Hugging Face's default) and 1 both change nothing
     "max_token_length": positive_int,
     "out": _string,
@@ -103,7 +105,8 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "patterns": _strings,  # warm-up's
 }
 PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer", "tokenizers", "scheduler_file"}
-# Numbers a flag gives as text; a TOML file has numbers of its own, so a quoted one is a mistake.
+# Numbers a flag gives as text; a TOML file has numbers of its own, so a quoted one is a mistake
+# (a vocabulary size may be "32k", as on the command line).
 NUMBER_OPTIONS = {"vocab_size", "min_frequency", "max_token_length", "workers"}
 DEFAULTS: dict[str, Any] = {
     "inputs": [],
@@ -132,7 +135,14 @@ def load_config(path: str) -> dict[str, Any]:
         name = {"input": "inputs", "special_token": "special_tokens"}.get(name, name)
         if name not in OPTIONS:
             raise UsageError(f"{path}: unknown option {key!r}{did_you_mean(name, OPTIONS)}")
-        if name in NUMBER_OPTIONS and (isinstance(value, bool) or not isinstance(value, int)):
+        in_thousands = (
+            name == "vocab_size" and isinstance(value, str) and value.rstrip().endswith(("k", "K", "Ki"))
+        )
+        if (
+            name in NUMBER_OPTIONS
+            and (isinstance(value, bool) or not isinstance(value, int))
+            and not in_thousands
+        ):
             raise UsageError(f"{path}: {key}: not a whole number: {value!r} (a TOML number has no quotes)")
         if name == "vocab_sizes" and not isinstance(value, list):  # a flag's "8000,16000" is text
             raise UsageError(f"{path}: {key}: not a list of whole numbers: {value!r} (e.g. [8000, 16000])")

@@ -15,6 +15,7 @@ import functools
 import json
 import logging
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Sequence
@@ -95,6 +96,7 @@ def _run(command: str, config_path: str | None, verbose: bool, counts: str | Non
     try:
         options = resolve(args, config_path)
         _configure_logging(options["quiet"], verbose)
+        _warn_of_joined_special_tokens(options.get("special_tokens") or [])
         if command == "warm-up":
             return _warm_up(options)
         with _place_named(options, command):
@@ -116,6 +118,17 @@ def _run(command: str, config_path: str | None, verbose: bool, counts: str | Non
     interrupts.check()
     log.info("done: %s", json.dumps(_summary(report)))
     return 0
+
+
+def _warn_of_joined_special_tokens(special_tokens: list[str]) -> None:
+    """``--special-token 'A,B'`` is one token, ``A,B`` (a special token may hold a comma), where
+    ``--vocab-sizes`` takes a list: likely meant as two, so said."""
+    for token in special_tokens:
+        parts = token.split(",")
+        if len(parts) > 1 and all(part.strip() for part in parts):
+            repeated = " ".join(f"--special-token {shlex.quote(part.strip())}" for part in parts)
+            log.warning("special token %r is one token, commas and all; for %d, repeat the flag: %s",
+                        token, len(parts), repeated)  # fmt: skip
 
 
 def _place_named(options: dict[str, Any], command: str) -> contextlib.AbstractContextManager:

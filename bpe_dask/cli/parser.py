@@ -37,14 +37,17 @@ WARM_UP_HELP = (
 # Every flag's argparse keywords; ``names`` where it has a short form, ``default`` where it is not
 # left out when not given. A command may add to them (``--out``'s metavar and help differ).
 FLAGS: dict[str, dict[str, Any]] = {
-    "--vocab-size": {"metavar": "N", "help": "tokens in the vocabulary: 256 bytes + special tokens + merges"},
+    "--vocab-size": {
+        "metavar": "N",
+        "help": "tokens in the vocabulary: 256 bytes + special tokens + merges (32000, 32k; 32Ki is 32,768)",
+    },
     "--tokenizer": {
         "metavar": "DIR|FILE",
         "help": "a tokenizer directory `bpe-dask train` wrote, or a Hugging Face tokenizer.json",
     },
     "--vocab-sizes": {
         "metavar": "N,N,...",
-        "help": "also measure each tokenizer cut to these vocabulary sizes (its first merges): 8000,16000",
+        "help": "also measure each tokenizer cut to these vocabulary sizes (its first merges): 8000,16k,32Ki",
     },
     "--out": {},
     "--format": {

@@ -19,8 +19,9 @@ from __future__ import annotations
 import logging
 import os
 import pathlib  # noqa: F401 (the examples)
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import PurePosixPath
+from typing import TypeVar
 
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io import tokenizer_formats
@@ -32,6 +33,7 @@ from bpe_dask.rules.pretokenize import GPT2, SplitPattern, check_special_tokens
 from bpe_dask.rules.vocabulary import Vocabulary
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 FILES = TOKENIZER_FILES  # named where every output's names are (``io.written``)
 
@@ -90,7 +92,8 @@ def load_files(
 ) -> tuple[Vocabulary, SplitPattern]:
     """The vocabulary and split pattern of the tokenizer directory ``directory`` (what ``save_files``
     or `bpe-dask train` wrote), with the special tokens its ``tokenizer.json`` registers unless
-    ``special_tokens`` are given (none, and GPT-2's pattern, where it has no ``tokenizer.json``).
+    ``special_tokens`` are given (where it has no ``tokenizer.json``: those ``read_gpt2_files`` finds
+    in ``vocab.json``, and GPT-2's pattern).
 
     A split pattern that is not built in (gpt2, gpt4, o200k) is refused unless ``trust_pattern``
     is true: a regex from a file may take time exponential in its text's length. A file missing,
@@ -103,14 +106,15 @@ def load_files(
     ([(b'h', b'i')], {'<|endoftext|>': 257}, 'gpt2')
     >>> load_files("nowhere")
     Traceback (most recent call last):
-    bpe_dask.errors.BpeDaskError: tokenizer nowhere: no vocab.json there (a directory `bpe-dask train` wrote)
+    bpe_dask.errors.BpeDaskError: tokenizer nowhere: no such directory (a directory `bpe-dask train` wrote)
     """
     folder = os.fspath(directory).rstrip("/")
+    store = Store(storage_options or {})
+    fs, path = store.fs(f"{folder}/tokenizer.json")
     try:
-        fs, path = Store(storage_options or {}).fs(f"{folder}/tokenizer.json")
         described = fs.cat_file(path).decode() if fs.exists(path) else None
-        if special_tokens is None:
-            special_tokens = tokenizer_formats.special_tokens_in(described) if described else []
+        if special_tokens is None and described:
+            special_tokens = tokenizer_formats.special_tokens_in(described)
         pattern = tokenizer_formats.pattern_in(described) if described else GPT2
         if not (pattern.builtin or trust_pattern):
             raise UntrustedPatternError(
@@ -121,33 +125,72 @@ def load_files(
         return read_gpt2_files(vocab, merges, special_tokens, storage_options), pattern
     except FileNotFoundError as error:
         missing = PurePosixPath(error.filename or "").name or "vocab.json"
-        raise BpeDaskError(
-            f"tokenizer {folder}: no {missing} there (a directory `bpe-dask train` wrote)"
-        ) from None
+        what = f"no {missing} there" if _is_directory(store, folder) else "no such directory"
+        raise BpeDaskError(f"tokenizer {folder}: {what} (a directory `bpe-dask train` wrote)") from None
     except (OSError, ValueError, KeyError) as error:
         raise BpeDaskError(f"tokenizer {folder}: cannot read it ({describe(error)})") from None
+
+
+def _is_directory(store: Store, path: str) -> bool:
+    try:
+        fs, stripped = store.fs(path)
+        return fs.isdir(stripped)
+    except Exception:  # the store's own error: the one the caller names is clearer
+        return True
 
 
 def read_gpt2_files(
     vocab_filepath: str | os.PathLike,
     merges_filepath: str | os.PathLike,
-    special_tokens: Iterable[str] = (),
+    special_tokens: Iterable[str] | None = (),
     storage_options: dict | None = None,
 ) -> Vocabulary:
     """The vocabulary of GPT-2-style ``vocab.json`` and ``merges.txt`` (local paths or any URL fsspec
-    reads) with ``special_tokens``. Raises what reading and parsing them raise: ``OSError`` (a
-    ``FileNotFoundError`` naming the file), ``ValueError`` or ``KeyError``.
+    reads) with ``special_tokens``; ``None``: the entries of ``vocab.json`` that are neither a byte
+    nor a merge's result (``tokenizer_formats.special_tokens_of``), said in a warning, as GPT-2's
+    ``<|endoftext|>`` and CS336's. Raises ``FileNotFoundError`` (naming the file) for a file that is
+    not there, and a one-line ``BpeDaskError`` naming the file for one not of its kind.
 
     >>> vocabulary = Vocabulary({**{i: bytes([i]) for i in range(256)}, 256: b"hi"}, [(b"h", b"i")])
     >>> save_files("gpt2-style", files_of(vocabulary, GPT2))
     >>> read_gpt2_files("gpt2-style/vocab.json", "gpt2-style/merges.txt").merges
     [(b'h', b'i')]
+    >>> read_gpt2_files("gpt2-style/merges.txt", "gpt2-style/vocab.json")
+    Traceback (most recent call last):
+    bpe_dask.errors.BpeDaskError: gpt2-style/merges.txt is not a GPT-2-style vocab.json (Expecting value: ...)
     """
-    special_tokens = check_special_tokens(special_tokens)
     store = Store(storage_options or {})
-    vocab = tokenizer_formats.parse_vocab_json(_read_text(vocab_filepath, store), special_tokens)
-    merges = tokenizer_formats.parse_merges_txt(_read_text(merges_filepath, store))
-    return Vocabulary(vocab, merges, special_tokens)
+    vocab_text, merges_text = _read_text(vocab_filepath, store), _read_text(merges_filepath, store)
+    given = check_special_tokens(special_tokens or ())
+    parse_vocab = tokenizer_formats.parse_vocab_json
+    vocab = _parsed(vocab_filepath, "vocab.json", parse_vocab, vocab_text, given)
+    merges = _parsed(merges_filepath, "merges.txt", tokenizer_formats.parse_merges_txt, merges_text)
+    if special_tokens is None:
+        given = check_special_tokens(tokenizer_formats.special_tokens_of(vocab_text, merges))
+        if given:
+            log.warning(
+                "%s: %s neither a byte nor a merge's result, so taken as special: %s (name them with "
+                "special_tokens to choose)",
+                os.fspath(vocab_filepath),
+                "an entry" if len(given) == 1 else f"{len(given)} entries",
+                ", ".join(given),
+            )
+            vocab = parse_vocab(vocab_text, given)
+    try:
+        return Vocabulary(vocab, merges, given)
+    except KeyError as error:  # a byte no token holds, or a merge of tokens it lacks
+        raise BpeDaskError(
+            f"{os.fspath(vocab_filepath)} and {os.fspath(merges_filepath)} do not make a byte-level BPE "
+            f"vocabulary ({error})"
+        ) from None
+
+
+def _parsed(path: str | os.PathLike, kind: str, parse: Callable[..., T], *args: object) -> T:
+    """``parse(*args)`` of the file ``path``, its failure a one-line ``BpeDaskError`` naming the file."""
+    try:
+        return parse(*args)
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise BpeDaskError(f"{os.fspath(path)} is not a GPT-2-style {kind} ({describe(error)})") from None
 
 
 def read_tokenizer_json(
@@ -186,4 +229,8 @@ def read_tokenizer_json(
 
 def _read_text(path: str | os.PathLike, store: Store) -> str:
     fs, stripped = store.fs(os.fspath(path))
-    return fs.cat_file(stripped).decode("utf-8")
+    data = fs.cat_file(stripped)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise BpeDaskError(f"{os.fspath(path)} is not UTF-8 text (byte {error.start:,})") from None

@@ -115,6 +115,18 @@ def parse_vocab_json(text: str, special_tokens: Iterable[str] = ()) -> Vocab:
     }
 
 
+def special_tokens_of(vocab_json_text: str, merges: Merges) -> list[str]:
+    """The special tokens of a ``vocab.json`` read without a ``tokenizer.json`` to name them: its
+    entries that are neither a byte nor the result of one of ``merges``, in id order.
+
+    >>> special_tokens_of('{"a": 97, "b": 98, "ab": 256, "<|endoftext|>": 257}', [(b"a", b"b")])
+    ['<|endoftext|>']
+    """
+    made = {left + right for left, right in merges}
+    entries = sorted(json.loads(vocab_json_text).items(), key=lambda entry: entry[1])
+    return [key for key, _ in entries if len(data := str_to_token(key)) > 1 and data not in made]
+
+
 def parse_merges_txt(text: str) -> Merges:
     """The merges of a GPT-2-style ``merges.txt``, in order (a ``#version`` line is skipped)."""
     merges = []

@@ -175,6 +175,26 @@ def parse_size(value: int | str, what: str = "size") -> int:
     return size
 
 
+VOCAB_UNITS = {"": 1, "k": 1000, "K": 1000, "Ki": 1024}
+
+
+def vocab_count(value: Any) -> int:
+    """A vocabulary size: a whole number, or text with ``k`` (1,000) or ``Ki`` (1,024) after it.
+
+    >>> vocab_count("32k"), vocab_count("32Ki"), vocab_count("1.5k"), vocab_count(50257), vocab_count("50257")
+    (32000, 32768, 1500, 50257, 50257)
+    """
+    if isinstance(value, str) and (found := re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(k|K|Ki)?\s*", value)):
+        number, unit = found.groups()
+        size = float(number) * VOCAB_UNITS[unit or ""]
+        if size != int(size):
+            raise BpeDaskError(f"not a whole number of tokens: {value!r}")
+        value = int(size)
+    elif isinstance(value, str):
+        raise BpeDaskError(f"not a vocabulary size: {value!r} (a whole number, or with k or Ki: 32k, 32Ki)")
+    return positive_int(value)
+
+
 def positive_int(value: Any, what: str = "") -> int:
     return whole_number(value, what, least=1)
 

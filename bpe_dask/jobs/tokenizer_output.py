@@ -54,6 +54,7 @@ def publish_tokenizer(
     files = {**files, REPORT: json.dumps(report, indent=2) + "\n"}
     interrupts.check()  # nothing is published after a signal, even one some library swallowed
     publish_directory(out, files, store, overwrite=opts.overwrite)  # checked again as it commits
+    log.info("wrote the tokenizer to %s: %s", out, ", ".join(files))
 
 
 def tokenizer_files(

@@ -45,10 +45,11 @@ class Vocabulary:
         }
 
     def _special_id(self, token: str) -> int:
-        """The first id past the 256 bytes that holds the token (a special token "\\n" is not byte 10),
-        or, for a token the vocabulary lacks, the next free id."""
+        """The first id that holds the token and is not a byte's (a special token "\\n" is not byte 10:
+        CS336's vocabularies put ``<|endoftext|>`` at id 0 and the bytes after it), or, for a token
+        the vocabulary lacks, the next free id."""
         data = token.encode("utf-8")
-        found = [i for i, t in self.vocab.items() if t == data and i >= 256]
+        found = [i for i, t in self.vocab.items() if t == data and (len(data) > 1 or i >= 256)]
         if found:
             return min(found)
         new_id = max(self.vocab, default=-1) + 1

@@ -12,7 +12,7 @@ from typing import Any
 
 from bpe_dask.io.tokenizer_files import files_of, load_files, read_gpt2_files, read_tokenizer_json, save_files
 from bpe_dask.io.tokenizer_formats import tiktoken_ranks as ranks_of
-from bpe_dask.rules.pretokenize import GPT2, SplitPattern, check_special_tokens, split_pattern
+from bpe_dask.rules.pretokenize import GPT2, SplitPattern, split_pattern
 
 
 def files(tokenizer: Any) -> dict[str, str]:
@@ -106,7 +106,9 @@ def from_files(
     pattern: str | SplitPattern = GPT2,
 ) -> Any:
     """A tokenizer from GPT-2-style ``vocab.json`` and ``merges.txt`` (CS336's interface), local
-    paths or any URL fsspec reads.
+    paths or any URL fsspec reads; with no ``special_tokens`` given (``None``), the entries of
+    ``vocab.json`` that are neither a byte nor a merge's result are its special tokens, said in a
+    warning (GPT-2's ``<|endoftext|>``); ``[]`` for none.
 
     >>> from bpe_dask import Tokenizer
     >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
@@ -114,6 +116,5 @@ def from_files(
     >>> Tokenizer.from_files("saved/vocab.json", "saved/merges.txt", ["<|x|>"]).encode("hi<|x|>")
     [256, 257]
     """
-    special_tokens = check_special_tokens(special_tokens or ())
     vocabulary = read_gpt2_files(vocab_filepath, merges_filepath, special_tokens, storage_options)
     return cls._of(vocabulary, split_pattern(pattern), engine)
