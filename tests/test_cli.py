@@ -69,8 +69,9 @@ def test_train_on_two_workers_gives_the_oracle_merges(big_corpus, tmp_path):
     assert report["peak_rss_bytes"] > 0
     assert set(report["timings"]) >= {"count", "merge", "total"}
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "_SUCCESS", "compression.csv", "compression.png", "merges.txt", "report.json", "tokenizer.json",
-        "tokenizer.tiktoken", "vocab.json"
+        "_SUCCESS", "compression.csv", "compression.png", "merges.txt", "report.json",
+        "special_tokens_map.json", "tokenizer.json", "tokenizer.tiktoken", "tokenizer_config.json",
+        "vocab.json"
     ]  # fmt: skip
 
 
@@ -224,6 +225,8 @@ def sample(tmp_path) -> Path:
         (["in.txt", "--vocab-size", "300", "--work-dir", "in.txt"], ["cannot use --work-dir"], 1),
         (["in.txt", "--vocab-size", "300", "--storage-options", "{oops"], ["not JSON"], 2),
         (["in.txt", "--vocab-size", "300", "--pattern", "gpt5"], ["unknown split pattern 'gpt5'"], 1),
+        (["in.txt", "--vocab-size", "300", "--special-token", EOT, "--eos-token", "<|eos|>"],
+         ["--eos-token '<|eos|>' is not one of the special tokens (['<|endoftext|>'])"], 1),
         (
             ["in.txt", "--vocab-size", "300", "--pattern", r"\S+|\s+", "--engine", "numba"],
             ["built-in patterns only"],

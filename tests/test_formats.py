@@ -75,3 +75,24 @@ def test_tokenizer_json_encodes_like_plain_bpe(trained):
         assert got == reference_encode(text, vocab, merges)
         assert hf.decode(got, skip_special_tokens=False) == text
     assert hf.token_to_id(EOT) == 256
+
+
+@pytest.mark.parametrize("roles", [{}, {"pad_token": "<|pad|>", "bos_token": "<|pad|>"}])
+def test_transformers_auto_tokenizer_loads_a_complete_tokenizer(tmp_path, roles):
+    """AutoTokenizer.from_pretrained(out) loaded the tokenizer with eos_token None: tokenizer_config.json
+    and special_tokens_map.json now say which special token is eos, bos and pad (GPT-2's
+    <|endoftext|> as bos and eos unless told), and it encodes and decodes as bpe-dask does."""
+    transformers = pytest.importorskip("transformers")
+    from bpe_dask import Tokenizer, train
+
+    train(CS336_DIR / "corpus.en", 400, tmp_path / "tok", [EOT, "<|pad|>"], **roles)
+    hf = transformers.AutoTokenizer.from_pretrained(tmp_path / "tok")
+    ours = Tokenizer.load(tmp_path / "tok")
+    assert (hf.eos_token, hf.eos_token_id) == (EOT, 256)
+    assert hf.bos_token == roles.get("bos_token", EOT)
+    assert hf.pad_token == roles.get("pad_token") and hf.pad_token_id == (257 if roles else None)
+    text = corpus.mixed_corpus(7, 6) + f"  two  spaces ,{EOT}<|pad|> end"
+    ids = hf.encode(text)
+    assert ids == ours.encode(text)
+    assert hf.decode(ids) == text  # no clean-up of spaces
+    assert hf("a b", return_attention_mask=False)["input_ids"] == ours.encode("a b")  # no bos/eos added

@@ -170,8 +170,8 @@ def test_an_earlier_bpe_dask_output_inside_a_directory_input_is_skipped_with_a_l
     assert f"{corpus}: skipping earlier bpe-dask outputs: tok/ (a tokenizer)" in caplog.text
     assert "spark" not in caplog.text
     assert [f.url.rsplit("/", 1)[-1] for f in expand_inputs([str(corpus / "tok")])] == [
-        "compression.csv", "compression.png", "merges.txt", "report.json", "tokenizer.json",
-        "tokenizer.tiktoken", "vocab.json",
+        "compression.csv", "compression.png", "merges.txt", "report.json", "special_tokens_map.json",
+        "tokenizer.json", "tokenizer.tiktoken", "tokenizer_config.json", "vocab.json",
     ]  # named itself, it is read: only folders found inside an input are skipped  # fmt: skip
 
 

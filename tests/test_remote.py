@@ -93,8 +93,9 @@ def test_s3_inputs_and_outputs_on_a_subprocess_cluster(
     assert done.returncode == 0, done.stderr
     assert s3_merges(s3, f"{bucket}/out") == local_merges
     assert sorted(p.rsplit("/", 1)[-1] for p in s3.ls(f"{bucket}/out")) == [
-        "_SUCCESS", "compression.csv", "compression.png", "merges.txt", "report.json", "tokenizer.json",
-        "tokenizer.tiktoken", "vocab.json",
+        "_SUCCESS", "compression.csv", "compression.png", "merges.txt", "report.json",
+        "special_tokens_map.json", "tokenizer.json", "tokenizer.tiktoken", "tokenizer_config.json",
+        "vocab.json",
     ]  # fmt: skip
     report = json.loads(s3.cat_file(f"{bucket}/out/report.json"))
     assert report["merge_ran_on"] == "worker"

@@ -113,8 +113,9 @@ def test_two_jobs_publishing_one_local_directory_at_once(counts, tmp_path):
     out = tmp_path / "tok"
     assert merges_in(out) == int(sizes[winner]) - 257  # the winner's files, whole
     assert sorted(p.name for p in out.iterdir()) == [
-        "_SUCCESS", "compression.csv", "compression.png", "merges.txt", "report.json", "tokenizer.json",
-        "tokenizer.tiktoken", "vocab.json",
+        "_SUCCESS", "compression.csv", "compression.png", "merges.txt", "report.json",
+        "special_tokens_map.json", "tokenizer.json", "tokenizer.tiktoken", "tokenizer_config.json",
+        "vocab.json",
     ]  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tok"]
     # ... and nothing blocks a later run
@@ -230,8 +231,9 @@ def test_two_jobs_publishing_one_s3_directory_at_once(counts, s3, endpoint, tmp_
     s3.invalidate_cache()
     assert len(s3.cat_file("txn/tok/merges.txt").decode().splitlines()) == [300, 320][winner] - 257
     assert sorted(p.rsplit("/", 1)[-1] for p in s3.ls("txn/tok")) == [
-        "_SUCCESS", "compression.csv", "compression.png", "merges.txt", "report.json", "tokenizer.json",
-        "tokenizer.tiktoken", "vocab.json",
+        "_SUCCESS", "compression.csv", "compression.png", "merges.txt", "report.json",
+        "special_tokens_map.json", "tokenizer.json", "tokenizer.tiktoken", "tokenizer_config.json",
+        "vocab.json",
     ]  # fmt: skip
     assert sorted(p.rsplit("/", 1)[-1] for p in s3.ls("txn")) == ["tok"]  # no lock, no staging left
 

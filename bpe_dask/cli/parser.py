@@ -59,6 +59,16 @@ FLAGS: dict[str, dict[str, Any]] = {
     },
     "--special-token": {"dest": "special_tokens", "action": "append", "metavar": "TOKEN"},
     "--pattern": {"metavar": "NAME|REGEX"},
+    **{
+        f"--{role}-token": {
+            "metavar": "TOKEN",
+            "help": (
+                f"the special token transformers takes as {role}_token, in tokenizer_config.json "
+                f"(default: {'<|endoftext|> where it is one, as GPT-2' if role != 'pad' else 'none'})"
+            ),
+        }
+        for role in ("bos", "eos", "pad")
+    },
     "--min-frequency": {
         "metavar": "N",
         "help": "stop merging when the most frequent pair occurs fewer than N times (default: no limit)",
@@ -157,6 +167,7 @@ FLAGS: dict[str, dict[str, Any]] = {
     },
 }
 LIMITS = ("--min-frequency", "--max-token-length")
+ROLES = ("--bos-token", "--eos-token", "--pad-token")
 READING = ("--input-format", "--text-column", "--on-bad-record")
 COMMON = ("--storage-options", "--config", "--overwrite", "--quiet", "--verbose")
 PLACE_FLAGS = ("--workers", "--scheduler", "--scheduler-file")  # where a job runs
@@ -242,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
         "train",
         "count words and learn merges: the whole job, a tokenizer directory out",
         ["inputs", "--vocab-size", out("DIR", TOKENIZER_OUT)],
-        [*counting, *LIMITS, *READING, "--merge-on", *CLUSTER],
+        [*counting, *LIMITS, *ROLES, *READING, "--merge-on", *CLUSTER],
     )
     _command(
         commands,
@@ -258,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
         "merge",
         "learn merges from a counts table that `bpe-dask count` wrote",
         ["counts", "--vocab-size", out("DIR", TOKENIZER_OUT)],
-        [merge_special, merge_pattern, *LIMITS, "--engine", *COMMON],
+        [merge_special, merge_pattern, *LIMITS, *ROLES, "--engine", *COMMON],
     )
     ids_out = out("OUT", "a .bin file of ids (with OUT.json beside it), or a directory of .npy shards")
     encode_special = special("a special token (default: those the tokenizer's tokenizer.json registers)")

@@ -42,22 +42,33 @@ class UntrustedPatternError(BpeDaskError):
     """A tokenizer's file holds a split pattern that is not built in, and the caller did not trust it."""
 
 
-def files_of(vocabulary: Vocabulary, pattern: SplitPattern) -> dict[str, str]:
-    """The files of a tokenizer directory, by name: what a directory `bpe-dask train` wrote holds.
+def files_of(
+    vocabulary: Vocabulary, pattern: SplitPattern, roles: Mapping[str, str | None] | None = None
+) -> dict[str, str]:
+    """The files of a tokenizer directory, by name: what a directory `bpe-dask train` wrote holds,
+    ``tokenizer_config.json`` and ``special_tokens_map.json`` saying which special token has each of
+    the ``roles`` transformers knows (``tokenizer_formats.token_roles``: ``<|endoftext|>`` as bos
+    and eos by default).
 
     ``tokenizer.tiktoken`` is left out, with a warning, for a vocabulary whose ranks tiktoken would
     merge differently (``tokenizer_formats.tiktoken_ranks``); one that training made never is.
 
     >>> vocabulary = Vocabulary({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
     >>> files = files_of(vocabulary, GPT2)
-    >>> sorted(files), files["tokenizer.tiktoken"].splitlines()[32]
-    (['merges.txt', 'tokenizer.json', 'tokenizer.tiktoken', 'vocab.json'], 'IA== 32')
+    >>> sorted(files)  # doctest: +NORMALIZE_WHITESPACE
+    ['merges.txt', 'special_tokens_map.json', 'tokenizer.json', 'tokenizer.tiktoken',
+     'tokenizer_config.json', 'vocab.json']
+    >>> files["tokenizer.tiktoken"].splitlines()[32], files["special_tokens_map.json"].split()
+    ('IA== 32', ['{', '"bos_token":', '"<|endoftext|>",', '"eos_token":', '"<|endoftext|>"', '}'])
     """
     vocab, merges, special_ids = vocabulary.vocab, vocabulary.merges, vocabulary.special_ids
+    roles = tokenizer_formats.token_roles(special_ids, roles)
     files = {
         "vocab.json": tokenizer_formats.vocab_json(vocab, special_ids),
         "merges.txt": tokenizer_formats.merges_txt(merges),
         "tokenizer.json": tokenizer_formats.tokenizer_json(vocab, merges, special_ids, pattern),
+        "tokenizer_config.json": tokenizer_formats.tokenizer_config_json(special_ids, roles),
+        "special_tokens_map.json": tokenizer_formats.special_tokens_map_json(roles),
     }
     try:
         files["tokenizer.tiktoken"] = tokenizer_formats.tiktoken_bpe(

@@ -22,6 +22,8 @@ from bpe_dask.rules.patterns import GPT2, SplitPattern, split_pattern
 from bpe_dask.rules.reference import Merges, Vocab
 from bpe_dask.rules.vocabulary import Vocabulary
 
+EOT = "<|endoftext|>"  # GPT-2's one special token, the end of a document
+
 
 @functools.cache
 def bytes_to_unicode() -> dict[int, str]:
@@ -184,6 +186,51 @@ def tokenizer_json(
         },
     }
     return json.dumps(document, indent=2, ensure_ascii=False)
+
+
+ROLES = ("bos_token", "eos_token", "pad_token")  # what transformers calls a special token's role
+
+
+def token_roles(
+    special_ids: Mapping[str, int], given: Mapping[str, str | None] | None = None
+) -> dict[str, str]:
+    """Which special token is ``bos_token``, ``eos_token`` and ``pad_token`` for ``transformers``: those
+    ``given`` (each one of the special tokens), else ``<|endoftext|>``, where it is one, as both bos
+    and eos, as GPT-2's files say.
+
+    >>> token_roles({"<|endoftext|>": 256, "<|pad|>": 257}, {"pad_token": "<|pad|>"})
+    {'bos_token': '<|endoftext|>', 'eos_token': '<|endoftext|>', 'pad_token': '<|pad|>'}
+    >>> token_roles({"<|endoftext|>": 256}, {"eos_token": "<|eos|>"})
+    Traceback (most recent call last):
+    bpe_dask.errors.BpeDaskError: eos_token='<|eos|>' is not one of the special tokens (['<|endoftext|>'])
+    """
+    roles = {"bos_token": EOT, "eos_token": EOT} if EOT in special_ids else {}
+    for role, token in (given or {}).items():
+        if token is None:
+            continue
+        if token not in special_ids:
+            raise BpeDaskError(f"{role}={token!r} is not one of the special tokens ({list(special_ids)!r})")
+        roles[role] = token
+    return {role: roles[role] for role in ROLES if role in roles}
+
+
+def tokenizer_config_json(special_ids: Mapping[str, int], roles: Mapping[str, str]) -> str:
+    """``transformers``' ``tokenizer_config.json`` beside ``tokenizer.json``: a fast tokenizer whose
+    special tokens have ``roles``, and decoding that gives the text back as it was (no clean-up of
+    spaces)."""
+    flags = {"lstrip": False, "normalized": False, "rstrip": False, "single_word": False, "special": True}
+    config = {
+        "added_tokens_decoder": {str(i): {"content": token, **flags} for token, i in special_ids.items()},
+        **roles,
+        "clean_up_tokenization_spaces": False,
+        "tokenizer_class": "PreTrainedTokenizerFast",
+    }
+    return json.dumps(config, indent=2, ensure_ascii=False) + "\n"
+
+
+def special_tokens_map_json(roles: Mapping[str, str]) -> str:
+    """``transformers``' ``special_tokens_map.json``: each role's special token."""
+    return json.dumps(dict(roles), indent=2, ensure_ascii=False) + "\n"
 
 
 def special_tokens_in(tokenizer_json_text: str) -> list[str]:

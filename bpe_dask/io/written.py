@@ -37,7 +37,14 @@ from bpe_dask.io.publish import PROBE, SUCCESS
 
 REPORT = "report.json"
 INDEX = "index.json"
-TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer.json", "tokenizer.tiktoken")
+TOKENIZER_FILES = (
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.json",
+    "tokenizer.tiktoken",
+    "tokenizer_config.json",  # transformers' AutoTokenizer: which special token is eos, bos, pad
+    "special_tokens_map.json",
+)
 CURVE_FILES = ("compression.csv", "compression.png")
 EVALUATION_FILES = ("evaluation.json", "evaluation.png")
 

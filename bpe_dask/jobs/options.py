@@ -25,6 +25,7 @@ from bpe_dask.errors import BpeDaskError, UsageError
 from bpe_dask.io.inputs import Reading
 from bpe_dask.io.storage import absolute
 from bpe_dask.io.text import check_utf8_errors
+from bpe_dask.io.tokenizer_formats import ROLES, token_roles
 from bpe_dask.rules.pretokenize import check_special_tokens, split_pattern
 from bpe_dask.stages.count import CountSettings
 
@@ -42,7 +43,7 @@ class JobOptions:
     (64000000, 'gpt4')
     >>> JobOptions.of(chunk_sise=1)
     Traceback (most recent call last):
-    bpe_dask.errors.BpeDaskError: unknown option 'chunk_sise' (options: chunk_size, client, ...)
+    bpe_dask.errors.BpeDaskError: unknown option 'chunk_sise' (options: bos_token, chunk_size, ...)
     """
 
     special_tokens: tuple[str, ...] = ()
@@ -66,6 +67,11 @@ class JobOptions:
     overwrite: bool = False  # replace results already in the output
     strict_pattern: bool = False  # a split pattern that leaves text out of every pre-token is an error
     show_progress: bool = False  # progress bars and log lines on stderr
+    # The special tokens transformers takes for each role (tokenizer_config.json); None: GPT-2's, where
+    # <|endoftext|> is one of them, as bos and eos.
+    bos_token: str | None = None
+    eos_token: str | None = None
+    pad_token: str | None = None
 
     @classmethod
     def of(cls, options: JobOptions | None = None, **changes: Any) -> JobOptions:
@@ -114,6 +120,11 @@ class JobOptions:
         if self.in_process and self.wants_cluster:
             raise BpeDaskError("in_process=True counts here: it cannot take client, scheduler or workers")
         check_replacement_character(self.special_tokens, self.utf8_errors)
+        token_roles(dict.fromkeys(self.special_tokens, 0), self.roles())  # each one of the special tokens
+
+    def roles(self) -> dict[str, str | None]:
+        """The special tokens given for transformers' roles (``tokenizer_formats.token_roles``)."""
+        return {role: getattr(self, role) for role in ROLES}
 
     def _check_scheduler_file(self) -> None:
         """A scheduler file names the one place to run; its path is this machine's, and what it holds

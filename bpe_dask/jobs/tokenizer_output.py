@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from bpe_dask import interrupts
 from bpe_dask.io.publish import publish_directory
@@ -43,7 +43,7 @@ def publish_tokenizer(
     with the compression ``curve`` when there is one) and ``report.json``, whole or not at all, and
     not after a signal."""
     warn_if_short(merged, report["requested_vocab_size"], limits)
-    files = files or tokenizer_files(merged, opts.special_tokens, report["pattern"], curve)
+    files = files or tokenizer_files(merged, opts.special_tokens, report["pattern"], curve, opts.roles())
     if curve is None:
         log.info(
             "no compression curve: the counts do not record the special tokens their text held "
@@ -58,12 +58,16 @@ def publish_tokenizer(
 
 
 def tokenizer_files(
-    merged: Merged, special_tokens: Sequence[str], pattern: str, curve: compression.Curve | None = None
+    merged: Merged,
+    special_tokens: Sequence[str],
+    pattern: str,
+    curve: compression.Curve | None = None,
+    roles: Mapping[str, str | None] | None = None,
 ) -> dict[str, str | bytes]:
-    """The tokenizer's files by name (``Tokenizer.files``), and ``compression.csv`` and
-    ``compression.png`` when there is a ``curve``."""
+    """The tokenizer's files by name (``Tokenizer.files``, with the special tokens' ``roles``), and
+    ``compression.csv`` and ``compression.png`` when there is a ``curve``."""
     tokenizer = Tokenizer(merged.vocab, merged.merges, special_tokens, pattern)
-    files: dict[str, str | bytes] = dict(tokenizer.files())
+    files: dict[str, str | bytes] = dict(tokenizer.files(roles))
     if curve is not None:
         csv, png = compression.CURVE_FILES
         files[csv] = curve.csv()

@@ -148,7 +148,7 @@ def _train(
         curve = compression_curve(merged, opts.special_tokens, counted.specials)
         # The tokenizer's files take a moment to make (tiktoken's ranks are checked): made while the
         # cluster closes.
-        files = plotting.draw(tokenizer_files, merged, opts.special_tokens, opts.pattern, curve)
+        files = plotting.draw(tokenizer_files, merged, opts.special_tokens, opts.pattern, curve, opts.roles())
     warn_if_empty(merged.unique_words, input_bytes(source, counted.read_bytes))
     read = read_report(source, counted, opts.utf8_errors, opts.pattern)  # 6. report
     report = training_report(read, merged, opts.special_tokens, vocab_size, limits, timings)

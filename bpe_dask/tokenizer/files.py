@@ -7,7 +7,7 @@ are ``io.tokenizer_files`` and ``io.tokenizer_formats``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from bpe_dask.io.tokenizer_files import files_of, load_files, read_gpt2_files, read_tokenizer_json, save_files
@@ -15,15 +15,26 @@ from bpe_dask.io.tokenizer_formats import tiktoken_ranks as ranks_of
 from bpe_dask.rules.pretokenize import GPT2, SplitPattern, split_pattern
 
 
-def files(tokenizer: Any) -> dict[str, str]:
-    """The files ``save`` writes, by name: ``vocab.json``, ``merges.txt``, ``tokenizer.json`` and
-    ``tokenizer.tiktoken`` (left out, with a warning, where tiktoken would merge otherwise).
+def files(tokenizer: Any, roles: Mapping[str, str | None] | None = None) -> dict[str, str]:
+    """The files ``save`` writes, by name: ``vocab.json``, ``merges.txt``, ``tokenizer.json``,
+    ``tokenizer.tiktoken`` (left out, with a warning, where tiktoken would merge otherwise), and
+    for ``transformers``' ``AutoTokenizer`` ``tokenizer_config.json`` and ``special_tokens_map.json``,
+    which say the special tokens' ``roles`` (``bos_token``, ``eos_token``, ``pad_token``; by default
+    ``<|endoftext|>``, where it is one, as bos and eos, as GPT-2's).
 
     >>> from bpe_dask import Tokenizer
-    >>> sorted(Tokenizer({i: bytes([i]) for i in range(256)}, []).files())
-    ['merges.txt', 'tokenizer.json', 'tokenizer.tiktoken', 'vocab.json']
+    >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>", "<|pad|>"])
+    >>> sorted(tokenizer.files())[:3]
+    ['merges.txt', 'special_tokens_map.json', 'tokenizer.json']
+    >>> print(tokenizer.files({"pad_token": "<|pad|>"})["special_tokens_map.json"])
+    {
+      "bos_token": "<|endoftext|>",
+      "eos_token": "<|endoftext|>",
+      "pad_token": "<|pad|>"
+    }
+    <BLANKLINE>
     """
-    return files_of(tokenizer.vocabulary, tokenizer.pretokenizer.pattern)
+    return files_of(tokenizer.vocabulary, tokenizer.pretokenizer.pattern, roles)
 
 
 def tiktoken_ranks(tokenizer: Any) -> dict[bytes, int]:
@@ -38,16 +49,23 @@ def tiktoken_ranks(tokenizer: Any) -> dict[bytes, int]:
     return ranks_of(tokenizer.vocabulary)
 
 
-def save(tokenizer: Any, directory: str | os.PathLike, storage_options: dict | None = None) -> None:
-    """Make ``directory`` (a path or URL) hold the tokenizer's ``files``, published whole: a
-    tokenizer saved there before is replaced; a directory holding other files is refused.
+def save(
+    tokenizer: Any,
+    directory: str | os.PathLike,
+    storage_options: dict | None = None,
+    roles: Mapping[str, str | None] | None = None,
+) -> None:
+    """Make ``directory`` (a path or URL) hold the tokenizer's ``files`` (with the special tokens'
+    ``roles``), published whole: a tokenizer saved there before is replaced; a directory holding
+    other files is refused.
 
     >>> from bpe_dask import Tokenizer
     >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).save("saved")
-    >>> sorted(os.listdir("saved"))
-    ['_SUCCESS', 'merges.txt', 'tokenizer.json', 'tokenizer.tiktoken', 'vocab.json']
+    >>> sorted(os.listdir("saved"))  # doctest: +NORMALIZE_WHITESPACE
+    ['_SUCCESS', 'merges.txt', 'special_tokens_map.json', 'tokenizer.json', 'tokenizer.tiktoken',
+     'tokenizer_config.json', 'vocab.json']
     """
-    save_files(directory, tokenizer.files(), storage_options)
+    save_files(directory, tokenizer.files(roles), storage_options)
 
 
 def load(
