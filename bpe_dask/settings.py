@@ -39,8 +39,8 @@ DEFAULTS: dict[str, Any] = {
     "partition-max": "64MiB",  # the largest: bounds a task's memory and the work lost with a worker
     "partitions-per-thread": 2,  # map tasks per worker thread when sized from the input, so a thread
     # that finishes early takes another
-    "in-process-limit": "16MiB",  # below this much input, count_words and train_bpe with no cluster
-    # asked for count in this process
+    "in-process-limit": "16MiB",  # below this much input, a job with nothing asked of a cluster
+    # counts in this process
     "retries": 2,  # times a task tries again after a failure that may pass (a dropped connection, a
     # throttled store); 0: fail at once
     "retry-pause": "500ms",  # the pause before the first retry, doubled before each next one

@@ -67,7 +67,7 @@ RUNS = 5  # encodes on 2-thread workers in a row (test_encode_again_and_again_on
 
 TRAIN_FILES = {
     "merges.txt", "vocab.json", "tokenizer.json", "tokenizer.tiktoken", "report.json", "compression.csv",
-    "compression.png",
+    "compression.png", "tokenizer_config.json", "special_tokens_map.json",
 }  # fmt: skip
 SUCCESS = "_SUCCESS"
 OUTPUT = {

@@ -176,7 +176,7 @@ def _train(options: dict[str, Any]) -> dict:
 
 def _count(options: dict[str, Any]) -> dict:
     _require(options, "inputs", "out")
-    job_options = {**_job_options(options), "in_process": False}
+    job_options = _job_options(options)
     special_tokens = options.get("special_tokens", [])
     counted = count_words(options["inputs"], special_tokens, out=options["out"], **job_options)
     return {

@@ -123,7 +123,8 @@ def expand_inputs(
     it reads. What earlier bpe-dask jobs wrote (``io.written``) is skipped too, with a line saying
     what; named on its own, a file is read as asked, but token ids or word counts bpe-dask wrote are
     refused. A file named twice is read once. Each file's format comes from ``reading``. Parquet
-    footers are read here (bpe-dask's say so), into ``footers`` when given, for the planner.
+    footers are read here (bpe-dask's say so), into ``footers`` when given, for the planner, and
+    a Parquet file without the text column is refused.
     """
     under = [url.rstrip("/") + "/" for url in _urls(exclude, store)]
     written = [url.rstrip("/") for url in _urls(outputs, store)]
@@ -143,6 +144,8 @@ def expand_inputs(
         kept = [f for f in found if f.url not in written and not any(f.url.startswith(p) for p in under)]
         kept = _without_earlier_outputs(kept, listing, store, footers, shown(str(spec)))
         for file in kept:
+            if file.url in footers:  # a Parquet file without the text column: said before any work
+                text_column_index(file, footers[file.url].metadata.schema.to_arrow_schema())
             files.setdefault(file.url, file)
     return list(files.values())
 

@@ -155,12 +155,14 @@ class Job:
         outputs: Sequence[str | None] = (),
         writes: bool = True,
     ) -> Iterator[Run]:
-        """Where the job's stages run, once the split pattern is checked on a sample of ``source``:
-        here (no cluster, no work directory) or, unless ``here``, on the job's cluster
+        """Where the job's stages run, once the start of ``source`` is read as its tasks will read it
+        (``first_look``: a mistake there is said before anything starts) and the split pattern is
+        checked on a sample: here (no cluster, no work directory) or, unless ``here``, on the job's cluster
         (``cluster``: ``in_threads``, ``warm_up``) with a work directory (``work_directory``:
         ``beside``; none for tasks that write nothing, ``writes=False``), the workers checked first
         (``preflight``: ``outputs``, the files its tasks write). A collection's sample is taken on
         its cluster."""
+        source.first_look(self.options.utf8_errors, pretokenizer)
         if source.kind != "collection":
             self.check_pattern(source, pretokenizer)
         if here:

@@ -73,7 +73,7 @@ def count_words(
     """The word counts of ``inputs``: a path, URL or glob, or a list of them, or any other source
     (``sources.source``: a Dask DataFrame column or Bag, Arrow text held here).
 
-    ``out`` names a Parquet file (or URL) for the counts, and then files are counted on a cluster.
+    ``out`` names a Parquet file (or URL) for the counts.
     ``options`` are ``JobOptions`` fields: ``chunk_size``, ``client``, ``scheduler``, ``workers``,
     ``work_dir``, ``storage_options``, ``utf8_errors``, ``in_process``, ``overwrite``, ...
 
@@ -117,7 +117,7 @@ def count_with(
     if out:
         check_output_file(out, opts.overwrite, job.store)  # 1. the output may be written
     source = job.find_source(inputs, exclude=[out, opts.work_dir], outputs=[out], **(iterating or {}))  # 2.
-    where = placement(job, source, job.options.count_settings(), small_here=True, writes=bool(out))  # 3.
+    where = placement(job, source, job.options.count_settings())  # 3. where it is counted
     scratch = None if job.embedded else out
     with job.running(
         source,

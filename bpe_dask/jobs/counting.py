@@ -1,10 +1,11 @@
 """The count stage of a job: a source in, its word counts out (``Counted``), on threads here or on a
 cluster, whatever the kind of source.
 
-``placement`` decides, before any cluster starts, where the parts are counted and with what:
-documents held in memory on threads of this process (they cannot leave it); a Dask collection on
-its cluster; files on a cluster, or here when they are small and no cluster was asked for
-(``small_here``: starting one costs seconds). A LocalCluster the job starts runs its tasks in
+``placement`` decides, before any cluster starts, where the parts are counted and with what, the
+same for every job and for the command line and the Python API alike: documents held in memory on
+threads of this process (they cannot leave it); a Dask collection on its cluster; files on a
+cluster, or here when they are small (``bpe-dask.in-process-limit``) and nothing was asked of a
+cluster (starting one costs seconds). A LocalCluster the job starts runs its tasks in
 threads of this process when the compiled scanner counts them (it releases the GIL), and its
 workers warm up the compiled loops the tasks will run as they start. ``count_source`` then runs
 the stage in the job's ``Run``: the parts planned for the threads there are, counted by
@@ -71,12 +72,10 @@ def placement(
     job: Job,
     source: Source,
     settings: CountSettings,
-    small_here: bool = False,
-    writes: bool = False,
     stages: tuple[str, ...] = ("count", "reduce"),
 ) -> Placement:
-    """Where ``source`` is counted (``module docstring``); ``writes``: the job writes its counts to
-    a file of the user's; ``stages``: the compiled loops the tasks run, to warm up."""
+    """Where ``source`` is counted (``module docstring``); ``stages``: the compiled loops the tasks
+    run, to warm up."""
     opts = job.options
     if source.kind == "memory":
         return _in_memory(source, settings, opts)
@@ -90,7 +89,10 @@ def placement(
             )
         return _on_cluster(job, settings, UNKNOWN_SIZE, UNKNOWN_SIZE, stages)
     small = source.known_bytes <= config.size("in-process-limit", job.store.settings)
-    auto = opts.in_process is None and small_here and small and not (opts.wants_cluster or writes)
+    # What only a cluster does (a work directory kept for a re-run, the package or credentials sent
+    # to workers, the merge on a worker) asks for one, as a place to run does.
+    asked = opts.wants_cluster or opts.work_dir or opts.ship_package or opts.ship_credentials
+    auto = opts.in_process is None and small and not (asked or opts.merge_on == "worker")
     if opts.in_process or source.empty or auto:
         return Placement(settings, True)  # counters sized once the files are planned (count_source)
     threads = planned_workers(opts.workers)  # the embedded cluster's: one per worker

@@ -128,7 +128,7 @@ def _placed(job: Job, source: FileSource, groups: list[Group]) -> tuple[list[Gro
     split pattern checked for each group but the first (``Job.running`` checks that one)."""
     for settings, _, _ in groups[1:]:  # text a pattern leaves out has bytes but no tokens
         job.check_pattern(source, settings.pretokenizer())
-    wheres = [placement(job, source, g[0], small_here=True, stages=("evaluate",)) for g in groups]
+    wheres = [placement(job, source, g[0], stages=("evaluate",)) for g in groups]
     groups = [(where.settings, *rest) for where, (_, *rest) in zip(wheres, groups, strict=True)]
     in_threads = all(where.in_threads for where in wheres)
     patterns = tuple(dict.fromkeys(p for w in wheres for p in w.warm_up.patterns if w.warm_up.stages))

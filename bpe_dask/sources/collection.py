@@ -28,6 +28,7 @@ from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.documents import STRICT, BadRecords, Documents, NotText, RecordPolicy, is_text_type, utf8_of
 from bpe_dask.io.sample import SAMPLE_BYTES, first_texts
 from bpe_dask.io.text import ReadProgress
+from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.sources.part import PartReading
 
 UNIT = "partitions"  # what an encoded shard's start and end count
@@ -229,6 +230,9 @@ class CollectionSource:
             CollectionPart(self.description, i, str(d.key), self.policy)
             for i, d in enumerate(self.partitions)
         ]
+
+    def first_look(self, utf8_errors: str, pretokenizer: Pretokenizer) -> None:
+        """Nothing to read here: the collection's partitions are on its cluster."""
 
     def sample(self, run: Callable[[list[Delayed]], list]) -> tuple[list[str], str]:
         """The first documents of the first partition, computed on the cluster by ``run``, and what

@@ -22,7 +22,7 @@ from bpe_dask.io.footers import Footer
 from bpe_dask.io.inputs import InputFile, Reading, expand_inputs
 from bpe_dask.io.plan import Partition, RowGroups, plan_ranges
 from bpe_dask.io.records import iter_documents
-from bpe_dask.io.sample import sample_documents
+from bpe_dask.io.sample import first_look, sample_documents
 from bpe_dask.io.storage import Store
 from bpe_dask.io.text import ReadProgress, iter_texts, iter_utf8
 from bpe_dask.rules.pretokenize import Pretokenizer
@@ -139,6 +139,11 @@ class FileSource:
     @property
     def all_records(self) -> bool:
         return bool(self.files) and all(f.has_records for f in self.files)
+
+    def first_look(self, utf8_errors: str, pretokenizer: Pretokenizer) -> None:
+        """The start of the first file read as its task will (``io.sample.first_look``)."""
+        if self.files:
+            first_look(self.files[0], self.store, utf8_errors, pretokenizer)
 
     def sample(self, run: object = None) -> tuple[list[str], str]:
         """The first documents of the first file, and what they are, for the split pattern's check."""

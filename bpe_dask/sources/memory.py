@@ -21,6 +21,7 @@ from bpe_dask.io.documents import STRICT, BadRecords, Documents, RecordPolicy
 from bpe_dask.io.in_memory import Batch, arrow_batches, python_batches
 from bpe_dask.io.sample import SAMPLE_BYTES, first_texts
 from bpe_dask.io.text import ReadProgress
+from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.sources.part import PartReading
 
 
@@ -103,6 +104,9 @@ class MemorySource:
         except Exception as error:  # raised where its next batch would have been, once these are counted
             self.more, self.batches = False, _raising(error)
         return held
+
+    def first_look(self, utf8_errors: str, pretokenizer: Pretokenizer) -> None:
+        """Nothing to read before the job starts: its documents were read ahead as it was placed."""
 
     def sample(self, run: object = None) -> tuple[list[str], str]:
         """The first documents held (bad ones left out, invalid UTF-8 as U+FFFD): the sample the split
