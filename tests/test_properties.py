@@ -31,6 +31,7 @@ from bpe_dask.rules.patterns import PATTERNS
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.stages.count import CountSettings, counts_compiled
 from bpe_dask.stages.merge import merge_engine
+from bpe_dask.tokenizer import encoding_of
 
 # --- what the properties draw -----------------------------------------------------------------------
 
@@ -463,4 +464,4 @@ def test_small_inputs_reach_the_engine_named(engine):
     assert counts_compiled(CountSettings(engine=engine), 1) == compiled
     assert merge_engine(engine, 1) == engine
     tokenizer = bpe_dask.Tokenizer({i: bytes([i]) for i in range(256)}, [], [], "gpt2", engine)
-    assert tokenizer.uses_compiled(1) == compiled
+    assert encoding_of(tokenizer).uses_compiled(1) == compiled

@@ -230,3 +230,21 @@ def test_bpe_dask_encode_runs_a_pattern_of_ones_own_only_with_trust_pattern(trai
     trusted = Tokenizer.load(tmp_path / "tok", trust_pattern=True)
     want = trusted.encode((tmp_path / "in.txt").read_bytes().decode())
     assert np.fromfile(tmp_path / "ids.bin", np.uint16).tolist() == want
+
+
+def test_the_tokenizers_public_face_is_what_users_call():
+    """Tokenizer exposed the stages' internals (uses_compiled, pretoken_histogram,
+    encode_utf8_documents, merged) beside what users call; they are the Encoding's now
+    (``bpe_dask.tokenizer.encoding_of``), tested there."""
+    from bpe_dask import Tokenizer
+
+    methods = {name for name in dir(Tokenizer) if not name.startswith("_")}
+    assert methods == {
+        "decode", "encode", "encode_array", "encode_batch", "encode_documents", "encode_iterable",
+        "files", "from_files", "from_tokenizer_json", "load", "save", "tiktoken_ranks", "token_id",
+        "truncated",
+    }  # fmt: skip
+    tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
+    attributes = {name for name in vars(tokenizer) if not name.startswith("_")}
+    held = {"engine", "vocabulary", "vocab", "merges", "special_tokens", "special_ids", "pretokenizer"}
+    assert attributes == held

@@ -40,7 +40,7 @@ from bpe_dask.stages.encode import (
     ids_path,
     read_encoded_shard,
 )
-from bpe_dask.tokenizer import Tokenizer
+from bpe_dask.tokenizer import Tokenizer, encoding_of
 from bpe_dask.version import __version__
 
 log = logging.getLogger(__name__)
@@ -106,12 +106,12 @@ def _placement(job: Job, source: Source, tokenizer: Tokenizer) -> tuple[bool, Wa
     """Whether a LocalCluster the job starts runs the tasks in threads of this process (the compiled
     encoder releases the GIL), and what its workers warm up: an encode task's loop, where it runs."""
     size = source.known_bytes if source.kind == "files" else UNKNOWN_SIZE
-    in_threads = job.starts_cluster and tokenizer.uses_compiled(size)
+    in_threads = job.starts_cluster and encoding_of(tokenizer).uses_compiled(size)
     threads = planned_workers(job.options.workers)
     largest = (
         source.expected_largest_part(threads, job.options.chunk_size) if source.kind == "files" else size
     )
-    compiled = in_threads or tokenizer.uses_compiled(largest)
+    compiled = in_threads or encoding_of(tokenizer).uses_compiled(largest)
     warm_up = WarmUp((tokenizer.pretokenizer.pattern.name,), ("encode",))
     return in_threads, warm_up if compiled else NO_WARM_UP
 

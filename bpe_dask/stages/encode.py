@@ -28,7 +28,7 @@ from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.written import ENCODED
 from bpe_dask.sources.part import Part, PartReading, read_bytes
 from bpe_dask.stages.read_events import ReadTally, reporter, stopped
-from bpe_dask.tokenizer import Tokenizer
+from bpe_dask.tokenizer import Tokenizer, encoding_of
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range encodes to.
 ENCODING_VERSION = 2  # 2: each shard has its sidecar (text bytes, bad records)
@@ -121,7 +121,8 @@ def _encode_part_to_shard(
     ends_with = separator if part.stand_alone else None  # a text holds its own separators
     parts, text_bytes = [], 0
     for documents in part.documents(reading, bad, progress, data):
-        parts.append(tokenizer.encode_utf8_documents(documents.data, documents.ends, ends_with, dtype))
+        end = [] if ends_with is None else [tokenizer.token_id(ends_with)]
+        parts.append(encoding_of(tokenizer).documents(documents.data, documents.ends, end, dtype))
         text_bytes += len(documents.data)
     progress.check()  # as a count task: nothing written once the job has stopped
     return write_encoded_shard(

@@ -28,7 +28,7 @@ from bpe_dask.tokenizer.encoding import COMPILED_MIN_CHARS, Encoding
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = ["COMPILED_MIN_CHARS", "FILES", "Tokenizer"]
+__all__ = ["COMPILED_MIN_CHARS", "FILES", "Tokenizer", "encoding_of"]
 
 
 class Tokenizer:
@@ -121,15 +121,6 @@ class Tokenizer:
         """
         return self.vocabulary.decode(ids)
 
-    def merged(self, word: bytes) -> tuple[int, ...]:
-        """The ids of one pre-token's bytes, its merges applied, the lowest-ranked pair first.
-
-        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
-        >>> Tokenizer(vocab, [(b"h", b"i")]).merged(b" hi")
-        (32, 256)
-        """
-        return self.vocabulary.merged(word)
-
     # Its files, written and read back (``tokenizer.files``).
     files = _files.files
     tiktoken_ranks = _files.tiktoken_ranks
@@ -211,43 +202,8 @@ class Tokenizer:
         """
         encoded = [utf8(text) for text in documents]
         ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
-        return self.encode_utf8_documents(b"".join(encoded), ends, separator, dtype)
-
-    def encode_utf8_documents(
-        self, data: bytes, ends: np.ndarray, separator: str | None = None, dtype: npt.DTypeLike = np.uint32
-    ) -> np.ndarray:
-        """The ids of UTF-8 documents back to back in ``data``, the ``k``-th ending at ``ends[k]``, each
-        standing alone and followed by ``separator``'s id when one is given, as in ``encode_documents``.
-
-        >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|x|>"])
-        >>> tokenizer.encode_utf8_documents(b"hi!", np.array([2, 3]), "<|x|>").tolist()
-        [104, 105, 256, 33, 256]
-        """
         end = [] if separator is None else [self.token_id(separator)]
-        return self._encoding.documents(data, ends, end, dtype)
-
-    def uses_compiled(self, length: int) -> bool:
-        """Whether text of ``length`` characters is encoded with the compiled encoder: always with
-        ``engine="numba"``, and with ``"auto"`` when it is long enough to repay loading it (the
-        pure-Python path stays the reference the tests hold it to).
-
-        >>> Tokenizer({i: bytes([i]) for i in range(256)}, [], engine="python").uses_compiled(10**9)
-        False
-        """
-        return self._encoding.uses_compiled(length)
-
-    def pretoken_histogram(self, data: bytes, offsets: npt.ArrayLike, counts: npt.ArrayLike) -> np.ndarray:
-        """How often each id occurs in the encoding of counted pre-tokens (int64, indexed by id): their
-        UTF-8 back to back in ``data``, the ``k``-th from ``offsets[k]`` to ``offsets[k + 1]``, occurring
-        ``counts[k]`` times. ``encode`` merges every pre-token on its own, so a text whose pre-tokens
-        these are encodes to these ids, plus one per special token.
-
-        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
-        >>> histogram = Tokenizer(vocab, [(b"h", b"i")]).pretoken_histogram(b"hi hi", [0, 2, 5], [2, 1])
-        >>> histogram[[32, 256]].tolist(), int(histogram.sum())  # " " once, "hi" three times
-        ([1, 3], 4)
-        """
-        return self._encoding.histogram(data, offsets, counts)
+        return self._encoding.documents(b"".join(encoded), ends, end, dtype)
 
     def encode_iterable(
         self, iterable: Iterable[str], *, allowed_special: Allowed = "all", disallowed_special: Allowed = ()
@@ -266,3 +222,15 @@ class Tokenizer:
         pieces = self._special_rules.cutter(allowed_special, disallowed_special).recut(iterable)
         pretokenizer, disallowed = self._special_rules.of(allowed_special, disallowed_special)
         yield from self._encoding.stream(pieces, pretokenizer, disallowed)
+
+
+def encoding_of(tokenizer: Tokenizer) -> Encoding:
+    """The ``Encoding`` ``tokenizer`` encodes with, for the stages' own calls: ``documents`` (UTF-8
+    documents back to back), ``histogram`` (of counted pre-tokens) and ``uses_compiled``.
+
+    >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
+    >>> histogram = encoding_of(Tokenizer(vocab, [(b"h", b"i")])).histogram(b"hi hi", [0, 2, 5], [2, 1])
+    >>> histogram[[32, 256]].tolist(), int(histogram.sum())  # " " once, "hi" three times
+    ([1, 3], 4)
+    """
+    return tokenizer._encoding
