@@ -187,3 +187,15 @@ def test_every_flag_the_pages_name_is_one_of_the_command_line():
         named |= set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]", text))
     assert named - ours <= OTHER_FLAGS, sorted(named - ours - OTHER_FLAGS)
     assert len(named & ours) > 25
+
+
+def test_the_api_references_signatures_are_formatted_one_parameter_a_line(site):
+    """mkdocstrings printed each signature as one unformatted line: it formats them with ruff (or
+    black), which the docs extra now installs."""
+    import tomllib
+
+    text = page_text(site, "reference/api.md")
+    assert "train(\n    inputs: Any,\n    vocab_size: int,\n    out: PathLike," in text
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    extras = project["optional-dependencies"]
+    assert any(requirement.startswith("ruff") for requirement in extras["docs"])

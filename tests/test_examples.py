@@ -10,7 +10,7 @@ no two pages may write one output. What the examples name and a test can supply,
 - a reader's own text (`corpus.txt`, `data/*.txt`, ...): small stand-ins (``STAND_INS``);
 - `tcp://scheduler:8786` and `~/scheduler.json`: a `dask scheduler` and a `dask worker` started here;
 - `s3://my-bucket/`: a moto S3 server (`AWS_ENDPOINT_URL`) and that bucket, with a few files in it;
-- port 8000 of 127.0.0.1: a free port;
+- port 8765 of 127.0.0.1 (not mkdocs serve's 8000): a free port;
 - `python3 -m venv .venv` and `pip install -e ...`: this environment, already installed (the install
   checks that each extra it names exists and is installed, and downloads nothing).
 
@@ -167,8 +167,8 @@ def test_every_example_of_the_page_runs(page, cluster, bucket, folder, monkeypat
     if page != "README.md":
         assert (folder / "out" / "sample" / "_SUCCESS").exists(), "README.md's quick start runs first"
     port = servers.free_port()
-    provided = [("tcp://scheduler:8786", cluster[0]), ("127.0.0.1:8000", f"127.0.0.1:{port}"),
-                ("http.server 8000", f"http.server {port}")]  # fmt: skip
+    provided = [("tcp://scheduler:8786", cluster[0]), ("127.0.0.1:8765", f"127.0.0.1:{port}"),
+                ("http.server 8765", f"http.server {port}")]  # fmt: skip
     blocks = examples(page)
     marked = [b.code for b in blocks if b.not_run]
     listed = [start for where, start in NOT_RUN if where == page]

@@ -345,6 +345,16 @@ def test_before_the_first_byte_the_line_says_what_the_job_does(label, done):
     assert bar.line().endswith(f", nothing {done} yet (a fresh worker compiles its code first)"), bar.line()
 
 
+def test_an_empty_input_says_nothing_of_compiling():
+    """An empty file's line said "a fresh worker compiles its code first", when nothing compiles."""
+    clock = FakeClock()
+    bar = MapProgress("count", 1, 0, clock=clock, stream=io.StringIO())
+    clock.now = 1.0
+    assert "compiles" not in bar.line(), bar.line()
+    bar.task_done(0, key="count-0")
+    assert "compiles" not in bar.line() and bar.line().startswith("count: 1/1 partitions (100%)"), bar.line()
+
+
 def test_the_rate_starts_at_the_first_byte_and_reports_never_count_twice():
     clock, mib = FakeClock(), 2**20
     bar = MapProgress("count", 2, 200 * mib, clock=clock, stream=io.StringIO())

@@ -224,7 +224,7 @@ class MapProgress(_Line):
                 parts.append(f"ETA {format_seconds(max(0.0, remaining))}")
         else:
             parts.append(f"{format_seconds(self.elapsed())} so far")
-            if self.first is None and self.total_bytes is not None:
+            if self.first is None and self.total_bytes and not finished:  # bytes to count, none yet
                 done = DONE.get(self.label, "read")  # what the job does to the text, not always counting
                 parts.append(f"nothing {done} yet (a fresh worker compiles its code first)")
         return ", ".join(parts)
