@@ -492,7 +492,12 @@ def test_vocabulary_sizes_in_thousands_and_the_tokenizers_place_said(sample, tmp
     sample = CS336_DIR / "corpus.en"
     done = run("train", str(sample), "--vocab-size", "0.3k", "--special-token", EOT, "--out", "k",
                "--workers", "1", cwd=tmp_path)  # fmt: skip
-    assert json.loads((tmp_path / "k" / "report.json").read_text())["requested_vocab_size"] == 300
+    report = json.loads((tmp_path / "k" / "report.json").read_text())
+    assert report["requested_vocab_size"] == 300
+    import regex  # whose Unicode tables split the text, and their version (issue 41, item 11)
+
+    assert report["unicode_tables"]["regex"] == regex.__version__
+    assert report["unicode_tables"]["unicode"].count(".") == 2, report["unicode_tables"]
     assert f"wrote the tokenizer to {tmp_path / 'k'}: vocab.json, merges.txt" in done.stderr
     evaluated = run("evaluate", str(sample), "--tokenizer", "k", "--vocab-sizes", "257,0.28k", cwd=tmp_path)
     sizes = [line.split()[1] for line in evaluated.stdout.splitlines()[1:]]

@@ -14,6 +14,7 @@ from dataclasses import asdict
 
 from bpe_dask.jobs.counted import Counted
 from bpe_dask.jobs.merging import Limits, Merged
+from bpe_dask.rules.patterns import unicode_tables
 from bpe_dask.sources.source import Source
 from bpe_dask.version import __version__
 
@@ -53,6 +54,7 @@ def training_report(
         "vocab_size": len(merged.vocab),
         "requested_vocab_size": vocab_size,
         "special_tokens": list(special_tokens),
+        "unicode_tables": unicode_tables(),  # whose character classes split the text
         **asdict(limits),
         "num_merges": len(merged.merges),
         "stopped_by": stopped_by(merged, vocab_size),

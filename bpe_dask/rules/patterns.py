@@ -172,3 +172,28 @@ def _custom_pattern(source: str) -> SplitPattern:
     if compiled.fullmatch("") is not None:
         raise BpeDaskError(f"split pattern {source!r} matches empty text: pre-tokens must not be empty")
     return SplitPattern(name="custom", regex=source)
+
+
+@functools.cache
+def unicode_tables() -> dict[str, str]:
+    """Whose Unicode tables the split patterns classify characters by, and which version: the
+    ``regex`` module's (the compiled scanners' tables are made from it too), as its own description
+    says. Peers classify by tables of their own (tiktoken by Rust's ``regex`` crate, Hugging Face
+    ``tokenizers`` by Oniguruma, Python's ``unicodedata`` by Python's), so a code point one version
+    assigns and another does not (U+209F: a letter to regex 2026.11.19, unassigned to Python 3.11's
+    Unicode 14) may split, and so encode, differently there.
+
+    >>> tables = unicode_tables()
+    >>> sorted(tables), tables["regex"] == regex.__version__
+    (['regex', 'unicode'], True)
+    """
+    import re
+    from importlib.metadata import PackageNotFoundError, metadata
+
+    try:
+        meta = metadata("regex")  # the description: a header, or the body, as the wheel was built
+        described = f"{meta.get('Description') or ''} {meta.get_payload() or ''}"
+    except PackageNotFoundError:  # run from a source tree without its metadata
+        described = ""
+    found = re.search(r"supports Unicode (\d+(?:\.\d+)*)", str(described))
+    return {"regex": regex.__version__, "unicode": found.group(1) if found else "unknown"}
