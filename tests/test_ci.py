@@ -58,3 +58,17 @@ def test_when_every_step_passes_the_load_sensitive_tests_run(tmp_path):
     returncode, calls = run_ci(tmp_path, None)
     assert returncode == 0
     assert calls == [*STEPS, "loaded"]
+
+
+def test_every_test_the_loaded_run_names_exists():
+    """.ci/loaded named a test that was renamed away: pytest ran nothing and exited 5, failing CI
+    after the whole suite had passed."""
+    import re
+
+    loaded = (REPO / ".ci" / "loaded").read_text(encoding="utf-8")
+    files = {"$I": "tests/test_interrupts.py"}
+    named = re.findall(r'"(\$I|tests/[\w/]+\.py)::(\w+)', loaded)
+    assert len(named) > 5
+    for file, test in named:
+        text = (REPO / files.get(file, file)).read_text(encoding="utf-8")
+        assert f"def {test}(" in text, (file, test)
