@@ -15,7 +15,7 @@ import base64
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.rules.patterns import GPT2, SplitPattern, split_pattern
@@ -192,24 +192,26 @@ ROLES = ("bos_token", "eos_token", "pad_token")  # what transformers calls a spe
 
 
 def token_roles(
-    special_ids: Mapping[str, int], given: Mapping[str, str | None] | None = None
+    special_tokens: Collection[str], given: Mapping[str, str | None] | None = None
 ) -> dict[str, str]:
     """Which special token is ``bos_token``, ``eos_token`` and ``pad_token`` for ``transformers``: those
     ``given`` (each one of the special tokens), else ``<|endoftext|>``, where it is one, as both bos
     and eos, as GPT-2's files say.
 
-    >>> token_roles({"<|endoftext|>": 256, "<|pad|>": 257}, {"pad_token": "<|pad|>"})
+    >>> token_roles(["<|endoftext|>", "<|pad|>"], {"pad_token": "<|pad|>"})
     {'bos_token': '<|endoftext|>', 'eos_token': '<|endoftext|>', 'pad_token': '<|pad|>'}
-    >>> token_roles({"<|endoftext|>": 256}, {"eos_token": "<|eos|>"})
+    >>> token_roles(["<|endoftext|>"], {"eos_token": "<|eos|>"})
     Traceback (most recent call last):
     bpe_dask.errors.BpeDaskError: eos_token='<|eos|>' is not one of the special tokens (['<|endoftext|>'])
     """
-    roles = {"bos_token": EOT, "eos_token": EOT} if EOT in special_ids else {}
+    roles = {"bos_token": EOT, "eos_token": EOT} if EOT in special_tokens else {}
     for role, token in (given or {}).items():
         if token is None:
             continue
-        if token not in special_ids:
-            raise BpeDaskError(f"{role}={token!r} is not one of the special tokens ({list(special_ids)!r})")
+        if token not in special_tokens:
+            raise BpeDaskError(
+                f"{role}={token!r} is not one of the special tokens ({list(special_tokens)!r})"
+            )
         roles[role] = token
     return {role: roles[role] for role in ROLES if role in roles}
 

@@ -155,19 +155,20 @@ class Job:
         outputs: Sequence[str | None] = (),
         writes: bool = True,
     ) -> Iterator[Run]:
-        """Where the job's stages run, once the start of ``source`` is read as its tasks will read it
-        (``first_look``: a mistake there is said before anything starts) and the split pattern is
-        checked on a sample: here (no cluster, no work directory) or, unless ``here``, on the job's cluster
+        """Where the job's stages run, once the split pattern is checked on a sample of ``source``:
+        here (no cluster, no work directory) or, unless ``here``, once the start of ``source`` is
+        read as its tasks will read it (``first_look``: a mistake there is said before the cluster
+        starts), on the job's cluster
         (``cluster``: ``in_threads``, ``warm_up``) with a work directory (``work_directory``:
         ``beside``; none for tasks that write nothing, ``writes=False``), the workers checked first
         (``preflight``: ``outputs``, the files its tasks write). A collection's sample is taken on
         its cluster."""
-        source.first_look(self.options.utf8_errors, pretokenizer)
         if source.kind != "collection":
             self.check_pattern(source, pretokenizer)
-        if here:
+        if here:  # counted at once: its own reading says what is wrong, first
             yield Run(None, None)
             return
+        source.first_look(self.options.utf8_errors, pretokenizer)
         scratch = self.work_directory(beside) if writes else nullcontext(None)
         with scratch as work, self.cluster(in_threads, warm_up) as client:
             self.preflight(client, work, source, outputs)

@@ -120,7 +120,7 @@ class JobOptions:
         if self.in_process and self.wants_cluster:
             raise BpeDaskError("in_process=True counts here: it cannot take client, scheduler or workers")
         check_replacement_character(self.special_tokens, self.utf8_errors)
-        token_roles(dict.fromkeys(self.special_tokens, 0), self.roles())  # each one of the special tokens
+        token_roles(self.special_tokens, self.roles())  # each one of the special tokens
 
     def roles(self) -> dict[str, str | None]:
         """The special tokens given for transformers' roles (``tokenizer_formats.token_roles``)."""
