@@ -375,5 +375,5 @@ def test_show_progress_prints_where_no_logging_is_set_up(text_file, tmp_path):
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
-    assert any(line.startswith("count: 1/1 partitions (100%)") for line in lines), done.stderr
-    assert "merge: 43/43 (100%)" in lines[-1], done.stderr
+    assert any(line.startswith("count: 100%, ") and "1/1 partitions" in line for line in lines), done.stderr
+    assert lines[-1].startswith("merge: 100%, 43/43 merges ["), done.stderr

@@ -60,8 +60,9 @@ def test_train_on_two_workers_gives_the_oracle_merges(big_corpus, tmp_path):
     vocab = read_reference_vocab(tmp_path / "out" / "vocab.json")
     assert vocab == want_vocab
     report = json.loads((tmp_path / "out" / "report.json").read_text())
-    assert "merge: 200/200 (100%)" in done.stderr and "merges/s" in done.stderr  # progress, on stderr
-    assert f"count: {report['partitions']}/{report['partitions']} partitions (100%)" in done.stderr
+    assert "merge: 100%, 200/200 merges [" in done.stderr and "merges/s" in done.stderr  # progress, on stderr
+    parts = report["partitions"]
+    assert f", {parts}/{parts} partitions]" in done.stderr and "count: 100%, " in done.stderr
     assert report["input_bytes"] == path.stat().st_size
     assert report["partitions"] >= 4
     assert report["num_merges"] == 200

@@ -505,11 +505,13 @@ def test_a_signal_is_raised_in_the_main_thread_only():
     assert seen == ["went on"]
 
 
-def test_no_progress_line_follows_a_signal():
+def test_no_progress_line_follows_a_signal(monkeypatch):
     """The compiled merge loop reports progress through a call back into Python, where a signal is
-    only noted and raised once the loop looks for it: that call must not print the next progress
-    line after the signal, below which the job's one line, "terminated", comes."""
+    only noted and raised once the loop looks for it: that call must not draw the next state of the
+    bar after the signal; the bar's line is ended, below it comes the job's one line, "terminated"."""
     import io
+
+    import tqdm.std
 
     from bpe_dask import interrupts
     from bpe_dask.cluster.progress import MergeProgress
@@ -518,16 +520,23 @@ def test_no_progress_line_follows_a_signal():
         def isatty(self) -> bool:
             return True
 
+    clock = [0.0]
+    monkeypatch.setattr(tqdm.std, "time", lambda: clock[0])
     stream = Terminal()
     bar = MergeProgress(1_000, stream=stream)
+    clock[0] += 1
     bar(1)
     with interrupts.handled(), pytest.raises(interrupts.Terminated):
         os.kill(os.getpid(), signal.SIGTERM)
         timing.wait_until(lambda: interrupts.received() == signal.SIGTERM, 5, "the signal to be noted")
-        bar(2)  # the report that was on its way
-        interrupts.check()
-    assert "merge: 1/1,000" in stream.getvalue()
-    assert "merge: 2/" not in stream.getvalue()
+        try:
+            clock[0] += 1
+            bar(2)  # the report that was on its way
+            interrupts.check()
+        finally:
+            bar.end()  # as the job's ``finally`` does
+    assert stream.getvalue().endswith("| 1/1000 [00:01<16:39,  1.00 merges/s]\n"), repr(stream.getvalue())
+    assert "| 2/1000 [" not in stream.getvalue(), stream.getvalue()
 
 
 def test_a_count_task_whose_worker_closed_while_it_read_writes_no_shard(tmp_path, monkeypatch):

@@ -184,7 +184,7 @@ def test_progress_counts_documents_of_the_length_given(caplog):
     texts = corpus(30, seed=4)
     with caplog.at_level(logging.INFO, logger="bpe_dask.cluster.progress"):
         count_from_iterator(iter(texts), [EOT], length=len(texts), show_progress=True)
-    assert f"count: {len(texts)}/{len(texts)} documents (100%)" in caplog.text
+    assert f"count: 100%, {len(texts)}/{len(texts)} documents [" in caplog.text
 
 
 def test_options_of_a_cluster_are_refused():

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import itertools
 import json
 import logging
 import os
@@ -19,6 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import corpus
@@ -38,7 +38,12 @@ from bpe_dask.wording import format_bytes
 
 EOT = "<|endoftext|>"
 REPO = Path(__file__).resolve().parent.parent
-LINE = re.compile(r"(\w+): (\d+)/(\d+) partitions \((\d+)%\), ([\d.]+ \w+) of ([\d.]+ \w+)(.*)")
+# A map phase's log line where the input's bytes are known (``cluster.progress``):
+# "count: 56%, 36.6M/62.0MB [00:03<00:02, 11.8MB/s, 9/16 partitions, 1,234 documents]"
+LINE = re.compile(
+    r"(\w+): (\d+)%, ([\d.]+[kMGT]?)/([\d.]+[kMGT]?)B "
+    r"\[([^<]*)<([^,]*), ([^,\]]*), (\d+)/(\d+) partitions(.*)\]"
+)
 # Reports as often as the reader reads (64 KiB blocks), so a second of counting makes many of them.
 OFTEN = {"bpe-dask.progress-interval": "10ms", "bpe-dask.block-size": "64KiB", "bpe-dask.retry-pause": "50ms"}
 
@@ -94,34 +99,46 @@ def remote():
             yield address, dashboard
 
 
+@dataclass
+class Line:
+    done: int  # partitions done
+    tasks: int  # of partitions
+    percent: int
+    read: int  # bytes
+    total: int
+    rate: str  # as shown: "11.8MB/s", "?B/s" before any
+    remaining: str  # as shown: "00:02", "?" before any rate
+    rest: str  # what follows the partitions: ", 1,234 documents"
+
+
 @pytest.fixture
 def lines(monkeypatch, caplog):
     """The progress lines a job logs: every one (not one per 5 s), as it logs them."""
     monkeypatch.setattr(progress_module, "LOG_EVERY", 0.0)
     caplog.set_level(logging.INFO, logger="bpe_dask.cluster.progress")
 
-    def read() -> list[tuple]:
+    def read() -> list[Line]:
         found = []
         for record in caplog.records:
             ours = record.name == "bpe_dask.cluster.progress"
             match = LINE.fullmatch(record.getMessage()) if ours else None
             if match:
-                _, done, tasks, percent, read, total, rest = match.groups()
-                numbers = int(done), int(tasks), int(percent), parse_bytes(read), parse_bytes(total)
-                found.append((*numbers, rest))
+                _, percent, read, total, _, remaining, rate, done, tasks, rest = match.groups()
+                sizes = parse_bytes(read), parse_bytes(total)
+                found.append(Line(int(done), int(tasks), int(percent), *sizes, rate, remaining, rest))
         return found
 
     return read
 
 
 class About:
-    """A size as a progress line shows it: to 2 decimals of its unit."""
+    """A size as a progress line shows it: to 3 significant digits (tqdm's "36.6M")."""
 
     def __init__(self, size: int) -> None:
         self.size = size
 
     def __eq__(self, shown: object) -> bool:
-        return isinstance(shown, int) and abs(shown - self.size) <= self.size / 200
+        return isinstance(shown, int) and abs(shown - self.size) <= self.size / 100
 
     def __repr__(self) -> str:
         return f"About({self.size})"
@@ -247,12 +264,15 @@ def test_a_gz_input_shows_its_progress_while_its_one_task_runs(local, tmp_path, 
     with dask.config.set(OFTEN):
         result = count_words(path, [EOT], client=client, engine="python", show_progress=True)
     seen = lines()
-    assert seen[-1][:3] == (1, 1, 100) and seen[-1][3] == seen[-1][4] == About(path.stat().st_size), seen[-1]
-    running = [read for done, _, _, read, _, _ in seen if done == 0 and read > 0]
+    last = seen[-1]
+    assert (last.done, last.tasks, last.percent) == (1, 1, 100), last
+    assert last.read == last.total == About(path.stat().st_size), last
+    running = [line.read for line in seen if line.done == 0 and line.read > 0]
     assert len(set(running)) >= 3, seen  # bytes grew, line after line, before the task ended
-    assert running == sorted(running) and max(running) < seen[-1][4]
-    assert all(read <= total for *_, read, total, _ in seen)
-    assert any(done == 0 and re.match(r", [\d.]+ \w+/s, ETA ", rest) for done, *_, rest in seen), seen
+    assert running == sorted(running) and max(running) < last.total
+    assert all(line.read <= line.total for line in seen)
+    # A rate and a time left while the one task runs.
+    assert any(line.done == 0 and "?" not in line.rate + line.remaining for line in seen), seen
     assert table_counts(result) == whole_counts(text, [EOT])
 
 
@@ -271,10 +291,8 @@ def test_a_task_tried_again_reports_from_the_start_and_never_past_the_whole(loca
     assert (tmp_path / "in.txt.failed-once").exists()  # it did fail, once
     seen = lines()
     size = path.stat().st_size
-    running = [read for done, _, _, read, _, _ in seen if done == 0]
-    assert any(b < a for a, b in itertools.pairwise(running)), running  # the retry, seen
-    assert all(read <= total for *_, read, total, _ in seen)
-    assert seen[-1][2:5] == (100, About(size), About(size))
+    assert all(line.read <= line.total for line in seen)
+    assert (seen[-1].percent, seen[-1].read, seen[-1].total) == (100, About(size), About(size))
     assert table_counts(result) == whole_counts(text, [EOT])
 
 
@@ -289,9 +307,10 @@ def test_reused_shards_count_once(local, tmp_path, lines):
         result = count_words(paths, [EOT], client=client, work_dir=work, show_progress=True,
                              chunk_size="32KiB")  # fmt: skip
     assert result.partitions_reused == result.partitions > 2
-    final = [line for line in lines() if line[0] == line[1]]
-    assert len(final) == 2 and all(line[2:5] == (100, About(total), About(total)) for line in final), final
-    assert all(read <= line_total for *_, read, line_total, _ in lines())
+    final = [line for line in lines() if line.done == line.tasks]
+    assert len(final) == 2, final
+    assert all((line.percent, line.read, line.total) == (100, About(total), About(total)) for line in final)
+    assert all(line.read <= line.total for line in lines())
 
 
 def test_tasks_on_the_threads_of_a_remote_worker_report_side_by_side(remote, tmp_path, lines):
@@ -306,9 +325,12 @@ def test_tasks_on_the_threads_of_a_remote_worker_report_side_by_side(remote, tmp
         result = count_words(paths, [EOT], scheduler=address, work_dir=str(tmp_path / "work"),
                              engine="python", show_progress=True)  # fmt: skip
     seen = lines()
-    assert any(done == 0 and read > max(sizes) * 1.01 for done, _, _, read, _, _ in seen), seen
-    assert all(read <= total for *_, read, total, _ in seen)
-    assert seen[-1][:5] == (2, 2, 100, About(sum(sizes)), About(sum(sizes)))
+    assert any(line.done == 0 and line.read > max(sizes) * 1.01 for line in seen), seen
+    assert all(line.read <= line.total for line in seen)
+    last = seen[-1]
+    assert (last.done, last.tasks, last.percent, last.read, last.total) == (
+        2, 2, 100, About(sum(sizes)), About(sum(sizes))
+    )
     assert table_counts(result) == whole_counts(texts[0], [EOT]) + whole_counts(texts[1], [EOT])
 
     records = [{"text": f"document {i}: " + " ".join(["words"] * (i % 50))} for i in range(20_000)]
@@ -317,13 +339,13 @@ def test_tasks_on_the_threads_of_a_remote_worker_report_side_by_side(remote, tmp
     with dask.config.set(OFTEN):
         count_words(jsonl, [EOT], scheduler=address, work_dir=str(tmp_path / "work"), engine="python",
                     show_progress=True)  # fmt: skip
-    documents = [int(m[1].replace(",", "")) for *_, rest in lines()[len(seen):]
-                 if (m := re.match(r", ([\d,]+) documents", rest))]  # fmt: skip
+    documents = [int(m[1].replace(",", "")) for line in lines()[len(seen):]
+                 if (m := re.match(r", ([\d,]+) documents", line.rest))]  # fmt: skip
     assert len(documents) >= 2 and documents[-1] == len(records), documents
     assert documents == sorted(documents)
 
 
-# --- the line itself, on a clock of its own -----------------------------------------------------
+# --- the bar itself, on a clock of its own ------------------------------------------------------
 
 
 class FakeClock:
@@ -334,59 +356,134 @@ class FakeClock:
         return self.now
 
 
-@pytest.mark.parametrize(
-    ("label", "done"), [("count", "counted"), ("encode", "encoded"), ("evaluate", "measured")]
-)
-def test_before_the_first_byte_the_line_says_what_the_job_does(label, done):
-    """``encode`` said "nothing counted yet" while encoding."""
-    clock = FakeClock()
-    bar = MapProgress(label, 2, 200 * 2**20, clock=clock, stream=io.StringIO())
-    clock.now = 6.0
-    assert bar.line().endswith(f", nothing {done} yet (a fresh worker compiles its code first)"), bar.line()
+@pytest.fixture
+def clock(monkeypatch):
+    """tqdm's clock (each bar takes ``tqdm.std.time`` as it is made)."""
+    import tqdm.std
+
+    fake = FakeClock()
+    monkeypatch.setattr(tqdm.std, "time", fake)
+    return fake
 
 
-def test_an_empty_input_says_nothing_of_compiling():
-    """An empty file's line said "a fresh worker compiles its code first", when nothing compiles."""
-    clock = FakeClock()
-    bar = MapProgress("count", 1, 0, clock=clock, stream=io.StringIO())
-    clock.now = 1.0
-    assert "compiles" not in bar.line(), bar.line()
-    bar.task_done(0, key="count-0")
-    assert "compiles" not in bar.line() and bar.line().startswith("count: 1/1 partitions (100%)"), bar.line()
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
 
 
-def test_the_rate_starts_at_the_first_byte_and_reports_never_count_twice():
-    clock, mib = FakeClock(), 2**20
-    bar = MapProgress("count", 2, 200 * mib, clock=clock, stream=io.StringIO())
+def test_reports_of_running_tasks_move_the_bar_and_never_count_twice(clock):
+    mib = 2**20
+    bar = MapProgress("count", 2, 200 * mib, stream=io.StringIO())
     bar.sizes = {"a": 100 * mib, "b": 100 * mib}
-    clock.now = 6.0  # a fresh worker compiles: nothing read
-    assert "nothing counted yet" in bar.line() and "ETA" not in bar.line()
     bar.task_read("a", 10 * mib)
-    clock.now = 7.0
-    bar.task_read("a", 30 * mib)  # 20 MiB in the second since the first were counted: 20 MiB/s, not 30 / 7
-    assert "20.00 MiB/s, ETA 8.5 s" in bar.line(), bar.line()
-    clock.now = 7.5
-    assert "ETA 8.0 s" in bar.line()  # counting down between reports
-    bar.task_read("a", 5 * mib)  # tried again: from the start
+    bar.task_read("a", 30 * mib)  # the latest report replaces the earlier one
+    assert bar.bar.n == 30 * mib
+    bar.task_read("a", 5 * mib)  # tried again: from the start, and the bar stays where it was
     bar.task_read("b", 150 * mib)  # past its size: held to it
     bar.task_read("elsewhere", 50 * mib)  # another job's task
-    assert bar.read_bytes() == 105 * mib
+    assert bar.read_bytes() == 105 * mib and bar.bar.n == 105 * mib
     bar.task_done(100 * mib, key="a")
     bar.task_read("a", 60 * mib)  # late: its exact size is counted
-    assert bar.read_bytes() == 200 * mib and bar.line().startswith("count: 1/2 partitions (100%)")
+    assert bar.read_bytes() == 200 * mib and "1/2 partitions" in str(bar.bar)
     bar.task_done(100 * mib, key="b")
-    assert bar.line().startswith("count: 2/2 partitions (100%), 200.00 MiB of 200.00 MiB")
+    assert bar.bar.n == 200 * mib and bar.bar.disable  # done: closed
+    assert "2/2 partitions" in str(bar.bar)
 
 
-def test_the_merge_eta_leaves_out_the_wait_before_the_first_merge():
-    clock = FakeClock()
-    bar = MergeProgress(10_000, clock=clock, stream=io.StringIO())
-    clock.now = 16.0  # the counts read, the state built, the loop compiled
-    bar(256)
-    for _ in range(10):
-        clock.now += 0.25
-        bar(bar.recent[-1][1] + 256)  # 1,024 merges/s from the first report on
-    assert "1,024 merges/s, ETA 7.0 s" in bar.line(2816), bar.line(2816)  # (10,000 - 2,816) / 1,024
+def test_without_a_terminal_the_bar_is_a_log_line_every_few_seconds_and_one_at_the_end(clock, caplog):
+    progress = MapProgress("count", 100, 100 * 2**20, stream=io.StringIO())
+    with caplog.at_level(logging.INFO, logger="bpe_dask.cluster.progress"):
+        for _ in range(100):
+            clock.now += 0.5  # 2 MiB/s
+            progress.task_done(2**20)
+    lines = [r.getMessage() for r in caplog.records]
+    # One every LOG_EVERY seconds from the first LOG_EVERY on (50 s: 9 of them), and the last at the end.
+    assert len(lines) == int(50 / progress_module.LOG_EVERY), lines
+    assert all("\r" not in line and "|" not in line for line in lines), lines  # lines, not a bar
+    assert lines[0].startswith("count: 10%, 10.5M/105MB [00:05<00:45, 2.10MB/s, 10/100 partitions"), lines[0]
+    assert lines[-1].startswith("count: 100%, 105M/105MB [00:50<00:00, "), lines[-1]
+
+
+def test_a_short_phase_without_a_terminal_logs_its_last_line_only(clock, caplog):
+    with caplog.at_level(logging.INFO, logger="bpe_dask.cluster.progress"):
+        bar = MergeProgress(300, stream=io.StringIO())
+        for done in (100, 200, 300):
+            clock.now += 0.1
+            bar(done)
+    assert [r.getMessage() for r in caplog.records] == [
+        "merge: 100%, 300/300 merges [00:00<00:00, 1000.00 merges/s]"
+    ]
+
+
+def test_where_no_logging_is_set_up_the_lines_go_to_the_stream(clock, monkeypatch):
+    stream = io.StringIO()
+    monkeypatch.setattr(progress_module.log, "propagate", False)  # no handler: logging would show nothing
+    bar = MergeProgress(10, stream=stream)
+    clock.now = 1.0
+    bar(10)
+    assert stream.getvalue() == "merge: 100%, 10/10 merges [00:01<00:00, 10.00 merges/s]\n"
+
+
+def test_on_a_terminal_the_bar_is_redrawn_in_place_and_its_line_ended(clock):
+    stream = Terminal()
+    bar = MergeProgress(1_000, stream=stream)
+    for done in range(100, 1_001, 100):
+        clock.now += 1.0
+        bar(done)
+    shown = stream.getvalue()
+    assert shown.count("\r") >= 10 and shown.endswith("\n") and shown.count("\n") == 1, shown
+    last = shown.rstrip("\n").rsplit("\r", 1)[-1]
+    assert last.startswith("merge: 100%|██████████| 1000/1000 [00:10<00:00"), shown
+
+
+def test_in_a_notebook_the_bar_is_tqdms_widget(monkeypatch):
+    """Jupyter: ``tqdm.autonotebook`` is the notebook's widget there (stderr is no terminal)."""
+    import tqdm.autonotebook
+    import tqdm.std
+
+    made = []
+
+    class Widget(tqdm.std.tqdm):
+        def __init__(self, *args, **kwargs) -> None:
+            made.append(kwargs["desc"])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(tqdm.autonotebook, "tqdm", Widget)
+    MergeProgress(10)(10)
+    MapProgress("encode", 2, None)
+    assert made == ["merge", "encode"]
+
+
+def test_a_job_on_a_terminal_prints_its_log_lines_above_the_bar_not_after_it(tmp_path):
+    """``bpe-dask`` with its stderr a terminal: a log record (the merge loop's "merging N words")
+    that came while the merge bar was drawn was written after the bar, on its line."""
+    import pty
+
+    (tmp_path / "in.txt").write_text(corpus.words_corpus(6, 30_000, vocab_words=500), encoding="utf-8")
+    primary, secondary = pty.openpty()
+    command = [sys.executable, "-m", "bpe_dask", "train", "in.txt", "--vocab-size", "400", "--out", "tok"]
+    environment = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "100"}
+    with subprocess.Popen(command, cwd=tmp_path, env=environment, stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=secondary) as process:  # fmt: skip
+        os.close(secondary)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(primary, 65536)
+            except OSError:  # the terminal's other side is closed: the process is done
+                break
+            if not chunk:
+                break
+            shown += chunk
+        assert process.wait(timeout=timing.seconds(300)) == 0, shown.decode(errors="replace")
+    os.close(primary)
+    text = shown.decode("utf-8", "replace")
+    assert "merge: 100%|" in text and "count: 100%|" in text, text
+    for line in text.replace("\r\n", "\n").split("\n"):
+        drawn = line.split("\r")[-1]
+        # Whatever was drawn on a line before, a log record starts the line that is left on the screen.
+        assert "bpe-dask:" not in drawn or drawn.startswith("bpe-dask:"), repr(line)
+    assert "bpe-dask: merging" in text, text
 
 
 # --- a filesystem whose reads fail once, halfway through a file ---------------------------------
@@ -428,7 +525,10 @@ def register_halfway() -> None:
     fsspec.register_implementation("halfway", HalfwayFileSystem, clobber=True)
 
 
-PARTITION_LINE = re.compile(r"(count|encode): (\d+)/(\d+) partitions \((\d+)%\), ([\d.]+ \w+) of text(.*)")
+# "count: 40%, 2/5 partitions [00:01<00:02, 1.50 partitions/s, 12.00 MiB of text]"
+PARTITION_LINE = re.compile(
+    r"(count|encode): (\d+)%, (\d+)/(\d+) partitions \[([^,]*), [^,]*, ([\d.]+ \w+) of text(.*)\]"
+)
 
 
 def test_a_dask_collections_partitions_show_their_progress(local, tmp_path, caplog, monkeypatch):
@@ -450,14 +550,14 @@ def test_a_dask_collections_partitions_show_their_progress(local, tmp_path, capl
     for label, text_bytes in (("count", report["text_bytes"]), ("encode", encoded["text_bytes"])):
         # A slow partition (a busy machine) gets lines of its own as it reads, before the first is done
         # and between counts: one line per count of finished partitions here.
-        lines = [m.groups() for m in seen if m and m.group(1) == label and m.group(2) != "0"]
-        shown = [g for i, g in enumerate(lines) if i == 0 or g[1] != lines[i - 1][1]]
+        lines = [m.groups() for m in seen if m and m.group(1) == label and m.group(3) != "0"]
+        shown = [g for i, g in enumerate(lines) if i == 0 or g[2] != lines[i - 1][2]]
         n = bag.npartitions
-        assert [int(done) for _, done, *_ in shown] == list(range(1, n + 1)), shown
-        assert all(int(total) == n for _, _, total, *_ in shown)
-        assert [p for *_, p, _, _ in shown] == [f"{100 * k / n:.0f}" for k in range(1, n + 1)]
-        assert shown[-1][4] == format_bytes(text_bytes), (shown[-1], text_bytes)
-        assert any("ETA" in rest for *_, rest in shown[1:-1]), shown
+        assert [int(done) for _, _, done, *_ in shown] == list(range(1, n + 1)), shown
+        assert all(int(total) == n for _, _, _, total, *_ in shown)
+        assert [p for _, p, *_ in shown] == [f"{100 * k / n:.0f}" for k in range(1, n + 1)]
+        assert shown[-1][5] == format_bytes(text_bytes), (shown[-1], text_bytes)
+        assert any("<?" not in times for *_, times, _, _ in shown[1:-1]), shown  # a time left, once known
     before = len(caplog.records)
     train(bag, 300, tmp_path / "quiet", [EOT], client=client)  # show_progress is off by default
     assert not [r for r in caplog.records[before:] if r.name == "bpe_dask.cluster.progress"]

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any, NoReturn
 
+from tqdm.contrib.logging import logging_redirect_tqdm
+
 from bpe_dask import interrupts
 from bpe_dask.cli.config import COMMAND_LINE, ENVIRONMENT, flag_of, place_given, resolve
 from bpe_dask.cli.parser import build_parser
@@ -99,7 +101,9 @@ def _run(command: str, config_path: str | None, verbose: bool, counts: str | Non
         _warn_of_joined_special_tokens(options.get("special_tokens") or [])
         if command == "warm-up":
             return _warm_up(options)
-        with _place_named(options, command):
+        # On a terminal, log records print above the progress bar, not after it on its line.
+        above_bars = logging_redirect_tqdm() if sys.stderr.isatty() else contextlib.nullcontext()
+        with _place_named(options, command), above_bars:
             if command == "merge":
                 report = _merge(counts, options)
             elif command == "count":

@@ -1,14 +1,14 @@
-"""Progress on stderr: a job's map phase as it runs (``MapProgress``), and the merge loop's merges
-(``MergeProgress``).
+"""Progress bars (tqdm): a job's map phase as its tasks read and finish (``MapProgress``), and the
+merge loop's merges (``MergeProgress``).
 
-Takes counts of what is done as it happens (tasks finished, documents counted, and how far running
-tasks have read, which they report as Dask events: ``stages.read_events``; merges done, from this
-process or, as events, from the worker that runs the loop); gives one line that redraws in place
-on a terminal, and, elsewhere (a log file, CI, ``nohup``), a log line at a steady pace and one at
-the end:
+Takes counts of what is done as it happens (tasks finished, documents counted, how far running tasks
+have read, which they report as Dask events: ``stages.read_events``; merges done, from this process
+or, as events, from the worker that runs the loop); gives a tqdm bar on a terminal, a notebook's
+widget in Jupyter (``tqdm.autonotebook``), and elsewhere (a log file, CI, ``nohup``) the same line as a log
+record every ``LOG_EVERY`` seconds and at the end (for a job that took longer):
 
-    count: 9/16 partitions (56%), 36.6 MiB of 62.0 MiB, 11.8 MiB/s, ETA 2.2 s
-    merge: 12,000/31,743 (38%), 2,350 merges/s, ETA 6.4 s
+    count: 56%, 36.6M/62.0MB [00:03<00:02, 11.8MB/s, 9/16 partitions]
+    merge: 38%, 12000/31743 merges [00:05<00:08, 2350.00 merges/s]
 """
 
 from __future__ import annotations
@@ -17,75 +17,94 @@ import logging
 import sys
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
+import tqdm.autonotebook
+import tqdm.std
 from distributed import Client, get_worker
 
 from bpe_dask import interrupts
 from bpe_dask.stages.read_events import TOPIC as READ_TOPIC
-from bpe_dask.wording import format_bytes, format_seconds
+from bpe_dask.wording import format_bytes
 
 log = logging.getLogger(__name__)
 
 MERGE_TOPIC = "bpe-dask-merge-progress"
-LOG_EVERY = 5.0  # seconds between log lines when stderr is not a terminal
-TICK = 1.0  # seconds between redraws of a map phase's line while its tasks run
-DONE = {"count": "counted", "encode": "encoded", "evaluate": "measured"}  # a map phase's text, once done
+LOG_EVERY = 5.0  # seconds between log lines where there is no terminal
+TICK = 1.0  # seconds between redraws of a bar while its tasks run (its clock and ETA move on)
+LOGGED = "{desc}: {percentage:.0f}%, {n_fmt}/{total_fmt}{unit} [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
 
 
-class _Line:
-    """One progress line: redrawn in place on a terminal, logged every ``LOG_EVERY`` s elsewhere; where
-    nothing would show the log line (a program of the Python API that set up no logging, whose
-    ``show_progress=True`` asked for it), written to the stream as it is."""
+class _Out:
+    """Where a bar writes: the terminal as it is, or, without one, each line as a log record (or on
+    the stream, where logging would show nothing: a Python program that set up none). After a signal
+    only the end of the line: the job's last line is "interrupted" or "terminated", and a report may
+    still be on its way (numba's call back from the merge loop). Equal to its stream, so that
+    ``tqdm.write`` (log records while a bar is drawn, ``cli.main``) clears the bar first."""
 
-    def __init__(self, stream=None, clock: Callable[[], float] = time.perf_counter) -> None:
-        self.stream, self.clock = stream or sys.stderr, clock
-        self.tty = self.stream.isatty()
-        self.started = self.last_logged = clock()
-        self.finished = False
+    def __init__(self, stream: Any, tty: bool) -> None:
+        self.stream, self.tty = stream, tty
+        self.encoding = getattr(stream, "encoding", None) or "utf-8"  # tqdm draws in Unicode where it may
 
-    def show(self, text: str, last: bool) -> None:
-        # After Ctrl-C or SIGTERM the job's one line is "interrupted" or "terminated": a signal that
-        # came inside numba's call back to report progress is raised only after that call returns.
-        if self.finished or interrupts.received() is not None:
+    def write(self, text: str) -> None:
+        if interrupts.received() is not None and text != "\n":
             return
-        self.finished = last
+        line = text.strip("\r\n ")
         if self.tty:
-            self.stream.write(f"\r\x1b[2K{text}" + ("\n" if last else ""))
+            self.stream.write(text)
+        elif line and log.isEnabledFor(logging.INFO) and log.hasHandlers():
+            log.info(line)
+        elif line:
+            self.stream.write(line + "\n")
+
+    def flush(self) -> None:
+        if self.tty:
             self.stream.flush()
-        elif last or self.clock() - self.last_logged >= LOG_EVERY:
-            self.last_logged = self.clock()
-            if log.isEnabledFor(logging.INFO) and log.hasHandlers():
-                log.info(text)
-            else:
-                self.stream.write(text + "\n")
-                self.stream.flush()
 
-    def elapsed(self) -> float:
-        return self.clock() - self.started
+    def __eq__(self, other: object) -> bool:
+        return other is self or other is self.stream
+
+    def __hash__(self) -> int:
+        return id(self)
 
 
-class MapProgress(_Line):
-    """A map phase's line, whatever the source:
+def bar(desc: str, total: int | None, unit: str, stream: Any = None, **options: Any) -> tqdm.std.tqdm:
+    """A tqdm bar of ``total`` ``unit`` on ``stream`` (stderr): a notebook's widget where tqdm finds
+    one, a bar on a terminal, else log lines at a steady pace."""
+    stream = stream or sys.stderr
+    tty = stream.isatty()
+    widget = tqdm.autonotebook.tqdm is not tqdm.std.tqdm and stream is sys.stderr  # in Jupyter
+    kind = tqdm.autonotebook.tqdm if widget else tqdm.std.tqdm
+    if not (tty or widget):  # a log: a line every LOG_EVERY s from then on, and the last (``close``)
+        options |= {"mininterval": LOG_EVERY, "delay": LOG_EVERY, "maxinterval": float("inf")}
+        options |= {"bar_format": LOGGED, "leave": False}
+    return kind(total=total, desc=desc, unit=unit, file=_Out(stream, tty), dynamic_ncols=tty, **options)
 
-        count: 9/16 partitions (56%), 36.6 MiB of 62.0 MiB, 11.8 MiB/s, ETA 2.2 s
-        count: 3/8 partitions (38%), 12.00 MiB of text, 4.00 MiB/s, ETA 6.1 s
-        count: 12,288/50,000 documents (25%), 36.6 MiB of text, 11.8 MiB/s, ETA 2.2 s
 
-    ``total`` units (partitions, or documents held in memory; ``None`` when not known) of
-    ``total_bytes`` of input (``None`` when known only once read: a collection's partitions, a
-    batch of documents; then the bytes are those of the text). Hears of work as it is done
-    (``task_done``: a task, or ``units`` documents), and, while ``listening``, of how far each
-    running task has read (``task_read``: the tasks' ``stages.read_events``), so a long partition
-    shows its progress as it runs; the line is redrawn every ``TICK`` seconds meanwhile. A task's
-    reports count up to its size, its latest replacing the earlier ones (a task tried again starts
-    from 0); once it finishes, its exact size replaces them. The rate, and so the ETA, is that of
-    the bytes (or, with no total of bytes, the units) done since the first were counted: a fresh
-    worker loads or compiles its code before it counts anything, and that wait is not the pace of
-    the work. ``extra`` names a second quantity to report a rate of (tokens). Safe to call from
-    several threads.
+def close(bar: tqdm.std.tqdm) -> None:
+    """Close ``bar`` with its last state shown once: a log's (``leave=False``, which tqdm's close
+    leaves unshown) unless it was the last line logged."""
+    never = bar.last_print_t < bar.start_t + bar.delay
+    if not bar.disable and not bar.leave and (never or bar.n != bar.last_print_n):
+        bar.refresh()
+    bar.close()
+
+
+class MapProgress:
+    """A map phase's bar, whatever the source: of the input's bytes where they are known
+    (``total_bytes``), else of its ``total`` units (partitions, or documents held in memory; ``None``
+    when not known), with the rest beside it:
+
+        count: 56%, 36.6M/62.0MB [00:03<00:02, 11.8MB/s, 9/16 partitions]
+        count: 38%, 3/8 partitions [00:02<00:03, 1.50 partitions/s, 12.00 MiB of text]
+
+    Hears of work as it is done (``task_done``: a task, or ``units`` documents) and, while
+    ``listening``, of how far each running task has read (``task_read``), so a long partition moves
+    the bar as it runs. A task's reports count up to its size; once it finishes, its exact size
+    replaces them; the bar never goes back (a task tried again reads from 0). ``extra`` names a
+    second quantity the tasks report (tokens). Safe to call from several threads.
     """
 
     def __init__(
@@ -95,30 +114,26 @@ class MapProgress(_Line):
         total_bytes: int | None = None,
         unit: str = "partitions",
         extra: str = "",
-        **line,
+        stream: Any = None,
     ) -> None:
-        super().__init__(**line)
-        self.label, self.total, self.total_bytes, self.unit, self.extra = (
-            label,
-            total,
-            total_bytes,
-            unit,
-            extra,
+        self.by_bytes = total_bytes is not None
+        self.total, self.unit, self.extra = total, unit, extra
+        self.bar = (
+            bar(label, total_bytes, "B", stream, unit_scale=True)
+            if self.by_bytes
+            else bar(label, total, f" {unit}", stream)
         )
         self.done = self.done_bytes = self.done_extra = 0
         self.sizes: dict = {}  # the tasks' keys, and each one's size, while ``listening``
         self.reading: dict = {}  # running tasks: the bytes each has read
-        self.documents: dict = {}  # the records each task has read (there is no exact count to replace it)
+        self.documents: dict = {}  # the records each task has read
         self.ended: set = set()  # tasks finished: their exact sizes are counted
-        self.first: tuple[float, int] | None = None  # when the first byte was counted, and the bytes then
-        self.latest = (self.started, 0)  # the last time the bytes read grew, and to what
-        self.first_unit: tuple[float, int] | None = None  # when the first unit was done, and the units then
         self.lock = threading.Lock()  # reports come on the client's event loop and from threads
 
     @contextmanager
     def listening(self, client: Client, sizes: dict) -> Iterator[None]:
-        """Hear the tasks ``sizes`` names (key: bytes) report how far they have read as they run, and
-        redraw the line every ``TICK`` seconds meanwhile."""
+        """Hear the tasks ``sizes`` names (key: bytes) report how far they have read as they run; the
+        bar is redrawn every ``TICK`` seconds meanwhile, and closed at the end."""
         self.sizes = dict(sizes)
         stop = threading.Event()
         ticker = threading.Thread(target=self._tick, args=(stop,), name="bpe-dask-progress", daemon=True)
@@ -133,11 +148,13 @@ class MapProgress(_Line):
                 client.unsubscribe_topic(READ_TOPIC)
             except Exception:  # the scheduler is gone: the job's own error says so
                 log.debug("could not unsubscribe from %s", READ_TOPIC, exc_info=True)
+            self.end()
 
     def _tick(self, stop: threading.Event) -> None:
         while not stop.wait(TICK):
             with self.lock:
-                self.show(self.line(), last=False)
+                if not self.bar.disable and isinstance(self.bar.fp, _Out) and self.bar.fp.tty:
+                    self.bar.refresh()
 
     def _heard(self, event: tuple) -> None:
         try:
@@ -155,11 +172,9 @@ class MapProgress(_Line):
                 return  # another job's task, on a shared scheduler
             if documents:
                 self.documents[key] = max(documents, self.documents.get(key, 0))
-            if key in self.ended or self.total_bytes is None:
-                return  # its exact size is counted, or sizes are known only once done
-            self.reading[key] = max(0, min(done, self.sizes[key]))
-            self._seen()
-            self.show(self.line(), last=False)
+            if key not in self.ended and self.by_bytes:
+                self.reading[key] = max(0, min(done, self.sizes[key]))
+            self._show()
 
     def task_done(self, size: int, extra: int = 0, key: object = None, units: int = 1) -> None:
         """``units`` done (a task, or documents), of ``size`` bytes, with ``extra`` (tokens)."""
@@ -170,128 +185,47 @@ class MapProgress(_Line):
             if key is not None:
                 self.ended.add(key)
                 self.reading.pop(key, None)
-            if self.first_unit is None:
-                self.first_unit = (self.clock(), self.done)
-            self._seen()
-            self.show(self.line(), last=self.total is not None and self.done >= self.total)
+            self._show()
+            if self.total is not None and self.done >= self.total:
+                close(self.bar)
 
     def end(self) -> None:
-        """The last line, once everything is done (where the total was not known)."""
+        """The last line, once everything is done or the job stopped."""
         with self.lock:
-            self.show(self.line(), last=True)
+            close(self.bar)
 
     def read_bytes(self) -> int:
         read = self.done_bytes + sum(self.reading.values())
-        return read if self.total_bytes is None else min(self.total_bytes, read)
+        return read if self.bar.total is None or not self.by_bytes else min(self.bar.total, read)
 
-    def _seen(self) -> None:
-        now, read = self.clock(), self.read_bytes()
-        if self.first is None and read > 0:
-            self.first = (now, read)
-        if read > self.latest[1]:
-            self.latest = (now, read)
-
-    def line(self) -> str:
-        read, total, finished = (
-            self.read_bytes(),
-            self.total,
-            self.total is not None and self.done >= self.total,
-        )
-        if total is None:
-            parts = [f"{self.label}: {self.done:,} {self.unit}"]
-        else:
-            if self.total_bytes is not None:
-                share = read / self.total_bytes if self.total_bytes else 1
-            else:
-                share = self.done / total if total else 1
-            parts = [f"{self.label}: {self.done:,}/{total:,} {self.unit} ({100 * share:.0f}%)"]
-        if self.total_bytes is None:
-            parts.append(f"{format_bytes(read)} of text")
-        else:
-            parts.append(f"{format_bytes(read)} of {format_bytes(self.total_bytes)}")
+    def _show(self) -> None:
+        notes = [f"{self.done:,}/{self.total:,} {self.unit}"] if self.by_bytes else []
+        if not self.by_bytes:
+            notes.append(f"{format_bytes(self.read_bytes())} of text")
         if self.documents:
-            parts.append(f"{sum(self.documents.values()):,} documents")
-        (since, read_then), (now, read_now) = self.first or self.latest, self.latest
-        if finished and not now > since:  # one report only: the whole job's pace
-            (since, read_then), now = (self.started, 0), self.clock()
-        if now > since and read_now > read_then:
-            rate = (read_now - read_then) / (now - since)  # up to the last report: no dip between reports
-            parts.append(f"{format_bytes(rate)}/s")
-            if self.extra and self.done_bytes:
-                parts.append(f"{rate * self.done_extra / self.done_bytes:,.0f} {self.extra}/s")
-            remaining = self._remaining(read, rate, now)
-            if remaining is not None and not finished:
-                parts.append(f"ETA {format_seconds(max(0.0, remaining))}")
-        else:
-            parts.append(f"{format_seconds(self.elapsed())} so far")
-            if self.first is None and self.total_bytes and not finished:  # bytes to count, none yet
-                done = DONE.get(self.label, "read")  # what the job does to the text, not always counting
-                parts.append(f"nothing {done} yet (a fresh worker compiles its code first)")
-        return ", ".join(parts)
-
-    def _remaining(self, read: int, rate: float, now: float) -> float | None:
-        """Seconds left: by the bytes where their total is known, else by the units done since the first."""
-        if self.total_bytes is not None:
-            return (self.total_bytes - read) / rate - (self.clock() - now)
-        if self.total is None or self.first_unit is None:
-            return None
-        (since, units_then), units = self.first_unit, self.done
-        if self.unit == "partitions":  # the first waited for its partition and a fresh worker's code
-            pace = (self.clock() - since) / (units - units_then) if units > units_then else None
-        else:
-            pace = self.elapsed() / units if units else None
-        return None if pace is None else pace * (self.total - units)
+            notes.append(f"{sum(self.documents.values()):,} documents")
+        if self.extra:
+            notes.append(f"{self.done_extra:,} {self.extra}")
+        self.bar.set_postfix_str(", ".join(notes), refresh=False)
+        shown = self.read_bytes() if self.by_bytes else self.done
+        self.bar.update(max(0, shown - self.bar.n))
 
 
-class MergeProgress(_Line):
-    """``merge: 12,000/31,743 (38%), 2,350 merges/s, ETA 6.4 s`` as merges are done.
+class MergeProgress:
+    """The merge loop's bar, called with the merges done: ``merge: 38%, 12000/31743 [...]``. Its rate
+    is tqdm's moving average: merges get cheaper as counts fall."""
 
-    Merges get cheaper as counts fall (the first ones touch a third of all words), so the ETA
-    comes from the rate over the last ``window`` seconds, and only once ``min_fraction`` of the
-    merges and ``min_seconds`` have passed: before that no estimate would be worth showing. Time
-    is counted from the first report, not from the start: reading the counts, building the loop's
-    state and compiling it (numba, on a fresh install) come before any merge, and are not its pace.
-    """
-
-    def __init__(
-        self, total: int, window: float = 5.0, min_seconds: float = 2.0, min_fraction: float = 0.02, **line
-    ) -> None:
-        super().__init__(**line)
-        self.total, self.window, self.min_seconds, self.min_fraction = (
-            total,
-            window,
-            min_seconds,
-            min_fraction,
-        )
-        self.recent: deque[tuple[float, int]] = deque()  # (time, merges done) since the first report
-        self.first: float | None = None  # the first report's time
+    def __init__(self, total: int, stream: Any = None) -> None:
+        self.bar = bar("merge", total, " merges", stream)
 
     def __call__(self, done: int) -> None:
-        now = self.clock()
-        self.recent.append((now, done))
-        while len(self.recent) > 2 and now - self.recent[1][0] >= self.window:
-            self.recent.popleft()
-        self.first = now if self.first is None else self.first
-        self.show(self.line(done), last=done >= self.total)
+        self.bar.update(max(0, done - self.bar.n))
+        if done >= (self.bar.total or 0):
+            close(self.bar)
 
-    def line(self, done: int) -> str:
-        percent = 100 * done / self.total if self.total else 100
-        text = f"merge: {done:,}/{self.total:,} ({percent:.0f}%)"
-        if not self.recent:
-            return text
-        (then, done_then), (now, _) = self.recent[0], self.recent[-1]
-        if len(self.recent) < 2 and done >= self.total:  # done in one report: the loop's pace, all told
-            then, done_then = self.started, 0
-        if now > then and done > done_then:
-            rate = (done - done_then) / (now - then)
-            text += f", {rate:,.0f} merges/s"
-            if (
-                done < self.total
-                and now - (self.first or now) >= self.min_seconds
-                and done >= self.min_fraction * self.total
-            ):
-                text += f", ETA {format_seconds((self.total - done) / rate)}"
-        return text
+    def end(self) -> None:
+        """The last line: where the loop stopped short of the total, it ends there."""
+        close(self.bar)
 
 
 def every(seconds: float, total: int, report: Callable[[int], None]) -> Callable[[int], None]:

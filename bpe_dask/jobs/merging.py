@@ -192,12 +192,13 @@ def merge_on_cluster(
     )
     with failures_explained(client):
         try:
-            merged = interrupts.wait(future.result)
+            return interrupts.wait(future.result)
         except BaseException:
             future.release()  # it stops (``stop_if_cancelled``), also where the client goes on (the API)
             raise
-    _end_early(bar, merged)
-    return merged
+        finally:
+            if bar is not None:
+                bar.end()
 
 
 def merge_here(
@@ -207,12 +208,8 @@ def merge_here(
     total = vocab_size - 256 - len(opts.special_tokens)
     bar = progress.MergeProgress(total) if opts.show_progress else None
     report = progress.every(0.2, total, bar) if bar is not None else None
-    merged = merge_table(counts, vocab_size, opts.special_tokens, report, opts.engine, limits)
-    _end_early(bar, merged)
-    return merged
-
-
-def _end_early(bar: progress.MergeProgress | None, merged: Merged) -> None:
-    """The progress line's last state when the loop stopped short of the total (it ends there)."""
-    if bar is not None and merged.stopped is not None:
-        bar.show(bar.line(len(merged.merges)), last=True)
+    try:
+        return merge_table(counts, vocab_size, opts.special_tokens, report, opts.engine, limits)
+    finally:
+        if bar is not None:
+            bar.end()

@@ -55,9 +55,11 @@ def count_here(
     """Count ``parts`` on one thread per counter of ``counters`` (one: in this thread)."""
     started = time.perf_counter()
     pool = _Pool(settings, store, [_Counting(c) for c in counters], progress)
-    pool.run(parts)
-    if progress is not None:
-        progress.end()
+    try:
+        pool.run(parts)
+    finally:
+        if progress is not None:
+            progress.end()
     counted = pool.result()
     counted.seconds = time.perf_counter() - started
     return counted
