@@ -132,11 +132,20 @@ def site(tmp_path_factory) -> Path:
     proxies = ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY")
     offline = dict.fromkeys(proxies, "http://127.0.0.1:9")
     env = {**os.environ, **offline, "NO_PROXY": "", "no_proxy": "", "NO_MKDOCS_2_WARNING": "1"}
+    env["BPE_DASK_REPOSITORY"] = REPOSITORY
     command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "WARNING" not in done.stderr, done.stderr
     return out
+
+
+REPOSITORY = "https://git.example.org/bpe-dask"
+
+
+def test_every_page_links_the_repository(site):
+    for page in ("index.html", "guide/quickstart/index.html", "performance/index.html"):
+        assert f'href="{REPOSITORY}"' in (site / page).read_text(encoding="utf-8"), page
 
 
 def page_text(site: Path, page: str) -> str:

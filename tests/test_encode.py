@@ -283,6 +283,7 @@ def test_encoding_progress_reaches_a_log(tmp_path, tokenizer_dir, inputs):
     done = run("encode", *map(str, inputs), "--tokenizer", str(tokenizer_dir), "--out", "ids.bin",
                "--workers", "1", "--chunk-size", "4KiB", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert re.search(
-        r"encode: (\d+)/\1 partitions \(100%\), .* [\d.]+ \w+/s, [\d,]+ tokens/s", done.stderr
-    ), done.stderr
+    last = r"encode: 100%, [^\[]*B \[[^\]]*B/s, (\d+)/\1 partitions, ([\d,]+) tokens\]"
+    ended = re.search(last, done.stderr)
+    assert ended, done.stderr
+    assert int(ended[2].replace(",", "")) == json.loads((tmp_path / "ids.bin.json").read_text())["tokens"]

@@ -83,13 +83,28 @@ def bar(desc: str, total: int | None, unit: str, stream: Any = None, **options: 
     return kind(total=total, desc=desc, unit=unit, file=_Out(stream, tty), dynamic_ncols=tty, **options)
 
 
-def close(bar: tqdm.std.tqdm) -> None:
-    """Close ``bar`` with its last state shown once: a log's (``leave=False``, which tqdm's close
-    leaves unshown) unless it was the last line logged."""
+def close(bar: tqdm.std.tqdm, done: bool = True) -> None:
+    """Close ``bar``: its last state shown once where it is ``done`` (a log's, ``leave=False``, which
+    tqdm's close leaves unshown, unless it was the last line logged); a terminal's line ended, so
+    that what comes next (the job's error, say) starts a line of its own."""
     never = bar.last_print_t < bar.start_t + bar.delay
-    if not bar.disable and not bar.leave and (never or bar.n != bar.last_print_n):
+    if done and not bar.disable and not bar.leave and (never or bar.n != bar.last_print_n):
         bar.refresh()
     bar.close()
+
+
+@contextmanager
+def phase(progress: MapProgress | MergeProgress | None) -> Iterator[None]:
+    """Run a phase that ``progress`` (if any) shows: its bar closed at the end, its last line shown
+    only if the phase ended well."""
+    try:
+        yield
+    except BaseException:
+        if progress is not None:
+            progress.end(done=False)
+        raise
+    if progress is not None:
+        progress.end()
 
 
 class MapProgress:
@@ -140,7 +155,8 @@ class MapProgress:
         client.subscribe_topic(READ_TOPIC, self._heard)
         ticker.start()
         try:
-            yield
+            with phase(self):
+                yield
         finally:
             stop.set()
             ticker.join()
@@ -148,7 +164,6 @@ class MapProgress:
                 client.unsubscribe_topic(READ_TOPIC)
             except Exception:  # the scheduler is gone: the job's own error says so
                 log.debug("could not unsubscribe from %s", READ_TOPIC, exc_info=True)
-            self.end()
 
     def _tick(self, stop: threading.Event) -> None:
         while not stop.wait(TICK):
@@ -189,10 +204,10 @@ class MapProgress:
             if self.total is not None and self.done >= self.total:
                 close(self.bar)
 
-    def end(self) -> None:
-        """The last line, once everything is done or the job stopped."""
+    def end(self, done: bool = True) -> None:
+        """The bar closed: once everything is ``done`` (its last line), or the job stopped."""
         with self.lock:
-            close(self.bar)
+            close(self.bar, done)
 
     def read_bytes(self) -> int:
         read = self.done_bytes + sum(self.reading.values())
@@ -223,9 +238,9 @@ class MergeProgress:
         if done >= (self.bar.total or 0):
             close(self.bar)
 
-    def end(self) -> None:
-        """The last line: where the loop stopped short of the total, it ends there."""
-        close(self.bar)
+    def end(self, done: bool = True) -> None:
+        """The bar closed: where the loop stopped short of the total, its last line ends there."""
+        close(self.bar, done)
 
 
 def every(seconds: float, total: int, report: Callable[[int], None]) -> Callable[[int], None]:

@@ -190,15 +190,12 @@ def merge_on_cluster(
         pure=False,
         priority=100,
     )
-    with failures_explained(client):
+    with failures_explained(client), progress.phase(bar):
         try:
             return interrupts.wait(future.result)
         except BaseException:
             future.release()  # it stops (``stop_if_cancelled``), also where the client goes on (the API)
             raise
-        finally:
-            if bar is not None:
-                bar.end()
 
 
 def merge_here(
@@ -208,8 +205,5 @@ def merge_here(
     total = vocab_size - 256 - len(opts.special_tokens)
     bar = progress.MergeProgress(total) if opts.show_progress else None
     report = progress.every(0.2, total, bar) if bar is not None else None
-    try:
+    with progress.phase(bar):
         return merge_table(counts, vocab_size, opts.special_tokens, report, opts.engine, limits)
-    finally:
-        if bar is not None:
-            bar.end()

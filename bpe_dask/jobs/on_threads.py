@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from bpe_dask import interrupts
-from bpe_dask.cluster.progress import MapProgress
+from bpe_dask.cluster.progress import MapProgress, phase
 from bpe_dask.io.counts_table import words_bytes
 from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.storage import Store
@@ -55,11 +55,8 @@ def count_here(
     """Count ``parts`` on one thread per counter of ``counters`` (one: in this thread)."""
     started = time.perf_counter()
     pool = _Pool(settings, store, [_Counting(c) for c in counters], progress)
-    try:
+    with phase(progress):
         pool.run(parts)
-    finally:
-        if progress is not None:
-            progress.end()
     counted = pool.result()
     counted.seconds = time.perf_counter() - started
     return counted
