@@ -104,15 +104,16 @@ def cs336_reference_vocab() -> dict[int, bytes]:
     return read_reference_vocab(CS336_DIR / "train-bpe-reference-vocab.json")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def client():
-    """A real LocalCluster of 2 single-threaded worker processes, shared by a module's tests."""
+    """A real LocalCluster of 2 single-threaded worker processes, shared by the tests of a test process
+    (its workers' start and imports are a second and a half of processor each)."""
     import timing
     from distributed import Client, LocalCluster
 
     with (
         LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address="127.0.0.1:0") as cluster,
-        Client(cluster, timeout=timing.dask_seconds(30)) as c,
+        Client(cluster, timeout=timing.dask_seconds(30), set_as_default=False) as c,
     ):
         yield c
 

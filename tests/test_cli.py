@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import commands
 import corpus
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,18 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run(*args: str, cwd: Path, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    done = subprocess.run(
-        [sys.executable, "-m", "bpe_dask", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timing.seconds(300),
-    )
-    if check:
-        assert done.returncode == 0, done.stderr
-    return done
+    return commands.bpe_dask(*args, cwd=cwd, env=env, check=check)
 
 
 def write_text(path: Path, text: str) -> Path:
@@ -213,8 +203,11 @@ def sample(tmp_path) -> Path:
         (["in.txt", "--vocab-size", "0"], ["vocab-size"], 2),
         (["in.txt", "--vocab-size", "-5"], ["vocab-size"], 2),
         (["in.txt", "--vocab-size", "300", "--special-token", ""], ["special tokens must be non-empty"], 1),
-        (["in.txt", "--vocab-size", "300", "--special-token", EOT, "--special-token", EOT],
-         ["given twice"], 1),
+        (
+            ["in.txt", "--vocab-size", "300", "--special-token", EOT, "--special-token", EOT],
+            ["given twice"],
+            1,
+        ),
         (["in.txt", "--vocab-size", "300", "--chunk-size", "lots"], ["not a size"], 2),
         (["in.txt", "--vocab-size", "300", "--chunk-size", "1.5"], ["not a whole number of bytes"], 2),
         (["in.txt", "--vocab-size", "300", "--config", "nope.toml"], ["config file not found"], 2),
@@ -226,8 +219,11 @@ def sample(tmp_path) -> Path:
         (["in.txt", "--vocab-size", "300", "--work-dir", "in.txt"], ["cannot use --work-dir"], 1),
         (["in.txt", "--vocab-size", "300", "--storage-options", "{oops"], ["not JSON"], 2),
         (["in.txt", "--vocab-size", "300", "--pattern", "gpt5"], ["unknown split pattern 'gpt5'"], 1),
-        (["in.txt", "--vocab-size", "300", "--special-token", EOT, "--eos-token", "<|eos|>"],
-         ["--eos-token '<|eos|>' is not one of the special tokens (['<|endoftext|>'])"], 1),
+        (
+            ["in.txt", "--vocab-size", "300", "--special-token", EOT, "--eos-token", "<|eos|>"],
+            ["--eos-token '<|eos|>' is not one of the special tokens (['<|endoftext|>'])"],
+            1,
+        ),
         (
             ["in.txt", "--vocab-size", "300", "--pattern", r"\S+|\s+", "--engine", "numba"],
             ["built-in patterns only"],
@@ -282,9 +278,9 @@ def test_a_giant_pre_token_stops_in_one_line_with_the_file_and_offset(tmp_path):
 
 
 def test_existing_results_need_overwrite(sample, tmp_path):
-    run("train", "in.txt", "--vocab-size", "260", "--out", "out", "--workers", "1", cwd=tmp_path)
+    run("train", "in.txt", "--vocab-size", "260", "--out", "out", cwd=tmp_path)
     first = (tmp_path / "out" / "merges.txt").read_text()
-    done = run("train", "in.txt", "--vocab-size", "265", "--out", "out", "--workers", "1", "-q",
+    done = run("train", "in.txt", "--vocab-size", "265", "--out", "out", "-q",
                cwd=tmp_path, check=False)  # fmt: skip
     assert_user_error(done, "already holds results", "--overwrite")
     assert (tmp_path / "out" / "merges.txt").read_text() == first
@@ -295,8 +291,6 @@ def test_existing_results_need_overwrite(sample, tmp_path):
         "265",
         "--out",
         "out",
-        "--workers",
-        "1",
         "--overwrite",
         cwd=tmp_path,
     )
@@ -345,7 +339,7 @@ def test_outputs_inside_an_input_directory_are_not_read_back(tmp_path):
 
 def test_a_file_name_with_glob_characters_is_read_literally(tmp_path):
     write_text(tmp_path / "f[1].txt", "hello hello world")
-    run("train", "f[1].txt", "--vocab-size", "260", "--out", "out", "--workers", "1", cwd=tmp_path)
+    run("train", "f[1].txt", "--vocab-size", "260", "--out", "out", cwd=tmp_path)
     assert json.loads((tmp_path / "out" / "report.json").read_text())["input_bytes"] == 17
 
 
@@ -375,12 +369,12 @@ def test_an_output_that_is_an_input_is_refused_or_left_out(tmp_path):
     ``--out data/ids.bin`` in a folder of inputs was read back as text."""
     text = "hello world" + EOT + "hello there\n"
     write_text(tmp_path / "in.txt", text)
-    run("train", "in.txt", "--vocab-size", "270", "--special-token", EOT, "--out", "tok", "--workers", "1",
+    run("train", "in.txt", "--vocab-size", "270", "--special-token", EOT, "--out", "tok",
         "-q", cwd=tmp_path)  # fmt: skip
     before = {p.name for p in tmp_path.iterdir()}
     for command in (["encode", "in.txt", "--tokenizer", "tok", "--out", "in.txt", "--format", "bin"],
                     ["count", "in.txt", "--out", "in.txt"]):  # fmt: skip
-        done = run(*command, "--overwrite", "--workers", "1", cwd=tmp_path, check=False)
+        done = run(*command, "--overwrite", cwd=tmp_path, check=False)
         assert_user_error(done, "in.txt is the job's own output (--out)")
         assert (tmp_path / "in.txt").read_text() == text
         assert_nothing_written(tmp_path, before)
@@ -388,7 +382,7 @@ def test_an_output_that_is_an_input_is_refused_or_left_out(tmp_path):
     data.mkdir()
     write_text(data / "a.txt", text)
     for _ in range(2):  # the second run's folder holds the first one's ids.bin
-        run("encode", "data", "--tokenizer", "tok", "--out", "data/ids.bin", "--overwrite", "--workers", "1",
+        run("encode", "data", "--tokenizer", "tok", "--out", "data/ids.bin", "--overwrite",
             "-q", cwd=tmp_path)  # fmt: skip
         report = json.loads((data / "ids.bin.json").read_text())
         assert report["inputs"] == [(data / "a.txt").as_uri()], report["inputs"]
@@ -397,11 +391,15 @@ def test_an_output_that_is_an_input_is_refused_or_left_out(tmp_path):
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["train", "in.txt", "--vocab-size", "300", "--engine", "rust"],
-         "train: argument --engine: invalid choice"),
+        (
+            ["train", "in.txt", "--vocab-size", "300", "--engine", "rust"],
+            "train: argument --engine: invalid choice",
+        ),
         (["merge", "--vocab-size", "300", "--out", "o"], "merge: the following arguments are required"),
-        (["encode", "in.txt", "--tokenizer", "t", "--out", "o", "--format", "zip"],
-         "encode: argument --format"),
+        (
+            ["encode", "in.txt", "--tokenizer", "t", "--out", "o", "--format", "zip"],
+            "encode: argument --format",
+        ),
     ],
     ids=["choice", "missing", "format"],
 )
@@ -492,7 +490,7 @@ def test_vocabulary_sizes_in_thousands_and_the_tokenizers_place_said(sample, tmp
 
     sample = CS336_DIR / "corpus.en"
     done = run("train", str(sample), "--vocab-size", "0.3k", "--special-token", EOT, "--out", "k",
-               "--workers", "1", cwd=tmp_path)  # fmt: skip
+               cwd=tmp_path)  # fmt: skip
     report = json.loads((tmp_path / "k" / "report.json").read_text())
     assert report["requested_vocab_size"] == 300
     import regex  # whose Unicode tables split the text, and their version (issue 41, item 11)
@@ -513,7 +511,7 @@ def test_special_tokens_joined_by_a_comma_are_one_token_with_a_warning(sample, t
     """`--vocab-sizes` takes commas, `--special-token` does not: two tokens joined by one were taken
     as one without a word."""
     done = run("train", str(sample), "--vocab-size", "300", "--special-token", "<|endoftext|>,<|pad|>",
-               "--out", "out", "--workers", "1", cwd=tmp_path)  # fmt: skip
+               "--out", "out", cwd=tmp_path)  # fmt: skip
     assert (
         "bpe-dask: special token '<|endoftext|>,<|pad|>' is one token, commas and all; for 2, repeat the "
         "flag: --special-token '<|endoftext|>' --special-token '<|pad|>'"

@@ -32,12 +32,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import commands
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -55,7 +55,6 @@ pytest.importorskip("moto")
 
 pytestmark = pytest.mark.cluster_matrix
 
-BPE_DASK = str(Path(sys.executable).parent / "bpe-dask")
 EOT = "<|endoftext|>"
 VOCAB_SIZE = 300
 CHUNK = "8KiB"  # 17 partitions of the input: every worker thread has several
@@ -416,9 +415,7 @@ def run_cell(
     args = command_line(cell, place, cluster.address if cluster else None)
     started, limit = time.monotonic(), timing.seconds(TIMEOUT)
     try:
-        done = subprocess.run(
-            [BPE_DASK, *args], cwd=client_dir, env=env, capture_output=True, text=True, timeout=limit
-        )
+        done = commands.bpe_dask(*args, cwd=client_dir, environment=env, timeout=TIMEOUT)
         returncode, stderr = done.returncode, done.stderr
     except subprocess.TimeoutExpired as timeout:
         err = timeout.stderr or b""

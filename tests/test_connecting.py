@@ -3,12 +3,12 @@ dashboard's HTTP port, a server that says nothing) failing within the connect ti
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import commands
 import servers
 import timing
 
@@ -16,10 +16,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run(*args: str, cwd: Path, timeout: str = "3s") -> tuple[subprocess.CompletedProcess, float]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": timeout}
+    env = {"DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": timeout}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "bpe_dask", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timing.seconds(120))  # fmt: skip
+    done = commands.bpe_dask(*args, cwd=cwd, env=env, timeout=120)
     return done, time.monotonic() - started
 
 

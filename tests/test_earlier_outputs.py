@@ -12,9 +12,9 @@ import logging
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+import commands
 import corpus
 import pytest
 
@@ -26,7 +26,6 @@ from conftest import read_reference_merges
 
 EOT = "<|endoftext|>"
 VOCAB_SIZE = 256 + 1 + 80
-BPE_DASK = str(Path(sys.executable).parent / "bpe-dask")
 
 
 def _tokenizer(folder: Path, client) -> None:
@@ -117,7 +116,7 @@ def test_a_folder_of_outputs_trains_as_its_text_alone(folder, client, tmp_path):
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([BPE_DASK, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    return commands.bpe_dask(*args, cwd=cwd, timeout=600)
 
 
 def test_on_the_command_line(folder, tmp_path):

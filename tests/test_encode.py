@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import commands
 import corpus
 import numpy as np
 import pytest
@@ -117,11 +118,7 @@ def test_ids_beyond_65535_are_written_as_uint32(client, tmp_path):
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "bpe_dask", *args]
-    return subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timing.seconds(300)
-    )
+    return commands.bpe_dask(*args, cwd=cwd)
 
 
 def test_train_then_encode_on_the_command_line(tmp_path, texts, inputs):

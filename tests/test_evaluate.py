@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
+import commands
 import corpus
 import numpy as np
 import pytest
-import timing
 
 from bpe_dask import Tokenizer, evaluate, train_bpe
 from bpe_dask.cli.main import main
@@ -166,11 +165,7 @@ def test_a_hugging_face_tokenizer_json_is_a_comparison_row(tmp_path, held_out):
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "bpe_dask", "evaluate", *args]
-    return subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timing.seconds(300)
-    )
+    return commands.bpe_dask("evaluate", *args, cwd=cwd)
 
 
 def test_the_command_prints_the_table_and_writes_the_evaluation(tokenizers, held_out, tmp_path):

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import commands
 import corpus
 import pytest
 import timing
@@ -26,11 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def run(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    command = [sys.executable, "-m", "bpe_dask", *args]
-    return subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timing.seconds(300)
-    )
+    return commands.bpe_dask(*args, cwd=cwd, env=env)
 
 
 def one_line_error(done: subprocess.CompletedProcess, *fragments: str, code: int = 1) -> str:
@@ -173,7 +170,7 @@ def test_a_tiny_chunk_size_is_named_in_a_warning(tmp_path):
 def test_a_vocabulary_the_data_cannot_fill_is_a_warning_with_both_sizes(tmp_path):
     (tmp_path / "small.txt").write_text("the cat sat on the mat" + EOT + "a dog", encoding="utf-8")
     done = run("train", "small.txt", "--vocab-size", "10000", "--special-token", EOT, "--out", "tok",
-               "--workers", "1", cwd=tmp_path)  # fmt: skip
+               cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     vocab = len(json.loads((tmp_path / "tok" / "vocab.json").read_text()))
     assert f"the vocabulary has {vocab:,} tokens, not the 10,000 asked for" in done.stderr

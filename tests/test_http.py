@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import commands
 import corpus
 import dask
 import numpy as np
@@ -312,8 +313,7 @@ def test_on_workers_in_folders_of_their_own(server, text, tmp_path, tmp_path_fac
 
 
 def run_cli(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([BPE_DASK, *args], cwd=cwd, env={**os.environ, **(env or {})}, capture_output=True,
-                          text=True, timeout=timing.seconds(120))  # fmt: skip
+    return commands.bpe_dask(*args, cwd=cwd, env=env, timeout=120)
 
 
 @pytest.mark.parametrize(

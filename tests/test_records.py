@@ -7,15 +7,14 @@ import gzip
 import json
 import logging
 import subprocess
-import sys
 from pathlib import Path
 
+import commands
 import corpus
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import timing
 
 from bpe_dask import BpeDaskError, Tokenizer, count_words, encode, train
 from bpe_dask.io.inputs import Reading, expand_inputs
@@ -184,9 +183,7 @@ def test_bad_parquet_records_and_columns(tmp_path):
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "bpe_dask", *args]
-    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timing.seconds(300),
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    return commands.bpe_dask(*args, cwd=cwd, environment={"PATH": "/usr/bin:/bin"})
 
 
 def test_the_command_line_skips_bad_records_and_reports_them(tmp_path):

@@ -5,13 +5,12 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
-import sys
 from pathlib import Path
 
+import commands
 import corpus
 import pytest
 import servers
-import timing
 
 from bpe_dask import train_bpe
 from conftest import gpt2_decode
@@ -61,11 +60,7 @@ def local_merges(texts, tmp_path_factory) -> list[tuple[bytes, bytes]]:
 
 
 def run_cli(*args: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**env, "PYTHONPATH": str(REPO)}
-    command = [sys.executable, "-m", "bpe_dask", *args]
-    return subprocess.run(
-        command, env=env, cwd=cwd, capture_output=True, text=True, timeout=timing.seconds(300)
-    )
+    return commands.bpe_dask(*args, cwd=cwd, environment=env)
 
 
 def client_env(endpoint: str | None = None) -> dict[str, str]:

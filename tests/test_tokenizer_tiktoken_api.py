@@ -7,15 +7,13 @@ from __future__ import annotations
 import io
 import itertools
 import pickle
-import subprocess
-import sys
 import time
 
+import commands
 import corpus
 import dask.config
 import numpy as np
 import pytest
-import timing
 
 from bpe_dask import BpeDaskError, Tokenizer, encode, train_bpe
 from bpe_dask.rules.pretokenize import Pretokenizer
@@ -220,13 +218,11 @@ def test_the_built_in_patterns_load_from_a_file_untrusted(trained, tmp_path):
 def test_bpe_dask_encode_runs_a_pattern_of_ones_own_only_with_trust_pattern(trained, tmp_path):
     Tokenizer(*trained, SPECIALS, r"\S+|\s+").save(tmp_path / "tok")
     (tmp_path / "in.txt").write_bytes(corpus.words_corpus(5, 2_000).encode())
-    command = [sys.executable, "-m", "bpe_dask", "encode", "in.txt", "--tokenizer", "tok", "--out", "ids.bin",
-               "--workers", "1", "-q"]  # fmt: skip
-    limit = timing.seconds(300)
-    refused = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=limit)
+    command = ["encode", "in.txt", "--tokenizer", "tok", "--out", "ids.bin", "--workers", "1", "-q"]
+    refused = commands.bpe_dask(*command, cwd=tmp_path)
     assert refused.returncode == 1 and "--trust-pattern" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
-    subprocess.run([*command, "--trust-pattern"], cwd=tmp_path, check=True, timeout=limit)
+    commands.bpe_dask(*command, "--trust-pattern", cwd=tmp_path, check=True)
     trusted = Tokenizer.load(tmp_path / "tok", trust_pattern=True)
     want = trusted.encode((tmp_path / "in.txt").read_bytes().decode())
     assert np.fromfile(tmp_path / "ids.bin", np.uint16).tolist() == want

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import subprocess
-import sys
 from pathlib import Path
 
+import commands
 import pytest
-import timing
 from test_merge import ENGINES, NUMBA, random_words
 
 from bpe_dask import BpeDaskError, train, train_bpe
@@ -184,9 +182,7 @@ def test_bad_values_are_refused_by_the_api(tmp_path, options, message):
 
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "bpe_dask", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timing.seconds(300))  # fmt: skip
+    return commands.bpe_dask(*args, cwd=cwd)
 
 
 def test_the_command_line_flags_and_config_keys(tmp_path):
