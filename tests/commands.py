@@ -24,6 +24,11 @@ import timing
 REPO = Path(__file__).resolve().parent.parent
 PRELOADED = ["bpe_dask.cli.main", "bpe_dask.jobs.train", "bpe_dask.jobs.encode", "bpe_dask.jobs.evaluate"]
 _context = None
+_server_numba: dict = {}  # the NUMBA_* variables the forking process imported numba with
+
+
+def _numba_env() -> dict:
+    return {k: v for k, v in os.environ.items() if k.startswith("NUMBA_")}
 
 
 def bpe_dask(
@@ -34,9 +39,8 @@ def bpe_dask(
     alone); ``check`` fails the test on a non-zero exit; ``timeout`` seconds as ``timing`` scales them."""
     base = os.environ if environment is None else environment
     environment = {**base, "PYTHONPATH": str(REPO), **(env or {})}
-    names = {k for k in environment.keys() | os.environ.keys() if k.startswith("NUMBA_")}
-    numba_changed = any(environment.get(k) != os.environ.get(k) for k in names)
-    if fresh or numba_changed:
+    numba = {k: v for k, v in environment.items() if k.startswith("NUMBA_")}
+    if fresh or numba != _server_numba.setdefault("env", _numba_env()):
         done = subprocess.run([sys.executable, "-m", "bpe_dask", *args], cwd=cwd, env=environment,
                               capture_output=True, text=True, timeout=timing.seconds(timeout))  # fmt: skip
     else:
