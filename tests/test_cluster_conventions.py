@@ -185,7 +185,7 @@ def test_the_warm_up_compiles_one_version_of_each_function(warmed_cache):
     warmed cache meets no type the warm-up did not compile."""
     _, done = warmed_cache
     called = ["count[0]", "encode[0]"] + [f"bpe_dask.compiled.{name}" for name in (
-        "word_table._rehash", "sum_sorted._merge_two", "encode.pretoken_histogram",
+        "word_table._rehash", "sum_sorted._merge_two", "encode.pretoken_ids",
         "merge_pretoken.fill_pairs", "merge_pretoken.merge_short", "merge_pretoken.merge_long",
         "utf8.check_utf8", "encode.keep_found",
     )]  # fmt: skip

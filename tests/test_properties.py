@@ -465,3 +465,39 @@ def test_small_inputs_reach_the_engine_named(engine):
     assert merge_engine(engine, 1) == engine
     tokenizer = bpe_dask.Tokenizer({i: bytes([i]) for i in range(256)}, [], [], "gpt2", engine)
     assert encoding_of(tokenizer).uses_compiled(1) == compiled
+
+
+# --- continued training ---------------------------------------------------------------------------
+
+
+@examples(0.5)
+@given(
+    corpus=training_corpus(),
+    data=st.data(),
+    how=engine_and_pattern(),
+    base_merges=st.integers(0, 40),
+    merges=st.integers(0, 40),
+    limits=merge_limits,
+)
+def test_the_merge_loop_from_a_base_equals_the_reference(corpus, data, how, base_merges, merges, limits):
+    """The merge loop continued from a base (each word first split by the base's merges) learns the
+    reference's merges, ids included, on either engine; and from a base the same corpus trained, it
+    learns what training from the bytes to the same size learns."""
+    from bpe_dask.rules.vocabulary import Vocabulary
+    from bpe_dask.stages.merge import train_merges
+
+    specials, docs = corpus
+    engine, pattern = how
+    same = data.draw(st.booleans(), label="base trained on the same corpus")
+    base_docs = docs if same else data.draw(st.lists(texts(specials, max_pieces=60), min_size=1, max_size=2))
+    base = reference.train(base_docs, 256 + len(specials) + base_merges, specials, regex_of(pattern))
+    counts = reference.pretokenize(docs, specials, regex_of(pattern))
+    vocab_size = len(base[0]) + merges
+    want = reference.train_on_counts(counts, vocab_size, specials, base=base, **limits)
+    got = train_merges(list(counts.items()), vocab_size, specials, engine=engine,
+                       base=Vocabulary(*base, specials), **limits)  # fmt: skip
+    assert got[1] == want[1]
+    assert got[0] == want[0]
+    assert got[1][: len(base[1])] == base[1]
+    if same and not any(limits.values()) and len(base[0]) == 256 + len(specials) + base_merges:
+        assert want == reference.train(docs, vocab_size, specials, regex_of(pattern))

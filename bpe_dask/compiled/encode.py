@@ -3,8 +3,8 @@
 Takes the UTF-8 bytes of text with where its pieces between special tokens lie and the ids of the
 special tokens between them, a tokenizer's merges in flat arrays (``merge_pretoken.fill_pairs``'s)
 and a cache; ``ENCODE_LOOPS`` holds each built-in pattern's loop, which gives the ids the pure-Python
-``Tokenizer.encode`` gives (the tests hold it to that), and ``pretoken_histogram`` how often each id
-occurs in the ids of counted pre-tokens. ``encoder.Encoder`` holds the arrays and caches they take.
+``Tokenizer.encode`` gives (the tests hold it to that), and ``pretoken_ids`` the ids of counted
+pre-tokens, each alone. ``encoder.Encoder`` holds the arrays and caches they take.
 
 Each distinct pre-token is merged once (``merge_pretoken``) and its ids kept in a cache: a
 ``word_table`` whose records hold where a word's ids lie in an arena of ids (or its one id itself),
@@ -227,20 +227,26 @@ ENCODE_LOOPS = {number: encode_loop(number) for number in NUMBERS.values()}
 
 
 @njit(cache=True, nogil=True)
-def pretoken_histogram(data, offsets, counts, histogram, byte_ids, keys, pair_ranks, pair_merged):
-    """Add ``counts[k]`` to ``histogram[i]`` for each id ``i`` the pre-token ``data[offsets[k]:offsets[k +
-    1]]`` merges into: no scanning (each is one pre-token already) and no cache (each is merged once)."""
+def pretoken_ids(data, offsets, ids, ends, byte_ids, keys, pair_ranks, pair_merged):
+    """The ids of each pre-token ``data[offsets[k]:offsets[k + 1]]`` into ``ids`` (at least as long as
+    ``data``: a pre-token has no more ids than bytes), the ``k``-th ending at ``ends[k]``: no scanning
+    (each is one pre-token already) and no cache (each is merged once). Returns how many ids."""
     parts = np.empty(SHORT, np.int64)
     ranks = np.empty(SHORT, np.int64)
     scratch = np.empty(SCRATCH * CACHED_MAX, np.int64)
+    n = 0
     for k in range(len(offsets) - 1):
         i, end = offsets[k], offsets[k + 1]
         if end - i <= SHORT:
-            for j in range(merge_short(data, i, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks)):
-                histogram[parts[j]] += counts[k]
+            m = merge_short(data, i, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks)
+            for j in range(m):
+                ids[n + j] = parts[j]
         else:
             if SCRATCH * (end - i) > len(scratch):
                 scratch = np.empty(2 * SCRATCH * (end - i), np.int64)
-            for j in range(merge_long(data, i, end, byte_ids, keys, pair_ranks, pair_merged, scratch)):
-                histogram[scratch[j]] += counts[k]
-    return histogram
+            m = merge_long(data, i, end, byte_ids, keys, pair_ranks, pair_merged, scratch)
+            for j in range(m):
+                ids[n + j] = scratch[j]
+        n += m
+        ends[k] = n
+    return n

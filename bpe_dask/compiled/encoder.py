@@ -5,8 +5,8 @@ Takes a tokenizer's byte ids, its merges by ids, a built-in pattern's name and i
 gives the ids the pure-Python ``Tokenizer.encode`` gives (the tests hold it to that), by the loops of
 ``encode``: of UTF-8 pieces (``Encoder.encode``), of text a ``Pretokenizer`` splits at its special
 tokens (``encode_text``), of documents that each stand alone (``encode_documents``), of many texts in
-a few calls on threads (``encode_texts``), and how often each id occurs in the ids of counted
-pre-tokens (``histogram``).
+a few calls on threads (``encode_texts``), and the ids of counted pre-tokens, each alone
+(``pretoken_ids``).
 
 The merge tables are read-only once built and shared; a cache is written as it is read, so each call
 borrows one of its own (``Encoder.encode``): threads may share an encoder.
@@ -30,7 +30,7 @@ from bpe_dask.compiled.encode import (
     FRESH,
     FULL,
     keep_found,
-    pretoken_histogram,
+    pretoken_ids,
 )
 from bpe_dask.compiled.merge_pretoken import EMPTY, SCRATCH, SHORT, fill_pairs
 from bpe_dask.compiled.scan import pattern_number, table_of
@@ -236,17 +236,18 @@ class Encoder:
         ints = self._ints.take(ids)
         return [ints[a + 1 : b].tolist() for a, b in pairwise([-1, *marks.tolist(), len(ids)])]
 
-    def histogram(
-        self, data: bytes | np.ndarray, offsets: np.ndarray, counts: np.ndarray, ids: int
-    ) -> np.ndarray:
-        """How often each of ``ids`` ids occurs in the ids of pre-tokens, each pre-token ``counts[k]``
-        times (int64): their UTF-8 back to back in ``data``, the ``k``-th from ``offsets[k]`` to
-        ``offsets[k + 1]``.
+    def pretoken_ids(self, data: bytes | np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of pre-tokens, their UTF-8 back to back in ``data``, the ``k``-th from ``offsets[k]``
+        to ``offsets[k + 1]``: the ids back to back (int32), and where each pre-token's start, and the
+        last ends (int64, from 0).
 
         >>> encoder = Encoder(list(range(256)), {(104, 105): (0, 256)}, "gpt2")
-        >>> encoder.histogram(b"hi hi", np.array([0, 2, 5]), np.array([2, 1]), 257)[[32, 256]].tolist()
-        [1, 3]
+        >>> ids, ends = encoder.pretoken_ids(b"hi hi", np.array([0, 2, 5]))
+        >>> ids.tolist(), ends.tolist()
+        ([256, 32, 256], [0, 1, 3])
         """
         buffer = readonly(np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data)
-        offsets, counts = np.asarray(offsets, np.int64), np.asarray(counts, np.int64)
-        return pretoken_histogram(buffer, offsets, counts, np.zeros(ids, np.int64), *self.tables)
+        offsets = np.asarray(offsets, np.int64)
+        ids, ends = np.empty(len(buffer), np.int32), np.zeros(len(offsets), np.int64)
+        n = pretoken_ids(buffer, offsets, ids, ends[1:], *self.tables)
+        return ids[:n], ends

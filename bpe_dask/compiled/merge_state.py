@@ -37,7 +37,7 @@ from numba import njit
 
 from bpe_dask.compiled.hashing import LOW
 from bpe_dask.compiled.pair_heap import sift_down
-from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, NO_PAIR, START, add, index_pairs
+from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, NO_PAIR, START, add, find, index_pairs
 from bpe_dask.compiled.word_records import Words, count_of, count_width, end_mark, token_dtype
 
 UNLIMITED = 2**62  # the longest token when there is no max_token_length
@@ -128,6 +128,58 @@ def _list_byte_pairs(words, used, holders, weighted, pool, pairs, index, fill, l
     return n
 
 
+@njit(cache=True, nogil=True)
+def _id_pairs(words, used, pairs, index, last):
+    """Every pair of the records before ``used``, whatever its ids, into ``pairs`` (found through
+    ``index``, both empty): its count, and how many words hold it (``LENGTH``, each word once per pair
+    it holds; ``last``, as long as ``pairs``, is the word a pair was last counted for). Returns how
+    many pairs, or -1 when ``pairs`` or its index is too small for them (nothing kept: the caller
+    makes both larger and calls again)."""
+    width, end = count_width(words), end_mark(words)
+    n = np.int64(0)
+    p = 0
+    while p < used:
+        f = count_of(words, p)
+        r = p + width
+        while words[r + 1] != end:
+            if n == len(pairs) or INDEX_LOAD * n >= len(index):
+                return np.int64(-1)
+            pair, new = add(index, pairs, n, (np.int64(words[r]) << 32) | np.int64(words[r + 1]))
+            if new:
+                last[pair] = -1
+                n += 1
+            pairs[pair, COUNT] += f
+            if last[pair] != p:
+                last[pair] = p
+                pairs[pair, LENGTH] += 1
+            r += 1
+        p = r + 2
+    return n
+
+
+@njit(cache=True, nogil=True)
+def _list_id_pairs(words, used, pairs, n, index, pool, last):
+    """The holders of each of the ``n`` pairs ``_id_pairs`` found into ``pool``, the pairs' lists in
+    the order of their ids (``last`` all -1 as it comes in); returns the pool's use."""
+    start = np.int64(0)
+    for pair in range(n):  # where each list starts; its length counts up again as it is filled
+        pairs[pair, START], start = start, start + pairs[pair, LENGTH]
+        pairs[pair, LENGTH] = 0
+    width, end = count_width(words), end_mark(words)
+    p = 0
+    while p < used:
+        r = p + width
+        while words[r + 1] != end:
+            pair = find(index, pairs, (np.int64(words[r]) << 32) | np.int64(words[r + 1]))
+            if last[pair] != p:
+                last[pair] = p
+                pool[pairs[pair, START] + pairs[pair, LENGTH]] = p
+                pairs[pair, LENGTH] += 1
+            r += 1
+        p = r + 2
+    return start
+
+
 def free_pages(array: np.ndarray, start: int, end: int) -> None:
     """Give the whole pages of ``array[start:end]`` back to the system (Linux's ``madvise``
     ``MADV_DONTNEED``): they read as zeros if written again, and hold no memory until then. Elsewhere,
@@ -157,7 +209,7 @@ class State:
         self.words, used, positions = words.records, words.used, words.positions
         words.records = np.empty(0, self.words.dtype)
         # The bytes of every token, with room for the ones merges will add.
-        capacity = max(vocab_size, len(vocab))
+        capacity = max(vocab_size, max(vocab) + 1)
         self.token_bytes = np.zeros(max(1, sum(len(t) for t in vocab.values())) * 4 + 64, np.uint8)
         self.offsets = np.zeros(capacity, np.int64)
         self.sizes = np.zeros(capacity, np.int64)
@@ -166,23 +218,10 @@ class State:
             self.token_bytes[self.bytes_used : self.bytes_used + len(token)] = np.frombuffer(token, np.uint8)
             self.offsets[token_id], self.sizes[token_id] = self.bytes_used, len(token)
             self.bytes_used += len(token)
-        # Room for a pair per word (many more than most tables make), or for the 65,536 byte pairs.
-        self.pairs = np.empty((max(1 << 17, words.count), 4), np.int64)
-        self.index = np.full(INDEX_LOAD << 16, NO_PAIR, np.int32)
-        # Scratch of the two passes over the byte pairs (numpy's: numba compiles its own allocations)
-        holders, weighted, fill = (np.zeros(1 << 16, np.int64) for _ in range(3))
-        last = np.full(1 << 16, -1, np.int64)  # the word a pair was last counted for
-        _byte_pairs(self.words, used, holders, weighted, last)
-        # The pool (numpy's: huge pages, as in ``Words.sort``): its lists, then room for the first
-        # merges' new lists (an eighth more, or the longest list, which the first merge frees) up to
-        # its limit of use, and half as much again.
-        self.pool_used = int(holders.sum())
-        self.pool_limit = self.pool_used + max(self.pool_used // 8, int(holders.max())) + 16
-        self.pool = np.empty(self.pool_limit + self.pool_used // 2, positions)
-        last.fill(-1)
-        self.pairs_used = _list_byte_pairs(
-            self.words, used, holders, weighted, self.pool, self.pairs, self.index, fill, last
-        )
+        if words.of_bytes:
+            self._first_byte_pairs(used, positions, words.count)
+        else:
+            self._first_id_pairs(used, positions, words.count)
         self.pool_written = self.pool_used  # how far the pool's pages hold memory (its highest use)
         self.heap_counts = np.empty(len(self.pairs), np.int64)
         self.heap_ids = np.empty(len(self.pairs), np.int32)
@@ -198,6 +237,47 @@ class State:
         )
         self.gained_pairs = np.empty(1024, np.int32)  # a merge's new holders, before their lists are laid
         self.gained_words = np.empty(1024, positions)
+
+    def _first_byte_pairs(self, used: int, positions: np.dtype, words: int) -> None:
+        """The pairs before any merge, of words whose ids are bytes: each pair one of 65,536, counted
+        and listed by two counting passes over tables indexed by the pair itself."""
+        # Room for a pair per word (many more than most tables make), or for the 65,536 byte pairs.
+        self.pairs = np.empty((max(1 << 17, words), 4), np.int64)
+        self.index = np.full(INDEX_LOAD << 16, NO_PAIR, np.int32)
+        # Scratch of the two passes over the byte pairs (numpy's: numba compiles its own allocations)
+        holders, weighted, fill = (np.zeros(1 << 16, np.int64) for _ in range(3))
+        last = np.full(1 << 16, -1, np.int64)  # the word a pair was last counted for
+        _byte_pairs(self.words, used, holders, weighted, last)
+        self._pool_for(holders, positions)
+        last.fill(-1)
+        self.pairs_used = _list_byte_pairs(
+            self.words, used, holders, weighted, self.pool, self.pairs, self.index, fill, last
+        )
+
+    def _first_id_pairs(self, used: int, positions: np.dtype, words: int) -> None:
+        """The pairs before any merge, of words of any ids (continued training): found through the
+        index, which grows (and they are counted again) until they fit."""
+        size = max(1 << 17, words)
+        while True:
+            self.pairs = np.empty((size, 4), np.int64)
+            self.index = np.full(1 << (INDEX_LOAD * size - 1).bit_length(), NO_PAIR, np.int32)
+            last = np.empty(size, np.int64)
+            n = int(_id_pairs(self.words, used, self.pairs, self.index, last))
+            if n >= 0:
+                break
+            size *= 2
+        self._pool_for(self.pairs[:n, LENGTH], positions)
+        last[:n] = -1
+        _list_id_pairs(self.words, used, self.pairs, n, self.index, self.pool, last)
+        self.pairs_used = n
+
+    def _pool_for(self, holders: np.ndarray, positions: np.dtype) -> None:
+        """The pool (numpy's: huge pages, as in ``Words.sort``) for lists of ``holders`` words: their
+        room, then room for the first merges' new lists (an eighth more, or the longest list, which
+        the first merge frees) up to its limit of use, and half as much again."""
+        self.pool_used = int(holders.sum())
+        self.pool_limit = self.pool_used + max(self.pool_used // 8, int(holders.max(initial=0))) + 16
+        self.pool = np.empty(self.pool_limit + self.pool_used // 2, positions)
 
     def batch_arrays(self) -> list:
         """The arrays and their use that a batch of merges takes (``BATCH_TAKES``), in order.

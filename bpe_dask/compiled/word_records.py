@@ -184,11 +184,13 @@ class Words:
         # At most this many elements: words of one byte take none. Pages never written cost nothing.
         self.records = np.empty(max(1, data_bytes + rows * (width + 1)), dtype)
         self.rows, self.used, self.count, self.byte_tokens = rows, 0, 0, 0
+        self.of_bytes = True  # whether every id is a byte's (training from the bytes)
         for chunk in chunks:
             # Read-only views, whatever the chunk's arrays are: numba compiles one version per kind.
             data, offsets, freqs = (np.asarray(a).view() for a in chunk)
             for array in (data, offsets, freqs):
                 array.flags.writeable = False
+            self.of_bytes &= data.dtype == np.uint8
             self.used, n, text = _lay_out(data, offsets, freqs, self.records, self.used)
             self.count += n
             self.byte_tokens += int(text)

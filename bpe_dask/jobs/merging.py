@@ -24,12 +24,13 @@ from bpe_dask.cluster import progress
 from bpe_dask.cluster.failures import failures_explained
 from bpe_dask.cluster.tasks import is_embedded, peak_rss_bytes, workers_of
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.counts_table import read_counts, words_bytes
+from bpe_dask.io.counts_table import read_counts
 from bpe_dask.io.storage import Store
 from bpe_dask.jobs.context import Job, Run
 from bpe_dask.jobs.counted import Counted
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.rules.reference import Merges, Vocab
+from bpe_dask.rules.vocabulary import Vocabulary
 from bpe_dask.stages.merge import laid_out, train_merges
 from bpe_dask.stages.read_events import stop_if_cancelled
 
@@ -88,26 +89,25 @@ def merge_table(
     report_progress: Callable[[int], None] | None = None,
     engine: str = "auto",
     limits: Limits = Limits(),
+    base: Vocabulary | None = None,
 ) -> Merged:
-    """The merge loop over a word-count table, in this process. ``counts`` is the table, or what
-    reads it: then the table is read here and let go once its words are laid out for the loop, so
-    that its memory serves the loop."""
+    """The merge loop over a word-count table, in this process, from the bytes or from ``base``.
+    ``counts`` is the table, or what reads it: then the table is read here and let go once its
+    words are laid out for the loop, so that its memory serves the loop."""
     started = time.perf_counter()
     stops: list[Stop] = []
     savings: list[int] = []
-    words = laid_out(counts() if callable(counts) else counts, vocab_size, engine)
+    words = laid_out(counts() if callable(counts) else counts, vocab_size, engine, base)
     # Arrow's allocator keeps what a table it freed held, for its next tables: the loop needs it more.
     pa.default_memory_pool().release_unused()
-    if isinstance(words, pa.Table):
-        unique_words, byte_tokens = words.num_rows, words_bytes(words)
-    else:
-        unique_words, byte_tokens = words.rows, words.byte_tokens
+    unique_words, byte_tokens = words.rows, words.byte_tokens
     vocab, merges = train_merges(
         words,
         vocab_size,
         special_tokens,
         report_progress,
         engine=engine,
+        base=base,
         **asdict(limits),
         stopped=lambda *why: stops.append(Stop(*why)),
         savings=savings,

@@ -2,10 +2,11 @@
 run fast.
 
 ``train`` takes whole texts (or ``train_on_counts`` pre-token counts), a vocabulary size and special
-tokens, and gives the vocabulary and merges; ``encode`` takes text, a vocabulary, merges and special
-tokens, and gives token ids. Both apply merges with the one primitive of ``bpe`` (minbpe's
-``merge``). Every training step recounts every pair of every word, and every encoding step every
-pair of its pre-token: slow, and plainly right. The tests hold every engine and every partitioning
+tokens, and gives the vocabulary and merges, from the bytes or from a ``base`` vocabulary and its
+merges (continued training); ``encode`` takes text, a vocabulary, merges and special tokens, and
+gives token ids. Both apply merges with the one primitive of ``bpe`` (minbpe's ``merge``). Every
+training step recounts every pair of every word, and every encoding step every pair of its
+pre-token: slow, and plainly right. The tests hold every engine and every partitioning
 of the real jobs to these; the trainer is checked itself against the CS336 reference merges, the
 encoder against tiktoken. Like tiktoken's ``_educational.py``, they ship so anyone can read the rules.
 """
@@ -19,9 +20,11 @@ import regex
 
 from bpe_dask.rules.bpe import merge_pair, pair_counts
 from bpe_dask.rules.patterns import GPT2
+from bpe_dask.rules.vocabulary import start
 
 Vocab = dict[int, bytes]
 Merges = list[tuple[bytes, bytes]]
+__all__ = ["Merges", "Vocab", "encode", "pretokenize", "start", "train", "train_on_counts"]
 
 
 def _special_split(special_tokens: list[str]) -> str:
@@ -49,11 +52,17 @@ def train_on_counts(
     vocab_size: int,
     special_tokens: list[str],
     *,
+    base: tuple[Vocab, Merges] | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
 ) -> tuple[Vocab, Merges]:
     """Ids 0-255 are the bytes, then the special tokens, then one per merge: the most frequent
     adjacent pair, ties to the lexicographically greater pair of byte strings (docs/exactness.md#ties).
+
+    With a ``base`` (a vocabulary and its merges, as this gives them) training continues from it
+    (docs/exactness.md#continued-training): every word is first split into the base's tokens by its
+    merges, as ``encode`` splits a pre-token, and each merge learned then takes the next free id,
+    after the special tokens the base lacks (``start``); the merges returned begin with the base's.
 
     With ``max_token_length`` (bytes), only pairs that make a token that long at most are candidates;
     longer ones stay in the words, never chosen. Training stops when no candidate is left, or when
@@ -65,13 +74,12 @@ def train_on_counts(
     >>> vocab[258]
     b'ow'
     """
-    vocab = {i: bytes([i]) for i in range(256)}
-    for token in special_tokens:
-        vocab[len(vocab)] = token.encode("utf-8")
+    vocab, merges = start(special_tokens, base)
+    specials = {token.encode("utf-8") for token in special_tokens}
+    ranks = _ranks(merges)
     words: Counter[tuple[bytes, ...]] = Counter()
     for word, count in word_counts.items():
-        words[tuple(bytes([b]) for b in word)] += count
-    merges: Merges = []
+        words[tuple(_merged(word, ranks))] += count
     while len(vocab) < vocab_size:
         counts: dict[tuple[bytes, bytes], int] = {}
         for word, count in words.items():
@@ -85,7 +93,10 @@ def train_on_counts(
         if counts[best] < min_frequency:
             break
         merges.append(best)
-        vocab[len(vocab)] = best[0] + best[1]
+        # Never a token the vocabulary holds but a special one: its bytes alone would be that token,
+        # not two parts (docs/exactness.md#continued-training).
+        assert best[0] + best[1] in specials or best[0] + best[1] not in vocab.values(), best
+        vocab[max(vocab) + 1] = best[0] + best[1]
         merged: Counter[tuple[bytes, ...]] = Counter()
         for word, count in words.items():
             merged[tuple(merge_pair(word, best, best[0] + best[1]))] += count
@@ -99,19 +110,42 @@ def train(
     special_tokens: list[str],
     pattern: str = GPT2.regex,
     *,
+    base: tuple[Vocab, Merges] | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
 ) -> tuple[Vocab, Merges]:
-    """Byte-level BPE on whole texts, one per input file.
+    """Byte-level BPE on whole texts, one per input file, from the bytes or from ``base``.
 
     >>> vocab, merges = train(["low lower lowest<|endoftext|>newest"], 260, ["<|endoftext|>"])
     >>> vocab[256], merges
     (b'<|endoftext|>', [(b'w', b'e'), (b'l', b'o'), (b'we', b's')])
+    >>> texts = ["low lower lowest<|endoftext|>newest"]  # from the first three merges, one more:
+    >>> train(texts, 261, ["<|endoftext|>"], base=(vocab, merges)) == train(texts, 261, ["<|endoftext|>"])
+    True
     """
     counts = pretokenize(texts, special_tokens, pattern)
-    return train_on_counts(
-        counts, vocab_size, special_tokens, min_frequency=min_frequency, max_token_length=max_token_length
-    )
+    limits = {"min_frequency": min_frequency, "max_token_length": max_token_length}
+    return train_on_counts(counts, vocab_size, special_tokens, base=base, **limits)
+
+
+def _ranks(merges: Merges) -> dict[tuple[bytes, bytes], int]:
+    """Each merge's rank, its first where a pair is merged twice."""
+    ranks: dict[tuple[bytes, bytes], int] = {}
+    for rank, pair in enumerate(merges):
+        ranks.setdefault(pair, rank)
+    return ranks
+
+
+def _merged(word: bytes, ranks: dict[tuple[bytes, bytes], int]) -> list[bytes]:
+    """The tokens of one pre-token's bytes: the pair of lowest rank merged first, every occurrence at
+    once, until no pair left is a merge (GPT-2's ``bpe``; docs/exactness.md#encoding)."""
+    parts = [bytes([b]) for b in word]
+    while len(parts) > 1:
+        pair = min(pairwise(parts), key=lambda pair: ranks.get(pair, len(ranks)))
+        if pair not in ranks:
+            break
+        parts = merge_pair(parts, pair, pair[0] + pair[1])
+    return parts
 
 
 def encode(
@@ -131,9 +165,7 @@ def encode(
     ids_of: dict[bytes, int] = {}
     for i, token in sorted(vocab.items()):
         ids_of.setdefault(token, i)
-    ranks: dict[tuple[bytes, bytes], int] = {}
-    for rank, pair in enumerate(merges):
-        ranks.setdefault(pair, rank)
+    ranks = _ranks(merges)
     ids: list[int] = []
     pieces = regex.split(f"({_special_split(special_tokens)})", text) if special_tokens else [text]
     for n, piece in enumerate(pieces):
@@ -142,11 +174,5 @@ def encode(
             ids.append(min(i for i, token in vocab.items() if token == data and i >= 256))
             continue
         for pretoken in regex.findall(pattern, piece):
-            parts = [bytes([b]) for b in pretoken.encode("utf-8")]
-            while len(parts) > 1:
-                pair = min(pairwise(parts), key=lambda pair: ranks.get(pair, len(merges)))
-                if pair not in ranks:
-                    break
-                parts = merge_pair(parts, pair, pair[0] + pair[1])
-            ids.extend(ids_of[part] for part in parts)
+            ids.extend(ids_of[part] for part in _merged(pretoken.encode("utf-8"), ranks))
     return ids

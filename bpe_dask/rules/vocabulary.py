@@ -1,9 +1,10 @@
 """A trained vocabulary: ``vocab`` (id -> bytes), ``merges`` and special tokens in, the tables an
 encoder reads, decoding, and the vocabulary of its first ids out. Pure: no I/O.
 
-``Vocabulary`` knows what the ids are: the id of each token's bytes (the first id, where two hold the
-same bytes), of each special token, and the merges by ids, ``(left id, right id) -> (rank, merged
-id)``, so that merging never touches bytes.
+``start`` lays out the ids training gives: the bytes (or a base's tokens), the special tokens, then
+one per merge. ``Vocabulary`` knows what the ids are: the id of each token's bytes (the first id,
+where two hold the same bytes), of each special token, and the merges by ids, ``(left id, right
+id) -> (rank, merged id)``, so that merging never touches bytes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,27 @@ from collections.abc import Iterable
 
 from bpe_dask.rules.bpe import merge_lowest_first
 from bpe_dask.rules.pretokenize import check_special_tokens
+
+
+def start(
+    special_tokens: Iterable[str], base: tuple[dict[int, bytes], list[tuple[bytes, bytes]]] | None = None
+) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+    """The vocabulary and merges training starts from: ids 0-255 the bytes, or ``base``'s (each of
+    its tokens keeps its id), then each special token it does not hold under the next free id. Each
+    merge then takes the next free id (``max(vocab) + 1``): the one place the ids are laid out.
+
+    >>> vocab, merges = start(["<|endoftext|>"])
+    >>> len(vocab), vocab[256], merges
+    (257, b'<|endoftext|>', [])
+    >>> start(["<|endoftext|>", "<|pad|>"], (vocab, merges))[0][257]  # the one the base lacks
+    b'<|pad|>'
+    """
+    vocab, merges = (dict(base[0]), list(base[1])) if base else ({i: bytes([i]) for i in range(256)}, [])
+    for token in special_tokens:
+        data = token.encode("utf-8")
+        if not any(t == data and (len(data) > 1 or i >= 256) for i, t in vocab.items()):
+            vocab[max(vocab) + 1] = data
+    return vocab, merges
 
 
 class Vocabulary:

@@ -1,8 +1,10 @@
 """The merge loop: word counts in, vocabulary and merges out.
 
-Takes ``(word bytes, count)`` pairs and a target vocabulary size; gives the byte-level BPE
-vocabulary (ids 0-255 the bytes, then the special tokens, then one id per merge) and the
-merges in order. Each step merges the most frequent adjacent pair, ties going to the
+Takes ``(word bytes, count)`` pairs, a target vocabulary size and where training starts (the bytes,
+or a base vocabulary and its merges: continued training); gives the byte-level BPE vocabulary (ids
+laid out by ``rules.vocabulary.start``: the bytes or the base's, then the special tokens, then one
+id per merge) and the merges in order. The words are first split into the base's tokens
+(``laid_out``); each step then merges the most frequent adjacent pair, ties going to the
 lexicographically greater ``(bytes, bytes)`` pair.
 
 The loop is incremental: it keeps the count of every pair, an index from each pair to the
@@ -25,6 +27,7 @@ import pyarrow as pa
 from bpe_dask import interrupts
 from bpe_dask.engines import use_compiled
 from bpe_dask.io.counts_table import token_bytes, word_chunks
+from bpe_dask.rules.vocabulary import Vocabulary, start
 
 if TYPE_CHECKING:
     from bpe_dask.compiled import Words
@@ -44,14 +47,6 @@ class _Descending(bytes):
         return bytes.__gt__(self, other)
 
 
-def initial_vocab(special_tokens: Sequence[str]) -> dict[int, bytes]:
-    """The vocabulary before any merge: ids 0-255 the bytes, then the special tokens in order."""
-    vocab = {i: bytes([i]) for i in range(256)}
-    for token in special_tokens:
-        vocab[len(vocab)] = token.encode("utf-8")
-    return vocab
-
-
 def train_merges(
     word_counts: pa.Table | Iterable[tuple[bytes, int]] | Words,
     vocab_size: int,
@@ -59,6 +54,7 @@ def train_merges(
     progress: Callable[[int], None] | None = None,
     engine: str = "auto",
     *,
+    base: Vocabulary | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
     stopped: Callable[[str, int], None] | None = None,
@@ -67,10 +63,11 @@ def train_merges(
     """Learn merges until the vocabulary holds ``vocab_size`` tokens or no pair is left.
 
     ``word_counts`` are ``(word bytes, count)`` pairs, or a counts table (``token``, ``count``), or
-    what ``laid_out`` made of them. ``progress`` is called with the number of merges done after each
-    merge. ``engine`` is ``"python"`` (the loop below), ``"numba"`` (the same loop compiled,
-    ``compiled.train_merges``), or ``"auto"``: numba for large tables when it is installed, where its
-    start-up pays off. The tests check every engine against the plain reference trainer
+    what ``laid_out`` made of them (for the same ``base``). With a ``base``, training continues from
+    it: the merges returned begin with its merges. ``progress`` is called with the number of merges
+    learned after each merge. ``engine`` is ``"python"`` (the loop below), ``"numba"`` (the same loop
+    compiled, ``compiled.train_merges``), or ``"auto"``: numba for large tables when it is installed,
+    where its start-up pays off. The tests check every engine against the plain reference trainer
     (``bpe_dask.rules.reference``).
 
     ``max_token_length`` (bytes) leaves out of the running every pair that would make a longer
@@ -82,27 +79,25 @@ def train_merges(
     shortens the words, times their counts. It is not the pair's count, which counts overlapping
     pairs (``a a a`` holds ``a a`` twice, and one merge saves one token).
     """
-    if isinstance(word_counts, pa.Table | Iterable):
-        word_counts = laid_out(word_counts, vocab_size, engine)
-    compiled = not isinstance(word_counts, pa.Table | list)  # the compiled loop's records
+    if not hasattr(word_counts, "byte_tokens"):  # not laid out yet
+        word_counts = laid_out(word_counts, vocab_size, engine, base)
+    compiled = not isinstance(word_counts, LaidOut)  # the compiled loop's records
     words = word_counts.rows if compiled else len(word_counts)
     # Said here, once, where the loop starts (the words may have been laid out before, by the job).
     log.info(
         "merging %s words with the %s", f"{words:,}", "compiled loop (numba)" if compiled else "Python loop"
     )
+    vocab, merges = start(special_tokens, (base.vocab, base.merges) if base else None)
     if compiled:
         from bpe_dask.compiled import train_merges
 
         limits = {"min_frequency": min_frequency, "max_token_length": max_token_length}
-        vocab = initial_vocab(special_tokens)
-        return train_merges(
+        vocab, learned = train_merges(
             word_counts, vocab, vocab_size, progress, **limits, stopped=stopped, savings=savings
         )
-    if isinstance(word_counts, pa.Table):
-        word_counts = list(zip(*(word_counts.column(c).to_pylist() for c in ("token", "count")), strict=True))
-    vocab = initial_vocab(special_tokens)
-    merges: list[tuple[bytes, bytes]] = []
+        return vocab, merges + learned
     state = _MergeState(word_counts, vocab, max_token_length)
+    kept = len(merges)
     while len(vocab) < vocab_size:
         interrupts.check()  # a signal is raised here, between merges, not in whatever C called back
         best = state.pop_best()
@@ -116,35 +111,63 @@ def train_merges(
                 stopped("min_frequency", count)
             break
         a, b = pair
-        new_id = len(vocab)
+        new_id = max(vocab) + 1
         vocab[new_id] = vocab[a] + vocab[b]
         merges.append((vocab[a], vocab[b]))
         saved = state.merge(pair, new_id)
         if savings is not None:
             savings.append(saved)
         if progress is not None:
-            progress(len(merges))
+            progress(len(merges) - kept)
     return vocab, merges
 
 
+class LaidOut(list):
+    """Words as the pure-Python loop takes them: ``(ids, count)`` pairs (ids as bytes where they are
+    bytes), with what ``compiled.Words`` also tells: how many words, and the tokens they stand for
+    before any merge (each word's ids times its count)."""
+
+    @property
+    def rows(self) -> int:
+        return len(self)
+
+    @property
+    def byte_tokens(self) -> int:
+        return sum(len(ids) * count for ids, count in self)
+
+
 def laid_out(
-    word_counts: pa.Table | Iterable[tuple[bytes, int]], vocab_size: int, engine: str = "auto"
-) -> pa.Table | list[tuple[bytes, int]] | Words:
-    """The words as ``train_merges`` takes them, for the engine that will merge them: from numba's
-    threshold up, laid out as the compiled loop's records (``compiled.Words``); below it, the table
-    or the pairs themselves. Nothing here keeps the table: given one
-    no one else holds (``laid_out(read_counts(url), ...)``), it is freed once its words are laid out,
-    before the loop builds its index of pairs."""
+    word_counts: pa.Table | Iterable[tuple[bytes, int]],
+    vocab_size: int,
+    engine: str = "auto",
+    base: Vocabulary | None = None,
+) -> LaidOut | Words:
+    """The words as ``train_merges`` takes them, for the engine that will merge them, each split into
+    ``base``'s tokens (``Vocabulary.merged``, or its compiled encoder; with no base, its bytes are its
+    ids): from numba's threshold up, laid out as the compiled loop's records (``compiled.Words``);
+    below it, ``(ids, count)`` pairs. Nothing here keeps the table: given one no one else holds
+    (``laid_out(read_counts(url), ...)``), it is freed once its words are laid out, before the loop
+    builds its index of pairs."""
     if not isinstance(word_counts, pa.Table):
         word_counts = list(word_counts)
     if merge_engine(engine, len(word_counts)) != "numba":
-        return word_counts
+        if isinstance(word_counts, pa.Table):
+            columns = (word_counts.column(c).to_pylist() for c in ("token", "count"))
+            word_counts = list(zip(*columns, strict=True))
+        return LaidOut(word_counts if base is None else [(base.merged(w), c) for w, c in word_counts])
     from bpe_dask.compiled import Words
 
     if isinstance(word_counts, pa.Table):
-        return Words(word_chunks(word_counts), word_counts.num_rows, token_bytes(word_counts), vocab_size)
-    data, offsets, freqs = _word_arrays(word_counts)
-    return Words([(data, offsets, freqs)], len(word_counts), len(data), vocab_size)
+        rows, size, chunks = word_counts.num_rows, token_bytes(word_counts), word_chunks(word_counts)
+    else:
+        rows, chunks = len(word_counts), [_word_arrays(word_counts)]
+        size = len(chunks[0][0])
+    if base is not None:
+        from bpe_dask.compiled import Encoder
+
+        encoder = Encoder(base.byte_ids, base.merge_ranks)
+        chunks = ((*encoder.pretoken_ids(data, offsets), counts) for data, offsets, counts in chunks)
+    return Words(chunks, rows, size, vocab_size)
 
 
 def _word_arrays(word_counts: list[tuple[bytes, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -180,7 +203,10 @@ class _MergeState:
     """
 
     def __init__(
-        self, word_counts: Iterable[tuple[bytes, int]], vocab: dict[int, bytes], longest: int | None = None
+        self,
+        word_counts: Iterable[tuple[bytes | tuple[int, ...], int]],
+        vocab: dict[int, bytes],
+        longest: int | None = None,
     ) -> None:
         self.vocab, self.longest = vocab, longest
         self.descending = {token_id: _Descending(token) for token_id, token in vocab.items()}
@@ -188,10 +214,11 @@ class _MergeState:
         self.freqs: list[int] = []
         pair_counts: dict[str, int] = defaultdict(int)
         where: dict[str, list[int]] = defaultdict(list)
-        for token, count in word_counts:
-            if len(token) < 2:
-                continue  # a single byte has no pair to merge
-            word = token.decode("latin-1")  # byte b becomes chr(b), the id of its token
+        for ids, count in word_counts:
+            if len(ids) < 2:
+                continue  # a single token has no pair to merge
+            # Each id a character: bytes as latin-1, where byte b is chr(b), the id of its token.
+            word = ids.decode("latin-1") if isinstance(ids, bytes) else "".join(map(chr, ids))
             index = len(self.words)
             self.words.append(word)
             self.freqs.append(count)

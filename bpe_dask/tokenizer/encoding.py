@@ -129,18 +129,31 @@ class Encoding:
         ids = encoder.encode_documents(data, ends, end[0] if end else -1, self.pretokenizer)
         return np.concatenate([ids, end]).astype(dtype) if end and len(ends) else ids.astype(dtype)
 
+    def pretoken_ids(self, data: bytes, offsets: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of pre-tokens, the ``k``-th ``data[offsets[k]:offsets[k + 1]]`` (UTF-8), each alone:
+        the ids back to back (int32), and where each pre-token's start and the last ends (int64).
+
+        >>> vocabulary = Vocabulary({**{i: bytes([i]) for i in range(256)}, 256: b"hi"}, [(b"h", b"i")])
+        >>> ids, ends = Encoding(vocabulary, Pretokenizer(), "python").pretoken_ids(b"hi hi!", [0, 2, 6])
+        >>> ids.tolist(), ends.tolist()
+        ([256, 32, 256, 33], [0, 1, 4])
+        """
+        offsets = np.asarray(offsets, np.int64)
+        if self.uses_compiled(len(data)):
+            return self._compiled_encoder().pretoken_ids(data, offsets)
+        words = memoryview(data)
+        merged = [self.vocabulary.merged(bytes(words[a:b])) for a, b in pairwise(offsets.tolist())]
+        ends = np.zeros(len(offsets), np.int64)
+        np.cumsum([len(m) for m in merged], out=ends[1:])
+        return np.fromiter((i for m in merged for i in m), np.int32, int(ends[-1])), ends
+
     def histogram(self, data: bytes, offsets: npt.ArrayLike, counts: npt.ArrayLike) -> np.ndarray:
         """How often each id occurs (int64, indexed by id) in the ids of pre-tokens, the ``k``-th
         ``data[offsets[k]:offsets[k + 1]]`` (UTF-8), occurring ``counts[k]`` times."""
-        offsets, counts = np.asarray(offsets, np.int64), np.asarray(counts, np.int64)
-        ids = max(self.vocabulary.vocab) + 1
-        if self.uses_compiled(len(data)):
-            return self._compiled_encoder().histogram(data, offsets, counts, ids)
-        histogram, words = np.zeros(ids, np.int64), memoryview(data)
-        for (a, b), count in zip(pairwise(offsets.tolist()), counts.tolist(), strict=True):
-            for token in self.vocabulary.merged(bytes(words[a:b])):
-                histogram[token] += count
-        return histogram
+        ids, ends = self.pretoken_ids(data, offsets)
+        weights = np.repeat(np.asarray(counts, np.int64), np.diff(ends))
+        # Sums of float64 weights: exact below 2**53 occurrences of an id.
+        return np.bincount(ids, weights, max(self.vocabulary.vocab) + 1).astype(np.int64)
 
     def _compiled_encoder(self) -> Encoder:
         """The compiled encoder: built once, by whichever thread asks first (the others wait for it)."""
