@@ -163,7 +163,8 @@ def test_the_knee_is_the_first_size_from_which_a_step_more_saves_under_the_gain(
     rng = random.Random(31)
     for _ in range(300):
         savings = [rng.choice([0, 0, 1, 2, 5, 50]) for _ in range(rng.randrange(0, 60))]
-        curve = Curve(257, rng.randrange(200, 3000), rng.randrange(0, 3), 13, savings)
+        text = rng.randrange(200, 3000)
+        curve = Curve(257, text, text, rng.randrange(0, 3), 13, savings)
         step, gain = rng.choice([1, 3, 10, 1000]), rng.choice([0.001, 0.01, 0.05])
         tokens = curve.tokens()
         first = [k for k in range(len(tokens) - step) if tokens[k] - tokens[k + step] < gain * tokens[k]]

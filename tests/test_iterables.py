@@ -142,9 +142,9 @@ def test_the_counts_are_let_go_before_the_merge_loop_runs(tmp_path, monkeypatch)
 
     alive: list[bool] = []
 
-    def merging_with_a_watch(counts, vocab_size, special_tokens, report, *rest):
+    def merging_with_a_watch(counts, goal, report):
         watch = lambda _: alive.append(counted[0]() is not None)  # noqa: E731
-        return merge_table(counts, vocab_size, special_tokens, watch, *rest)
+        return merge_table(counts, goal, watch)
 
     monkeypatch.setattr(counting_stage, "count_here", counting)
     monkeypatch.setattr(merging, "merge_table", merging_with_a_watch)

@@ -113,7 +113,7 @@ def test_words_laid_out_serve_one_merge_at_the_size_they_were_laid_out_for():
 def test_a_table_read_for_the_compiled_loop_is_let_go_before_it_merges():
     """``merge_table`` given what reads the counts holds the table only until its words are laid
     out: the loop's memory is the table's, the 100-million-word merge node's whole point."""
-    from bpe_dask.jobs.merging import merge_table
+    from bpe_dask.jobs.merging import Goal, merge_table
 
     words = random_words(random.Random(3)) | {b"low lower lowest": 5}
     read: list[weakref.ref] = []
@@ -124,9 +124,8 @@ def test_a_table_read_for_the_compiled_loop_is_let_go_before_it_merges():
         return table
 
     alive: list[bool] = []
-    merged = merge_table(
-        reading, 256 + 12, engine="numba", report_progress=lambda _: alive.append(read[0]() is not None)
-    )
+    watch = lambda _: alive.append(read[0]() is not None)  # noqa: E731
+    merged = merge_table(reading, Goal(256 + 12, engine="numba"), watch)
     assert alive and not any(alive)
     assert (merged.vocab, merged.merges) == train_on_counts(words, 256 + 12, [])
 
@@ -276,9 +275,9 @@ def test_train_lets_the_reduced_table_go_before_its_merge_loop_runs(tmp_path, mo
 
     alive: list[bool] = []
 
-    def merging_with_a_watch(counts, vocab_size, special_tokens, report, *rest):
+    def merging_with_a_watch(counts, goal, report):
         watch = lambda _: alive.append(counted[0]() is not None)  # noqa: E731
-        return merge_table(counts, vocab_size, special_tokens, watch, *rest)
+        return merge_table(counts, goal, watch)
 
     monkeypatch.setattr(counting_stage, "count_on_cluster", counting)
     monkeypatch.setattr(merging, "merge_table", merging_with_a_watch)

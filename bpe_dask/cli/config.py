@@ -74,6 +74,8 @@ def _boolean(value: Any) -> bool:
 OPTIONS: dict[str, Callable[[Any], Any]] = {
     "inputs": _strings,
     "vocab_size": vocab_count,
+    "init_from": _string,
+    "inherit": whole_number,
     "min_frequency": whole_number,  # 0 (Hugging Face's default) and 1 both change nothing
     "max_token_length": positive_int,
     "out": _string,
@@ -107,10 +109,10 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "strict_pattern": _boolean,
     "patterns": _strings,  # warm-up's
 }
-PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer", "tokenizers", "scheduler_file"}
+PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer", "tokenizers", "scheduler_file", "init_from"}
 # Numbers a flag gives as text; a TOML file has numbers of its own, so a quoted one is a mistake
 # (a vocabulary size may be "32k", as on the command line).
-NUMBER_OPTIONS = {"vocab_size", "min_frequency", "max_token_length", "workers"}
+NUMBER_OPTIONS = {"vocab_size", "inherit", "min_frequency", "max_token_length", "workers"}
 DEFAULTS: dict[str, Any] = {
     "inputs": [],
     "overwrite": False,

@@ -162,8 +162,11 @@ def _job_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _limits(options: dict[str, Any]) -> dict[str, Any]:
-    """``min_frequency`` and ``max_token_length``, where given."""
-    return {k: options[k] for k in ("min_frequency", "max_token_length") if k in options}
+    """Where training starts and what may stop it (``init_from``, ``inherit``, ``min_frequency``,
+    ``max_token_length``), where given."""
+    return {
+        k: options[k] for k in ("init_from", "inherit", "min_frequency", "max_token_length") if k in options
+    }
 
 
 def _train(options: dict[str, Any]) -> dict:

@@ -69,6 +69,18 @@ FLAGS: dict[str, dict[str, Any]] = {
         }
         for role in ("bos", "eos", "pad")
     },
+    "--init-from": {
+        "metavar": "BASE",
+        "help": (
+            "continue training from this tokenizer, every id it has kept: a tokenizer directory (bpe-dask's, "
+            "or GPT-2's vocab.json and merges.txt), a tokenizer.json or a tiktoken rank file, local or a "
+            "URL; its special tokens and split pattern unless others are given"
+        ),
+    },
+    "--inherit": {
+        "metavar": "N",
+        "help": "with --init-from, keep its first N merges only, and the tokens they make (default: all)",
+    },
     "--min-frequency": {
         "metavar": "N",
         "help": "stop merging when the most frequent pair occurs fewer than N times (default: no limit)",
@@ -166,7 +178,7 @@ FLAGS: dict[str, dict[str, Any]] = {
         "help": "debug logging, Dask's included",
     },
 }
-LIMITS = ("--min-frequency", "--max-token-length")
+LIMITS = ("--init-from", "--inherit", "--min-frequency", "--max-token-length")
 ROLES = ("--bos-token", "--eos-token", "--pad-token")
 READING = ("--input-format", "--text-column", "--on-bad-record")
 COMMON = ("--storage-options", "--config", "--overwrite", "--quiet", "--verbose")

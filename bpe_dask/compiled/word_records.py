@@ -175,15 +175,15 @@ class Words:
     """The words as the merge loop's records, laid out chunk by chunk (``Chunk``: a chunk's bytes,
     where each of its words starts and the last ends, from 0, and their counts), so that whoever
     holds the words in another form can let it go before the loop starts. ``rows`` and
-    ``data_bytes`` are how many words and bytes the chunks hold; ``byte_tokens`` is the bytes of
-    text the words stand for (each word's bytes times its count)."""
+    ``data_bytes`` are how many words and elements the chunks hold; ``tokens`` is the tokens the
+    words stand for (each word's ids times its count: its bytes, where ids are bytes)."""
 
     def __init__(self, chunks: Iterable[Chunk], rows: int, data_bytes: int, vocab_size: int):
         dtype = token_dtype(vocab_size)
         width = 4 if dtype.itemsize == 2 else 2
         # At most this many elements: words of one byte take none. Pages never written cost nothing.
         self.records = np.empty(max(1, data_bytes + rows * (width + 1)), dtype)
-        self.rows, self.used, self.count, self.byte_tokens = rows, 0, 0, 0
+        self.rows, self.used, self.count, self.tokens = rows, 0, 0, 0
         self.of_bytes = True  # whether every id is a byte's (training from the bytes)
         for chunk in chunks:
             # Read-only views, whatever the chunk's arrays are: numba compiles one version per kind.
@@ -193,7 +193,7 @@ class Words:
             self.of_bytes &= data.dtype == np.uint8
             self.used, n, text = _lay_out(data, offsets, freqs, self.records, self.used)
             self.count += n
-            self.byte_tokens += int(text)
+            self.tokens += int(text)
 
     def sort(self) -> None:
         """Put the records in the order of their bytes (of their first eight: ``bpe-dask count``

@@ -6,7 +6,8 @@ and split pattern; gives the files a training job writes into a directory (``fil
 pattern, and ``tokenizer.tiktoken``, tiktoken's ranks) and publishes them (``save_files``). Reads a
 vocabulary and a split pattern back from such a directory (``load_files``), from GPT-2-style
 ``vocab.json`` and ``merges.txt`` (``read_gpt2_files``) or from a Hugging Face ``tokenizer.json``
-(``read_tokenizer_json``). What each file holds, and how: ``tokenizer_formats``.
+(``read_tokenizer_json``), and a tokenizer to continue training from, of any of these kinds or a
+tiktoken rank file (``read_base``). What each file holds, and how: ``tokenizer_formats``.
 
 A split pattern read from a file is run only if it is a built-in one (gpt2, gpt4, o200k) or the
 caller says it trusts it (``trust_pattern``): a regex can take time exponential in its text's length.
@@ -16,6 +17,7 @@ The readers of a directory and of a ``tokenizer.json`` say what is wrong with on
 
 from __future__ import annotations
 
+import gzip
 import logging
 import os
 import pathlib  # noqa: F401 (the examples)
@@ -236,6 +238,43 @@ def read_tokenizer_json(
         return Vocabulary(vocab, merges, special_tokens), pattern
     except KeyError as error:  # a byte that no token holds
         raise BpeDaskError(f"tokenizer {path}: not a byte-level BPE tokenizer.json ({error})") from None
+
+
+def read_base(
+    location: str, special_tokens: Iterable[str] | None = None, storage_options: dict | None = None
+) -> tuple[Vocabulary, SplitPattern | None]:
+    """A tokenizer to continue training from (``init_from``), and its split pattern (None: a rank file
+    holds none), from whichever ``location`` is: a tokenizer directory (``load_files``: bpe-dask's, or
+    GPT-2-style ``vocab.json`` and ``merges.txt``) or a Hugging Face ``tokenizer.json``, with their own
+    special tokens, or a tiktoken rank file (gzipped or not; its merges recovered from the ranks,
+    ``special_tokens`` its special tokens). A one-line ``BpeDaskError`` names it where it is none of them.
+
+    >>> vocabulary = Vocabulary({**{i: bytes([i]) for i in range(256)}, 256: b"hi"}, [(b"h", b"i")])
+    >>> save_files("base", files_of(vocabulary, GPT2))
+    >>> [read_base(path)[0].merges for path in ("base", "base/tokenizer.json", "base/tokenizer.tiktoken")]
+    [[(b'h', b'i')], [(b'h', b'i')], [(b'h', b'i')]]
+    >>> read_base("nowhere")
+    Traceback (most recent call last):
+    bpe_dask.errors.BpeDaskError: init_from='nowhere': no such file or directory
+    """
+    store = Store(storage_options or {})
+    fs, path = store.fs(location)
+    if fs.isdir(path):  # with its own special tokens: each keeps its id
+        return load_files(location, None, storage_options, trust_pattern=True)
+    if not fs.exists(path):
+        raise BpeDaskError(f"init_from={location!r}: no such file or directory")
+    if PurePosixPath(path).name.endswith(".json"):
+        return read_tokenizer_json(location, storage_options, trust_pattern=True)
+    data = fs.cat_file(path)
+    try:
+        text = (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("utf-8")
+        vocab, merges = tokenizer_formats.parse_tiktoken_bpe(text)
+        return Vocabulary(vocab, merges, check_special_tokens(special_tokens or ())), None
+    except (OSError, ValueError, KeyError, EOFError) as error:
+        raise BpeDaskError(
+            f"init_from={location!r} is not a tokenizer directory, a tokenizer.json or a tiktoken rank "
+            f"file ({describe(error)})"
+        ) from None
 
 
 def _read_text(path: str | os.PathLike, store: Store) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import itertools
 import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -300,6 +301,46 @@ def tiktoken_bpe(ranks: Mapping[bytes, int]) -> str:
         f"{base64.b64encode(token).decode()} {rank}\n"
         for token, rank in sorted(ranks.items(), key=lambda item: item[1])
     )
+
+
+def parse_tiktoken_bpe(text: str) -> tuple[Vocab, Merges]:
+    """The vocabulary and merges of a tiktoken rank file (``tiktoken_bpe``'s format, as
+    ``load_tiktoken_bpe`` reads it): each rank an id, and each token of several bytes made by the
+    merge of its last join when its bytes are merged by tiktoken's rule with the lower ranks alone.
+    A token that is not the join of two of lower rank is a ``ValueError``.
+
+    >>> parse_tiktoken_bpe(tiktoken_bpe({**{bytes([b]): b for b in range(256)}, b"hi": 256, b"hi!": 257}))[1]
+    [(b'h', b'i'), (b'hi', b'!')]
+    """
+    ranks: dict[bytes, int] = {}
+    for line in text.splitlines():
+        if line.strip():
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    merges: Merges = []
+    lower: dict[bytes, int] = {}
+    for token, rank in sorted(ranks.items(), key=lambda item: item[1]):
+        if len(token) > 1:
+            parts = _last_join(token, lower)
+            if parts is None:
+                raise ValueError(f"token {rank} ({token!r}) is not the join of two tokens of lower rank")
+            merges.append(parts)
+        lower[token] = rank
+    return {rank: token for token, rank in ranks.items()}, merges
+
+
+def _last_join(token: bytes, ranks: Mapping[bytes, int]) -> tuple[bytes, bytes] | None:
+    """The two parts tiktoken's rule leaves of ``token``'s bytes with ``ranks`` (the neighbours whose
+    join ranks lowest joined first, the leftmost of equals), or None for more than two."""
+    parts = [token[i : i + 1] for i in range(len(token))]
+    while len(parts) > 2:
+        joins = [(ranks.get(a + b), i) for i, (a, b) in enumerate(itertools.pairwise(parts))]
+        best = min(((r, i) for r, i in joins if r is not None), default=None)
+        if best is None:
+            return None
+        i = best[1]
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+    return (parts[0], parts[1]) if len(parts) == 2 else None
 
 
 def tiktoken_ranks(vocabulary: Vocabulary) -> dict[bytes, int]:

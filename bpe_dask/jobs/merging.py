@@ -3,15 +3,16 @@
 ``merge_counts`` runs the merge loop where the counts are: ``merge_on_cluster`` as one Dask task on
 the worker with the most memory, which reads the counts where it runs and reports progress to the
 client; ``merge_here`` on the client with a progress bar; ``merge_table`` is the loop
-(``stages.merge``) in this process. ``Limits``
-are the options that may stop the loop early; ``Merged`` is what it learned, and what it cost.
+(``stages.merge``) in this process. ``Goal`` is what the loop is asked for (the vocabulary size,
+special tokens, the base it starts from, the ``Limits`` that may stop it early, the engine);
+``Merged`` is what it learned, and what it cost.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import partial
 
@@ -30,7 +31,7 @@ from bpe_dask.jobs.context import Job, Run
 from bpe_dask.jobs.counted import Counted
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.rules.reference import Merges, Vocab
-from bpe_dask.rules.vocabulary import Vocabulary
+from bpe_dask.rules.vocabulary import Vocabulary, start
 from bpe_dask.stages.merge import laid_out, train_merges
 from bpe_dask.stages.read_events import stop_if_cancelled
 
@@ -57,8 +58,15 @@ class Merged:
     peak_rss_bytes: int
     seconds: float
     stopped: Stop | None = None  # when --min-frequency or --max-token-length ended the loop early
-    byte_tokens: int = 0  # the words' tokens before any merge: their bytes, times their counts
-    savings: list[int] = field(default_factory=list)  # the tokens each merge saved, in order
+    tokens: int = 0  # the words' tokens before the first merge learned, times their counts
+    savings: list[int] = field(default_factory=list)  # the tokens each merge learned saved, in order
+    first_size: int = 256  # the vocabulary's size before the first merge learned
+    text_bytes: int = 0  # the bytes of text the words stand for (their bytes times their counts)
+
+    @property
+    def learned(self) -> int:
+        """How many merges the loop learned (a base's come before them)."""
+        return len(self.savings)
 
 
 @dataclass(frozen=True)
@@ -82,33 +90,52 @@ def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+@dataclass(frozen=True)
+class Goal:
+    """What the merge loop is asked for: a vocabulary of ``vocab_size`` tokens with ``special_tokens``,
+    from ``base`` (a ``Vocabulary`` to continue training from; None: the bytes), within ``limits``,
+    on ``engine``."""
+
+    vocab_size: int
+    special_tokens: tuple[str, ...] = ()
+    base: Vocabulary | None = None
+    limits: Limits = Limits()
+    engine: str = "auto"
+
+    @property
+    def first_size(self) -> int:
+        """The vocabulary's size before the first merge learned (``rules.vocabulary.start``)."""
+        return len(start(self.special_tokens, self.base and (self.base.vocab, self.base.merges))[0])
+
+    @property
+    def merges(self) -> int:
+        """The merges to learn, at most."""
+        return max(0, self.vocab_size - self.first_size)
+
+
 def merge_table(
     counts: pa.Table | Callable[[], pa.Table],
-    vocab_size: int,
-    special_tokens: Sequence[str] = (),
-    report_progress: Callable[[int], None] | None = None,
-    engine: str = "auto",
-    limits: Limits = Limits(),
-    base: Vocabulary | None = None,
+    goal: Goal,
+    report: Callable[[int], None] | None = None,
 ) -> Merged:
-    """The merge loop over a word-count table, in this process, from the bytes or from ``base``.
-    ``counts`` is the table, or what reads it: then the table is read here and let go once its
-    words are laid out for the loop, so that its memory serves the loop."""
+    """The merge loop over a word-count table, in this process. ``counts`` is the table, or what
+    reads it: then the table is read here and let go once its words are laid out for the loop, so
+    that its memory serves the loop."""
     started = time.perf_counter()
     stops: list[Stop] = []
     savings: list[int] = []
-    words = laid_out(counts() if callable(counts) else counts, vocab_size, engine, base)
+    words = laid_out(counts() if callable(counts) else counts, goal.vocab_size, goal.engine, goal.base)
     # Arrow's allocator keeps what a table it freed held, for its next tables: the loop needs it more.
     pa.default_memory_pool().release_unused()
-    unique_words, byte_tokens = words.rows, words.byte_tokens
+    unique_words, tokens, text_bytes = words.rows, words.tokens, words.text_bytes
     vocab, merges = train_merges(
         words,
-        vocab_size,
-        special_tokens,
-        report_progress,
-        engine=engine,
-        base=base,
-        **asdict(limits),
+        goal.vocab_size,
+        goal.special_tokens,
+        report,
+        engine=goal.engine,
+        base=goal.base,
+        **asdict(goal.limits),
         stopped=lambda *why: stops.append(Stop(*why)),
         savings=savings,
     )
@@ -120,40 +147,31 @@ def merge_table(
         peak_rss_bytes(),
         seconds,
         stops[0] if stops else None,
-        byte_tokens,
+        tokens,
         savings,
+        goal.first_size,
+        text_bytes,
     )
 
 
-def merge_on_worker(
-    counts_url: str,
-    vocab_size: int,
-    special_tokens: Sequence[str],
-    store: Store,
-    engine: str = "auto",
-    limits: Limits = Limits(),
-) -> Merged:
+def merge_on_worker(counts_url: str, goal: Goal, store: Store) -> Merged:
     """The merge loop as a Dask task: reads the counts where it runs, reports progress to the client,
     and stops if its job did (on a cluster that goes on after the job, it would run on for minutes)."""
-    total = vocab_size - 256 - len(special_tokens)
 
     def report_or_stop(done: int) -> None:
         stop_if_cancelled()
         progress.publish_from_worker(done)
 
-    report = progress.every(0.5, total, report_or_stop)
-    reading = partial(read_counts, counts_url, store)
-    return merge_table(reading, vocab_size, special_tokens, report, engine, limits)
+    report = progress.every(0.5, goal.merges, report_or_stop)
+    return merge_table(partial(read_counts, counts_url, store), goal, report)
 
 
-def merge_counts(job: Job, run: Run, counted: Counted, vocab_size: int, limits: Limits) -> Merged:
+def merge_counts(job: Job, run: Run, counted: Counted, goal: Goal) -> Merged:
     """The merge loop over what was counted: on the cluster's roomiest worker where the counts are in
     a file (``merges_on_worker``), else here, the table handed over to the loop."""
     if isinstance(counted.counts, str) and run.client is not None:
-        return merge_on_cluster(
-            run.client, counted.counts, vocab_size, job.options.special_tokens, job, limits
-        )
-    return merge_here(counted.hand_over, vocab_size, job.options, limits)  # read there, then let go
+        return merge_on_cluster(run.client, counted.counts, goal, job)
+    return merge_here(counted.hand_over, goal, job.options)  # read there, then let go
 
 
 def merges_on_worker(job: Job, run: Run) -> bool:
@@ -165,26 +183,21 @@ def merges_on_worker(job: Job, run: Run) -> bool:
     )
 
 
-def merge_on_cluster(
-    client: Client, counts_url: str, vocab_size: int, special_tokens: Sequence[str], job: Job, limits: Limits
-) -> Merged:
+def merge_on_cluster(client: Client, counts_url: str, goal: Goal, job: Job) -> Merged:
     """Run the merge loop on the worker with the most memory: it is the job's one big task."""
     workers = workers_of(client)
     roomiest = max(workers, key=lambda w: workers[w].get("memory_limit") or 0, default=None)
     bar = None
     if job.options.show_progress:
-        bar = progress.MergeProgress(vocab_size - 256 - len(special_tokens))
+        bar = progress.MergeProgress(goal.merges)
         progress.subscribe(client, bar)
     log.info("running the merge loop on %s", roomiest or "the first worker to join")
     future = client.submit(
         merge_on_worker,
         counts_url,
-        vocab_size,
-        special_tokens,
+        goal,
         job.store,
-        job.options.engine,
-        limits,
-        key=f"merge-{tokenize(counts_url, vocab_size, special_tokens, limits)}",
+        key=f"merge-{tokenize(counts_url, goal)}",
         workers=[roomiest] if roomiest else None,  # none left: wherever one joins
         allow_other_workers=True,
         pure=False,
@@ -192,18 +205,21 @@ def merge_on_cluster(
     )
     with failures_explained(client), progress.phase(bar):
         try:
-            return interrupts.wait(future.result)
+            merged = interrupts.wait(future.result)
         except BaseException:
             future.release()  # it stops (``stop_if_cancelled``), also where the client goes on (the API)
             raise
+        if bar is not None:  # its last state, where the loop stopped short of the goal
+            bar(merged.learned)
+        return merged
 
 
-def merge_here(
-    counts: pa.Table | Callable[[], pa.Table], vocab_size: int, opts: JobOptions, limits: Limits
-) -> Merged:
+def merge_here(counts: pa.Table | Callable[[], pa.Table], goal: Goal, opts: JobOptions) -> Merged:
     """The merge loop on the client, with a progress bar unless ``-q``; ``counts`` as ``merge_table``'s."""
-    total = vocab_size - 256 - len(opts.special_tokens)
-    bar = progress.MergeProgress(total) if opts.show_progress else None
-    report = progress.every(0.2, total, bar) if bar is not None else None
+    bar = progress.MergeProgress(goal.merges) if opts.show_progress else None
+    report = progress.every(0.2, goal.merges, bar) if bar is not None else None
     with progress.phase(bar):
-        return merge_table(counts, vocab_size, opts.special_tokens, report, opts.engine, limits)
+        merged = merge_table(counts, goal, report)
+        if bar is not None:  # its last state, where the loop stopped short of the goal
+            bar(merged.learned)
+        return merged

@@ -9,11 +9,10 @@ loop's figures and what stopped it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict
 
 from bpe_dask.jobs.counted import Counted
-from bpe_dask.jobs.merging import Limits, Merged
+from bpe_dask.jobs.merging import Goal, Merged
 from bpe_dask.rules.patterns import unicode_tables
 from bpe_dask.sources.source import Source
 from bpe_dask.version import __version__
@@ -43,21 +42,20 @@ def read_report(source: Source, counted: Counted, utf8_errors: str, pattern: str
     return report
 
 
-def training_report(
-    read: dict, merged: Merged, special_tokens: Sequence[str], vocab_size: int, limits: Limits, timings: dict
-) -> dict:
+def training_report(read: dict, merged: Merged, goal: Goal, timings: dict) -> dict:
     """``report.json`` of a training job: ``read`` (what the job read), then the merge loop's figures."""
     return {
         "version": __version__,
         **read,
         "unique_words": merged.unique_words,
         "vocab_size": len(merged.vocab),
-        "requested_vocab_size": vocab_size,
-        "special_tokens": list(special_tokens),
+        "requested_vocab_size": goal.vocab_size,
+        "special_tokens": list(goal.special_tokens),
         "unicode_tables": unicode_tables(),  # whose character classes split the text
-        **asdict(limits),
+        **asdict(goal.limits),
+        "inherited_merges": len(goal.base.merges) if goal.base else 0,
         "num_merges": len(merged.merges),
-        "stopped_by": stopped_by(merged, vocab_size),
+        "stopped_by": stopped_by(merged, goal.vocab_size),
         "peak_rss_bytes": merged.peak_rss_bytes,
         "timings": {**timings, "merge": merged.seconds},
     }

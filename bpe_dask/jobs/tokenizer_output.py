@@ -82,13 +82,13 @@ def compression_curve(
     the special tokens the data held are not known (counts an older bpe-dask wrote)."""
     if specials is None:
         return None
-    first = 256 + len(special_tokens)
-    return compression.Curve(first, merged.byte_tokens, specials.count, specials.bytes, merged.savings)
+    first, count, text = merged.first_size, specials.count, merged.text_bytes
+    return compression.Curve(first, merged.tokens, text, count, specials.bytes, merged.savings)
 
 
 def warn_if_short(merged: Merged, vocab_size: int, limits: Limits) -> None:
     """Why the vocabulary is short, if it is: an info line when the user's limit did it, else a warning."""
-    stopped, done = merged.stopped, f"{len(merged.merges):,}"
+    stopped, done = merged.stopped, f"{merged.learned:,}"
     if stopped is not None and stopped.reason == "min_frequency":
         fitting = "" if limits.max_token_length is None else f" of at most {limits.max_token_length:,} bytes"
         log.info(
@@ -107,7 +107,7 @@ def warn_if_short(merged: Merged, vocab_size: int, limits: Limits) -> None:
     elif merged.unique_words and len(merged.vocab) < vocab_size:
         log.warning(
             "the counts hold pairs for only %s merges: the vocabulary has %s tokens, not the %s asked for",
-            f"{len(merged.merges):,}",
+            f"{merged.learned:,}",
             f"{len(merged.vocab):,}",
             f"{vocab_size:,}",
         )

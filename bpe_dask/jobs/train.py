@@ -9,6 +9,7 @@ wrote; ``train_bpe`` is the CS336-compatible entry point: vocabulary and merges 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -22,10 +23,12 @@ from bpe_dask.io.counts_table import read_counts, recorded_settings
 from bpe_dask.io.in_memory import DEFAULT_BATCH_SIZE
 from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.storage import Store, absolute
+from bpe_dask.io.tokenizer_files import read_base
 from bpe_dask.io.tokenizer_formats import check_special_token_names
 from bpe_dask.jobs.context import Job
 from bpe_dask.jobs.counting import Placement, count_source, placement
 from bpe_dask.jobs.merging import (
+    Goal,
     Limits,
     Merges,
     Vocab,
@@ -46,6 +49,7 @@ from bpe_dask.jobs.tokenizer_output import (
     warn_if_short,
 )
 from bpe_dask.rules.pretokenize import split_pattern
+from bpe_dask.rules.vocabulary import training_base
 from bpe_dask.sources.source import Source
 from bpe_dask.stages import compression
 from bpe_dask.stages.compile_ahead import compile_merge_loop_in_background
@@ -61,14 +65,18 @@ def train(
     out: PathLike,
     special_tokens: Sequence[str] = (),
     *,
+    init_from: PathLike | None = None,
+    inherit: int | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
     **options,
 ) -> dict:
     """Count ``inputs``, learn merges up to ``vocab_size``, and publish the tokenizer directory ``out``.
 
-    Returns the report (also written as ``out/report.json``). ``min_frequency`` and
-    ``max_token_length`` (bytes) are the ``Limits`` of the merge loop. ``options`` are ``JobOptions``
+    Returns the report (also written as ``out/report.json``). ``init_from`` is a tokenizer to
+    continue training from, every id it has kept (``training_goal``), and ``inherit`` how many of its
+    merges to keep (all: None). ``min_frequency`` and ``max_token_length`` (bytes) are the ``Limits``
+    of the merge loop. ``options`` are ``JobOptions``
     fields; ``merge_on`` is ``"client"``, ``"worker"``, or ``"auto"``: on a worker when the cluster
     is not an embedded LocalCluster, so the client never holds the word counts. ``inputs`` are
     paths, URLs or globs, or any other source (``sources.source``): a Dask DataFrame column or Bag
@@ -82,8 +90,9 @@ def train(
     >>> report["num_merges"], open("tokenizer/merges.txt").read().splitlines()
     (3, ['w e', 's t', 'l o'])
     """
-    opts = training_options(vocab_size, special_tokens, options)
-    return _train(inputs, vocab_size, out, opts, Limits(min_frequency, max_token_length), {})
+    limits = Limits(min_frequency, max_token_length)
+    opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
+    return _train(inputs, out, opts, goal, {})
 
 
 def train_from_iterator(
@@ -92,9 +101,11 @@ def train_from_iterator(
     out: PathLike,
     special_tokens: Sequence[str] = (),
     *,
-    pattern: str = "gpt2",
+    pattern: str | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     length: int | None = None,
+    init_from: PathLike | None = None,
+    inherit: int | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
     **options,
@@ -114,14 +125,14 @@ def train_from_iterator(
     >>> report["documents"], open("tokenizer/merges.txt").read().splitlines()
     (2, ['w e', 's t', 'l o'])
     """
-    opts = training_options(vocab_size, special_tokens, {**options, "pattern": pattern})
+    limits = Limits(min_frequency, max_token_length)
+    options = {**options, "pattern": pattern} if pattern is not None else options
+    opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
     iterating = {"documents": True, "batch_size": positive_int(batch_size, "batch_size"), "length": length}
-    return _train(iterable, vocab_size, out, opts, Limits(min_frequency, max_token_length), iterating)
+    return _train(iterable, out, opts, goal, iterating)
 
 
-def _train(
-    inputs: Any, vocab_size: int, out: PathLike, opts: JobOptions, limits: Limits, iterating: dict
-) -> dict:
+def _train(inputs: Any, out: PathLike, opts: JobOptions, goal: Goal, iterating: dict) -> dict:
     """The training job's steps, for any source."""
     started = time.perf_counter()
     job, out = Job.start(opts, inputs, [out, opts.work_dir]), absolute(out)
@@ -130,7 +141,7 @@ def _train(
     where = placement(job, source, job.options.count_settings())  # 3. where it is counted
     plotting = compression.Plotting(early=_small(source, where))
     if not where.here and job.options.merge_on != "worker" and job.starts_cluster:
-        compile_merge_loop_in_background(opts.engine, source.known_bytes, vocab_size)
+        compile_merge_loop_in_background(opts.engine, source.known_bytes, goal.vocab_size)
     scratch = None if job.embedded else out
     with (
         plotting,
@@ -143,7 +154,7 @@ def _train(
         counted = count_source(job, source, where, run, counts_file)  # 4. count
         timings = {"count": time.perf_counter() - started}
         plotting.start()
-        merged = merge_counts(job, run, counted, vocab_size, limits)  # 5. merge
+        merged = merge_counts(job, run, counted, goal)  # 5. merge
         workers_peak = other_processes_peak_rss_bytes(run.client) if run.client is not None else None
         curve = compression_curve(merged, opts.special_tokens, counted.specials)
         # The tokenizer's files take a moment to make (tiktoken's ranks are checked): made while the
@@ -151,13 +162,13 @@ def _train(
         files = plotting.draw(tokenizer_files, merged, opts.special_tokens, opts.pattern, curve, opts.roles())
     warn_if_empty(merged.unique_words, input_bytes(source, counted.read_bytes))
     read = read_report(source, counted, opts.utf8_errors, opts.pattern)  # 6. report
-    report = training_report(read, merged, opts.special_tokens, vocab_size, limits, timings)
+    report = training_report(read, merged, goal, timings)
     report["merge_ran_on"] = "worker" if on_worker else "client"
     if workers_peak is not None:
         report["workers_peak_rss_bytes"] = workers_peak
     report["timings"]["total"] = time.perf_counter() - started
     made = interrupts.wait(files.result)
-    publish_tokenizer(out, merged, opts, report, job.store, limits, made, curve)  # 7. publish
+    publish_tokenizer(out, merged, opts, report, job.store, goal.limits, made, curve)  # 7. publish
     if source.kind == "collection":  # a re-run of a finished job must not reuse them
         forget_shards(counted.shards, job.store)
     return report
@@ -186,6 +197,8 @@ def merge(
     out: PathLike,
     special_tokens: Sequence[str] | None = None,
     *,
+    init_from: PathLike | None = None,
+    inherit: int | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
     **options,
@@ -195,7 +208,7 @@ def merge(
     ``special_tokens`` default to those the counts were made with (the counts file records them);
     other special tokens than those are refused: the counts were split on the recorded ones. So with
     the ``pattern`` option: it defaults to the recorded split pattern, which the tokenizer keeps.
-    ``min_frequency`` and ``max_token_length`` are those of ``train``.
+    ``init_from``, ``inherit``, ``min_frequency`` and ``max_token_length`` are those of ``train``.
 
     >>> from distributed import Client
     >>> from bpe_dask import count_words
@@ -208,24 +221,24 @@ def merge(
     ['w e', 's t']
     """
     started = time.perf_counter()
-    limits = Limits(min_frequency, max_token_length)
     counts, out = absolute(counts), absolute(out)
     recorded = recorded_settings(counts, Store(JobOptions.of(**options).storage_options))
     special_tokens = _special_tokens_for(counts, special_tokens, recorded)
     options = {**options, "pattern": _pattern_for(counts, options.get("pattern"), recorded)}
-    opts = training_options(vocab_size, special_tokens, options)
+    limits = Limits(min_frequency, max_token_length)
+    opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
     job = Job.start(opts, None, [counts, out])
     check_output_dir(out, opts.overwrite, is_output_file, job.store)
-    merged = merge_here(lambda: read_counts(counts, job.store), vocab_size, opts, limits)
+    merged = merge_here(lambda: read_counts(counts, job.store), goal, opts)
     warn_if_empty(merged.unique_words, None)
-    base = {"counts": counts, "counted_with": recorded, "pattern": opts.pattern}
-    report = training_report(base, merged, opts.special_tokens, vocab_size, limits, {})
+    read = {"counts": counts, "counted_with": recorded, "pattern": opts.pattern}
+    report = training_report(read, merged, goal, {})
     report["timings"]["total"] = time.perf_counter() - started
     seen = (recorded or {}).get("special_tokens_seen")  # absent from counts an older bpe-dask wrote
     curve = compression_curve(merged, opts.special_tokens, None if seen is None else SpecialsSeen(**seen))
     if seen is not None:
-        report["text_bytes"] = merged.byte_tokens + seen["bytes"]
-    publish_tokenizer(out, merged, opts, report, job.store, limits, curve=curve)
+        report["text_bytes"] = merged.text_bytes + seen["bytes"]
+    publish_tokenizer(out, merged, opts, report, job.store, goal.limits, curve=curve)
     return report
 
 
@@ -263,13 +276,16 @@ def train_bpe(
     vocab_size: int,
     special_tokens: Sequence[str] = (),
     *,
+    init_from: PathLike | None = None,
+    inherit: int | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
     **options,
 ) -> tuple[Vocab, Merges]:
     """Train a byte-level BPE tokenizer: a drop-in for CS336's ``run_train_bpe``.
 
-    ``min_frequency`` and ``max_token_length`` are those of ``train``. ``options`` are ``JobOptions``
+    ``init_from``, ``inherit``, ``min_frequency`` and ``max_token_length`` are those of ``train``
+    (continued from a base, the merges begin with its merges). ``options`` are ``JobOptions``
     fields: ``chunk_size``, ``client``, ``scheduler``, ``workers``, ``work_dir``, ``storage_options``,
     ``in_process``, ... Nothing is written but the work directory.
 
@@ -280,13 +296,53 @@ def train_bpe(
     """
     from bpe_dask.jobs.count import count_with
 
-    opts = training_options(vocab_size, special_tokens, options)
     limits = Limits(min_frequency, max_token_length)
+    opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
     counted = count_with(input_path, opts)
     warn_if_empty(counted.table().num_rows, counted.input_bytes)
-    merged = merge_table(counted.table(), vocab_size, opts.special_tokens, engine=opts.engine, limits=limits)
+    merged = merge_table(counted.table(), goal)
     warn_if_short(merged, vocab_size, limits)
     return merged.vocab, merged.merges
+
+
+def training_goal(
+    vocab_size: int,
+    special_tokens: Sequence[str],
+    options: dict,
+    limits: Limits,
+    init_from: PathLike | None = None,
+    inherit: int | None = None,
+) -> tuple[JobOptions, Goal]:
+    """The options of a training job, checked, and what its merge loop is asked for: from the bytes,
+    or from the tokenizer at ``init_from`` (``io.tokenizer_files.read_base``: a tokenizer directory,
+    GPT-2's files, a ``tokenizer.json`` or a tiktoken rank file) cut to its first ``inherit`` merges
+    (``rules.vocabulary.training_base``), whose special tokens and split pattern the job takes where
+    it is given none; another split pattern is said in one warning line."""
+    base = None
+    if init_from is None and inherit is not None:
+        raise BpeDaskError("inherit= keeps merges of the tokenizer init_from= names: give that too")
+    if init_from is not None:
+        location = absolute(os.fspath(init_from))
+        storage = Store.for_job(JobOptions.of(**options).storage_options, [location]).options
+        vocabulary, pattern = read_base(location, special_tokens, storage)
+        base = training_base(vocabulary, inherit, location)
+        special_tokens = special_tokens or base.special_tokens
+        given = options.get("pattern")
+        if given is None:
+            options = {**options, "pattern": pattern.spec if pattern else "gpt2"}
+        elif pattern is not None and split_pattern(given).regex != pattern.regex:
+            log.warning(
+                "training with split pattern %s, not %s's own (%s): its words split otherwise",
+                split_pattern(given).spec, location, pattern.spec,
+            )  # fmt: skip
+    opts = training_options(vocab_size, special_tokens, options)
+    goal = Goal(vocab_size, opts.special_tokens, base, limits, opts.engine)
+    if base is not None and vocab_size <= goal.first_size:
+        raise BpeDaskError(
+            f"vocab size {vocab_size:,} is not above the {goal.first_size:,} tokens training starts "
+            f"from ({init_from}'s, and the special tokens it lacks)"
+        )
+    return opts, goal
 
 
 def training_options(vocab_size: int, special_tokens: Sequence[str], options: dict) -> JobOptions:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from bpe_dask.errors import BpeDaskError
 from bpe_dask.rules.bpe import merge_lowest_first
 from bpe_dask.rules.pretokenize import check_special_tokens
 
@@ -128,3 +129,42 @@ class Vocabulary:
         tokens = (self.ids_by_bytes.get(token) for a, b in merges for token in (a + b, a, b))
         kept = {*self.byte_ids, *self.special_ids.values(), *(i for i in tokens if i is not None)}
         return {i: self.vocab[i] for i in sorted(kept)}, merges
+
+
+def training_base(vocabulary: Vocabulary, inherit: int | None, name: str) -> Vocabulary:
+    """``vocabulary`` cut to its first ``inherit`` merges (all of them: None) and its tokens they make,
+    as continued training starts from it (docs/exactness.md#continued-training), or a one-line
+    ``BpeDaskError`` naming ``name`` where training cannot start from it exactly: ``inherit`` beyond
+    its merges, ids that leave a hole the new tokens would fill, a token of several bytes (special
+    tokens aside) that its merges do not make of its own bytes.
+
+    >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi", 257: b"hi!"}
+    >>> base = training_base(Vocabulary(vocab, [(b"h", b"i"), (b"hi", b"!")]), 1, "base")
+    >>> len(base.vocab), base.merges
+    (257, [(b'h', b'i')])
+    >>> training_base(Vocabulary({**vocab, 258: b"hey"}, [(b"h", b"i"), (b"hi", b"!")]), None, "base")
+    Traceback (most recent call last):
+    bpe_dask.errors.BpeDaskError: base: token 258 (b'hey') is not what its merges make of its bytes ...
+    """
+    merges = vocabulary.merges
+    if inherit is not None:
+        if isinstance(inherit, bool) or not isinstance(inherit, int) or not 0 <= inherit <= len(merges):
+            raise BpeDaskError(f"inherit={inherit!r} is not one of 0 to {name}'s {len(merges):,} merges")
+        kept, merges = vocabulary.first_ids(256 + len(vocabulary.special_tokens) + inherit)
+        vocabulary = Vocabulary(kept, merges, vocabulary.special_tokens)
+    specials = set(vocabulary.special_ids.values())
+    hole = next((i for i in range(max(vocabulary.vocab) + 1) if i not in vocabulary.vocab), None)
+    if hole is not None:
+        largest = max(vocabulary.vocab)
+        raise BpeDaskError(
+            f"{name}: its ids leave {hole:,} free below its largest, {largest:,} "
+            f"({vocabulary.vocab[largest]!r}), where the new tokens would go; train from all its merges "
+            "(leave inherit= out), or from a base whose ids have no hole"
+        )
+    for i, token in sorted(vocabulary.vocab.items()):
+        if len(token) > 1 and i not in specials and vocabulary.merged(token) != (i,):
+            raise BpeDaskError(
+                f"{name}: token {i} ({token!r}) is not what its merges make of its bytes (nor a special "
+                "token): training cannot continue from it exactly"
+            )
+    return vocabulary

@@ -8,7 +8,8 @@ merge loop knows, and a special token is one token at every size. ``compression.
 ``compression.png`` draws it, marking where each further 1,000 tokens of vocabulary buy less than
 1 % fewer tokens.
 
->>> curve = Curve(first_size=257, byte_tokens=10, special_tokens=1, special_bytes=13, savings=[3, 2])
+>>> curve = Curve(first_size=257, first_tokens=10, text_bytes=10, special_tokens=1, special_bytes=13,
+...               savings=[3, 2])
 >>> print(curve.csv(), end="")
 vocab_size,tokens,bytes_per_token
 257,11,2.0909
@@ -40,11 +41,13 @@ STEP, GAIN = 1000, 0.01  # the knee: where STEP more tokens of vocabulary save l
 
 @dataclass(frozen=True)
 class Curve:
-    """The training data's tokens at each vocabulary size from ``first_size`` (bytes and special
-    tokens) on: ``byte_tokens + special_tokens`` there, then less what each merge saved."""
+    """The training data's tokens at each vocabulary size from ``first_size`` (the bytes, or a base's
+    tokens, and the special tokens) on: ``first_tokens + special_tokens`` there, then less what each
+    merge saved; ``text_bytes`` of text (and ``special_bytes`` of special tokens) in all."""
 
     first_size: int
-    byte_tokens: int
+    first_tokens: int
+    text_bytes: int
     special_tokens: int
     special_bytes: int
     savings: list[int] = field(default_factory=list)
@@ -55,13 +58,13 @@ class Curve:
             itertools.accumulate(
                 self.savings,
                 lambda tokens, saved: tokens - saved,
-                initial=self.byte_tokens + self.special_tokens,
+                initial=self.first_tokens + self.special_tokens,
             )
         )
 
     def rows(self) -> list[tuple[int, int, float]]:
         """``(vocab_size, tokens, bytes_per_token)`` at each size."""
-        text_bytes = self.byte_tokens + self.special_bytes
+        text_bytes = self.text_bytes + self.special_bytes
         return [
             (self.first_size + k, tokens, round(text_bytes / tokens, 4) if tokens else 0.0)
             for k, tokens in enumerate(self.tokens())

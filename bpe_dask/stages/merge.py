@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from bpe_dask import interrupts
 from bpe_dask.engines import use_compiled
-from bpe_dask.io.counts_table import token_bytes, word_chunks
+from bpe_dask.io.counts_table import token_bytes, word_chunks, words_bytes
 from bpe_dask.rules.vocabulary import Vocabulary, start
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ def train_merges(
     shortens the words, times their counts. It is not the pair's count, which counts overlapping
     pairs (``a a a`` holds ``a a`` twice, and one merge saves one token).
     """
-    if not hasattr(word_counts, "byte_tokens"):  # not laid out yet
+    if not hasattr(word_counts, "text_bytes"):  # not laid out yet
         word_counts = laid_out(word_counts, vocab_size, engine, base)
     compiled = not isinstance(word_counts, LaidOut)  # the compiled loop's records
     words = word_counts.rows if compiled else len(word_counts)
@@ -127,12 +127,14 @@ class LaidOut(list):
     bytes), with what ``compiled.Words`` also tells: how many words, and the tokens they stand for
     before any merge (each word's ids times its count)."""
 
+    text_bytes = 0  # the bytes of text the words stand for, set by ``laid_out``, as on ``Words``
+
     @property
     def rows(self) -> int:
         return len(self)
 
     @property
-    def byte_tokens(self) -> int:
+    def tokens(self) -> int:
         return sum(len(ids) * count for ids, count in self)
 
 
@@ -150,11 +152,16 @@ def laid_out(
     builds its index of pairs."""
     if not isinstance(word_counts, pa.Table):
         word_counts = list(word_counts)
+        text_bytes = sum(len(word) * count for word, count in word_counts)
+    else:
+        text_bytes = words_bytes(word_counts)
     if merge_engine(engine, len(word_counts)) != "numba":
         if isinstance(word_counts, pa.Table):
             columns = (word_counts.column(c).to_pylist() for c in ("token", "count"))
             word_counts = list(zip(*columns, strict=True))
-        return LaidOut(word_counts if base is None else [(base.merged(w), c) for w, c in word_counts])
+        laid = LaidOut(word_counts if base is None else [(base.merged(w), c) for w, c in word_counts])
+        laid.text_bytes = text_bytes
+        return laid
     from bpe_dask.compiled import Words
 
     if isinstance(word_counts, pa.Table):
@@ -167,7 +174,9 @@ def laid_out(
 
         encoder = Encoder(base.byte_ids, base.merge_ranks)
         chunks = ((*encoder.pretoken_ids(data, offsets), counts) for data, offsets, counts in chunks)
-    return Words(chunks, rows, size, vocab_size)
+    words = Words(chunks, rows, size, vocab_size)
+    words.text_bytes = text_bytes
+    return words
 
 
 def _word_arrays(word_counts: list[tuple[bytes, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
