@@ -18,6 +18,7 @@ The readers of a directory and of a ``tokenizer.json`` say what is wrong with on
 from __future__ import annotations
 
 import gzip
+import itertools
 import logging
 import os
 import pathlib  # noqa: F401 (the examples)
@@ -247,7 +248,8 @@ def read_base(
     holds none), from whichever ``location`` is: a tokenizer directory (``load_files``: bpe-dask's, or
     GPT-2-style ``vocab.json`` and ``merges.txt``) or a Hugging Face ``tokenizer.json``, with their own
     special tokens, or a tiktoken rank file (gzipped or not; its merges recovered from the ranks,
-    ``special_tokens`` its special tokens). A one-line ``BpeDaskError`` names it where it is none of them.
+    ``special_tokens`` its special tokens, at the ids it leaves free first). A one-line
+    ``BpeDaskError`` names it where it is none of them.
 
     >>> vocabulary = Vocabulary({**{i: bytes([i]) for i in range(256)}, 256: b"hi"}, [(b"h", b"i")])
     >>> save_files("base", files_of(vocabulary, GPT2))
@@ -269,6 +271,11 @@ def read_base(
     try:
         text = (gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data).decode("utf-8")
         vocab, merges = tokenizer_formats.parse_tiktoken_bpe(text)
+        # The file holds no special token: those given take the ids it leaves free first, as a
+        # tokenizer's own rank file leaves theirs (bpe-dask's: 256 on, between the bytes and the merges).
+        free = (i for i in itertools.count() if i not in vocab)
+        for token in check_special_tokens(special_tokens or ()):
+            vocab[next(free)] = token.encode("utf-8")
         return Vocabulary(vocab, merges, check_special_tokens(special_tokens or ())), None
     except (OSError, ValueError, KeyError, EOFError) as error:
         raise BpeDaskError(
