@@ -436,6 +436,25 @@ def test_on_a_terminal_the_bar_is_redrawn_in_place_and_its_line_ended(clock):
     assert last.startswith("merge: 100%|██████████| 1000/1000 [00:10<00:00"), shown
 
 
+def test_on_a_terminal_a_running_phases_bar_is_redrawn_while_no_task_reports(monkeypatch):
+    """Its clock and time left move on between reports (the ticker of ``listening``): it checked the
+    bar's stream for ours, which tqdm wraps, and never redrew."""
+    import threading
+
+    monkeypatch.setattr(progress_module, "TICK", 0.01)
+    stream = Terminal()
+    bar = MapProgress("count", 2, 100, stream=stream)
+    drawn = stream.getvalue().count("\r")
+    stop = threading.Event()
+    ticker = threading.Thread(target=bar._tick, args=(stop,), daemon=True)
+    ticker.start()
+    try:
+        timing.wait_until(lambda: stream.getvalue().count("\r") > drawn + 2, 30, "the bar redrawn")
+    finally:
+        stop.set()
+        ticker.join()
+
+
 def test_in_a_notebook_the_bar_is_tqdms_widget(monkeypatch):
     """Jupyter: ``tqdm.autonotebook`` is the notebook's widget there (stderr is no terminal)."""
     import tqdm.autonotebook

@@ -70,12 +70,22 @@ class _Out:
         return id(self)
 
 
+def _widget(stream: Any) -> bool:
+    """Whether a bar on ``stream`` is a notebook's widget: tqdm finds one in Jupyter."""
+    return tqdm.autonotebook.tqdm is not tqdm.std.tqdm and stream is sys.stderr
+
+
+def drawn(stream: Any = None) -> bool:
+    """Whether a bar on ``stream`` (stderr) is drawn, as a widget or on a terminal, not logged."""
+    stream = stream or sys.stderr
+    return _widget(stream) or stream.isatty()
+
+
 def bar(desc: str, total: int | None, unit: str, stream: Any = None, **options: Any) -> tqdm.std.tqdm:
     """A tqdm bar of ``total`` ``unit`` on ``stream`` (stderr): a notebook's widget where tqdm finds
     one, a bar on a terminal, else log lines at a steady pace."""
     stream = stream or sys.stderr
-    tty = stream.isatty()
-    widget = tqdm.autonotebook.tqdm is not tqdm.std.tqdm and stream is sys.stderr  # in Jupyter
+    tty, widget = stream.isatty(), _widget(stream)
     kind = tqdm.autonotebook.tqdm if widget else tqdm.std.tqdm
     if not (tty or widget):  # a log: a line every LOG_EVERY s from then on, and the last (``close``)
         options |= {"mininterval": LOG_EVERY, "delay": LOG_EVERY, "maxinterval": float("inf")}
@@ -131,7 +141,7 @@ class MapProgress:
         extra: str = "",
         stream: Any = None,
     ) -> None:
-        self.by_bytes = total_bytes is not None
+        self.by_bytes, self.drawn = total_bytes is not None, drawn(stream)
         self.total, self.unit, self.extra = total, unit, extra
         self.bar = (
             bar(label, total_bytes, "B", stream, unit_scale=True)
@@ -168,7 +178,7 @@ class MapProgress:
     def _tick(self, stop: threading.Event) -> None:
         while not stop.wait(TICK):
             with self.lock:
-                if not self.bar.disable and isinstance(self.bar.fp, _Out) and self.bar.fp.tty:
+                if self.drawn and not self.bar.disable:  # its clock and time left move on
                     self.bar.refresh()
 
     def _heard(self, event: tuple) -> None:
