@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from functools import partial
+from functools import cached_property, partial
 
 import pyarrow as pa
 from dask.base import tokenize
@@ -102,7 +102,7 @@ class Goal:
     limits: Limits = Limits()
     engine: str = "auto"
 
-    @property
+    @cached_property  # the base's vocabulary copied once
     def first_size(self) -> int:
         """The vocabulary's size before the first merge learned (``rules.vocabulary.start``)."""
         return len(start(self.special_tokens, self.base and (self.base.vocab, self.base.merges))[0])

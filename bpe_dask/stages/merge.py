@@ -97,7 +97,7 @@ def train_merges(
         )
         return vocab, merges + learned
     state = _MergeState(word_counts, vocab, max_token_length)
-    kept = len(merges)
+    kept, new_id = len(merges), max(vocab) + 1  # each merge at the next free id (``start``)
     while len(vocab) < vocab_size:
         interrupts.check()  # a signal is raised here, between merges, not in whatever C called back
         best = state.pop_best()
@@ -111,10 +111,10 @@ def train_merges(
                 stopped("min_frequency", count)
             break
         a, b = pair
-        new_id = max(vocab) + 1
         vocab[new_id] = vocab[a] + vocab[b]
         merges.append((vocab[a], vocab[b]))
         saved = state.merge(pair, new_id)
+        new_id += 1
         if savings is not None:
             savings.append(saved)
         if progress is not None:
