@@ -89,7 +89,7 @@ def test_a_base_of_each_kind_extends_alike(text_file, tmp_path):
     for name in ("vocab.json", "merges.txt"):
         (tmp_path / "gpt2-style" / name).write_bytes((base_dir / name).read_bytes())
     base = Tokenizer.load(base_dir)
-    text = text_file.read_text(encoding="utf-8")
+    text = text_file.read_bytes().decode()  # its \r\n as they are (read_text makes them \n)
     want = reference.train([text], 256 + 1 + 100, [EOT], base=(base.vocab, base.merges))
     kinds = [base_dir, base_dir / "tokenizer.json", base_dir / "tokenizer.tiktoken", tmp_path / "gpt2-style"]
     for location in kinds:
@@ -173,3 +173,26 @@ def test_a_base_training_cannot_start_from_is_one_line_and_nothing_written(tmp_p
     lines = done.stderr.strip().splitlines()
     assert done.returncode in (1, 2) and len(lines) == 1 and says in lines[0], done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_on_workers_of_their_own_the_merge_on_a_worker_continues_from_the_base(text_file, tmp_path):
+    """A `dask scheduler` and two `dask worker`s of two threads each, started in a folder of their own:
+    the base is read on the client (a relative path there) and travels with the merge task to the
+    worker that runs it; the merges are the reference's from that base."""
+    import servers
+
+    base = tmp_path / "base"
+    bpe_dask.train(str(GERMAN), 300, base, [EOT], in_process=True)
+    (tmp_path / "cluster").mkdir()
+    want = reference.train([text_file.read_bytes().decode()], 420, [EOT],
+                           base=(Tokenizer.load(base).vocab, Tokenizer.load(base).merges))  # fmt: skip
+    with servers.dask_cluster(2, cwd=str(tmp_path / "cluster"), nthreads=2) as address:
+        args = ["train", str(text_file), "--init-from", "base", "--vocab-size", "420", "--out", "tok",
+                "--scheduler", address, "--merge-on", "worker", "--chunk-size", "8KiB"]  # fmt: skip
+        done = commands.bpe_dask(*args, cwd=tmp_path, check=True)
+    report = json.loads((tmp_path / "tok" / "report.json").read_text())
+    assert report["merge_ran_on"] == "worker" and report["inherited_merges"] == 300 - 257, done.stderr
+    assert report["partitions"] > 4
+    extended = Tokenizer.load(tmp_path / "tok")
+    assert extended.merges == want[1]
+    assert extended.vocab == want[0]
