@@ -7,7 +7,7 @@ suite's hundreds of commands do not each pay for Python's start and the imports:
 a command on this project's machine, a tenth of the suite. What is read from the environment once,
 at import, is read again (Dask's config, the temporary directory); a command whose environment
 changes what numba imported with (``NUMBA_*``), and a test about the start of the process itself
-(a signal in its first second, the imports), run ``python -m bpe_dask`` (``fresh=True``).
+(a signal in its first second, the imports), run ``python -m bpe_dask``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import timing
@@ -24,23 +25,24 @@ import timing
 REPO = Path(__file__).resolve().parent.parent
 PRELOADED = ["bpe_dask.cli.main", "bpe_dask.jobs.train", "bpe_dask.jobs.encode", "bpe_dask.jobs.evaluate"]
 _context = None
-_server_numba: dict = {}  # the NUMBA_* variables the forking process imported numba with
 
 
-def _numba_env() -> dict:
-    return {k: v for k, v in os.environ.items() if k.startswith("NUMBA_")}
+def _numba(environment: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in environment.items() if k.startswith("NUMBA_")}
+
+
+NUMBA = _numba(os.environ)  # what the forking process imports numba with (the conftest sets it first)
 
 
 def bpe_dask(
     *args: str, cwd: Path | str, env: dict | None = None, environment: dict | None = None,
-    check: bool = False, timeout: float = 300, fresh: bool = False,
+    check: bool = False, timeout: float = 300,
 ) -> subprocess.CompletedProcess:  # fmt: skip
     """Run ``bpe-dask ARGS`` in ``cwd`` with this environment and ``env`` over it (or ``environment``
     alone); ``check`` fails the test on a non-zero exit; ``timeout`` seconds as ``timing`` scales them."""
     base = os.environ if environment is None else environment
     environment = {**base, "PYTHONPATH": str(REPO), **(env or {})}
-    numba = {k: v for k, v in environment.items() if k.startswith("NUMBA_")}
-    if fresh or numba != _server_numba.setdefault("env", _numba_env()):
+    if _numba(environment) != NUMBA:
         done = subprocess.run([sys.executable, "-m", "bpe_dask", *args], cwd=cwd, env=environment,
                               capture_output=True, text=True, timeout=timing.seconds(timeout))  # fmt: skip
     else:
