@@ -33,7 +33,7 @@ from bpe_dask.io.storage import absolute
 from bpe_dask.io.written import EVALUATION, EVALUATION_FILES
 from bpe_dask.jobs.context import Job, Run, job_tokenizer
 from bpe_dask.jobs.counting import placement
-from bpe_dask.jobs.evaluation import Group, Row, evaluation_report, plot_evaluation
+from bpe_dask.jobs.evaluation import Group, Row, base_size, evaluation_report, plot_evaluation
 from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character
 from bpe_dask.sources.files import FileSource
 from bpe_dask.sources.source import input_list
@@ -62,10 +62,15 @@ def evaluate(
     byte-level BPE kind, or ``Tokenizer`` objects, one or a list of them, or a mapping from the names
     the report gives them. Each is measured at its own vocabulary size and at each of ``vocab_sizes``
     it can be cut to (its first merges); a size one tokenizer cannot be cut to (above its own, or
-    below its bytes and special tokens) is left out for that one, and one that none can is an error. Each
-    tokenizer's special tokens are split out of the text, one token each, as ``encode`` does. The
-    report's ``results`` hold a row per tokenizer and size: ``tokens``, ``bytes_per_token`` and, when
-    every input holds records (Parquet, JSON Lines), ``tokens_per_document``. With ``out``, the
+    below its bytes and special tokens) is left out for that one, and one that none can is an error. A
+    directory `bpe-dask train` wrote of a tokenizer continued from a base (``init_from``) is also
+    measured, with no size asked, at the size of that base as kept (its first ids: the base
+    itself, as ``Tokenizer.truncated`` cuts the tokenizer), which the ``report.json`` beside it tells
+    (``base_size``); a ``Tokenizer`` object does not tell it. Each tokenizer's special tokens are split
+    out of the text, one token each, as ``encode`` does. The report's ``results`` hold a row per
+    tokenizer and size: ``tokens``, ``bytes_per_token``, ``base`` (whether the size is its base's; the
+    table names that row ``NAME (base)``) and, when every input holds records (Parquet, JSON Lines),
+    ``tokens_per_document``. With ``out``, the
     directory ``out`` gets ``evaluation.json`` (the report) and ``evaluation.png`` (bytes per token
     against vocabulary size, a line per tokenizer). ``options`` are ``JobOptions`` fields.
 
@@ -120,7 +125,8 @@ def _rows_of(
     loaded = {name: job_tokenizer(source, job.store, opts.engine, trust_pattern) for name, source in sources}
     for tokenizer in loaded.values():
         check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
-    return _rows(loaded, dict(sources), _checked_sizes(vocab_sizes))
+    bases = {name: base_size(source, loaded[name], job.store) for name, source in sources}
+    return _rows(loaded, dict(sources), _checked_sizes(vocab_sizes), bases)
 
 
 def _placed(job: Job, source: FileSource, groups: list[Group]) -> tuple[list[Group], bool, bool, WarmUp]:
@@ -174,9 +180,15 @@ def _checked_sizes(vocab_sizes: Sequence[int] | None) -> list[int]:
     return sorted(set(vocab_sizes))
 
 
-def _rows(loaded: dict[str, Tokenizer], sources: dict[str, str | Tokenizer], sizes: list[int]) -> list[Row]:
-    """Each tokenizer at each size it can be cut to, then at its own. A size no tokenizer can be cut
-    to is an error; one that only some can, is left out for the others, with a line saying so."""
+def _rows(
+    loaded: dict[str, Tokenizer],
+    sources: dict[str, str | Tokenizer],
+    sizes: list[int],
+    bases: dict[str, int | None],
+) -> list[Row]:
+    """Each tokenizer at each size it can be cut to and at the size of the base it was continued
+    from (``bases``; None: none known), then at its own. A size no tokenizer can be cut to is an
+    error; one that only some can, is left out for the others, with a line saying so."""
 
     def bounds(tokenizer: Tokenizer) -> tuple[int, int]:  # the bytes and special tokens; every id
         return 256 + len(tokenizer.special_tokens), len(tokenizer.vocab)
@@ -198,13 +210,14 @@ def _rows(loaded: dict[str, Tokenizer], sources: dict[str, str | Tokenizer], siz
     for name, tokenizer in loaded.items():
         first, whole = bounds(tokenizer)
         source = sources[name] if isinstance(sources[name], str) else None
-        for size in sizes:
+        base = bases[name]
+        for size in sorted({*sizes, base}) if base else sizes:
             if not first <= size <= whole:
                 log.info(
                     "%s takes %s to %s ids: not measured at %s", name, f"{first:,}", f"{whole:,}", f"{size:,}"
                 )
             elif size < whole:
-                rows.append(Row(name, size, tokenizer, source))
+                rows.append(Row(name, size, tokenizer, source, base=size == base))
         rows.append(Row(name, whole, tokenizer, source))
     return rows
 

@@ -2,17 +2,20 @@
 table the command line prints, and ``evaluation.png`` out.
 
 ``evaluation_report`` is a row per tokenizer and vocabulary size (tokens, bytes per token, and
-for inputs of records tokens per document), and each tokenizer's knee on the held-out text (as
-``compression.png`` marks the training data's: ``compression.knee_of``); ``table`` lays the rows
-out, numbers aligned right; ``plot_evaluation`` draws bytes per token against vocabulary size on a
-log axis, a line per tokenizer with its knee marked, and dashed, each one's training data's curve
-where its directory holds one (``compression.csv``).
+for inputs of records tokens per document; ``base`` for the size of the base a tokenizer was
+continued from, which ``base_size`` reads from its ``report.json``), and each tokenizer's knee on
+the held-out text (as ``compression.png`` marks the training data's: ``compression.knee_of``);
+``table`` lays the rows out, numbers aligned right, a base's row named ``NAME (base)``;
+``plot_evaluation`` draws bytes per token against vocabulary size on a log axis, a line per
+tokenizer with its knee and its base marked, and dashed, each one's training data's curve where its
+directory holds one (``compression.csv``).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -41,6 +44,7 @@ class Row:
     vocab_size: int
     tokenizer: Tokenizer  # whole: cut to ``vocab_size`` where it is measured (``_groups``)
     source: str | None  # the tokenizer's directory or file, absolute; None for a ``Tokenizer`` given
+    base: bool = False  # the size is that of the base the tokenizer was continued from, as kept
 
 
 Group = tuple[CountSettings, list[Measure], list[int]]  # what counting takes; measures; rows in order
@@ -106,6 +110,7 @@ def _result(row: Row, tokens: int, text_bytes: int, documents: int | None) -> di
     return {
         "tokenizer": row.name,
         "vocab_size": row.vocab_size,
+        "base": row.base,
         "tokens": tokens,
         "bytes_per_token": round(text_bytes / tokens, 4) if tokens else None,
         "tokens_per_document": round(tokens / documents, 2) if documents else None,
@@ -136,7 +141,8 @@ def table(report: dict) -> str:
     lines = [header]
     for r in report["results"]:
         per_token = "-" if r["bytes_per_token"] is None else f"{r['bytes_per_token']:.3f}"
-        line = [r["tokenizer"], f"{r['vocab_size']:,}", f"{r['tokens']:,}", per_token]
+        name = f"{r['tokenizer']} (base)" if r["base"] else r["tokenizer"]
+        line = [name, f"{r['vocab_size']:,}", f"{r['tokens']:,}", per_token]
         if documents:
             line.append("-" if r["tokens_per_document"] is None else f"{r['tokens_per_document']:.1f}")
         lines.append(line)
@@ -150,16 +156,35 @@ def table(report: dict) -> str:
     )
 
 
+def directory_file(source: str | Tokenizer | None, name: str, store: Store) -> str | None:
+    """The text of file ``name`` of a tokenizer directory; None if ``source`` is no directory (a
+    ``Tokenizer`` given, a ``tokenizer.json``) or holds no such file."""
+    if not isinstance(source, str):
+        return None
+    fs, path = store.fs(f"{source.rstrip('/')}/{name}")
+    try:
+        return fs.cat_file(path).decode()
+    except (OSError, ValueError):  # not a directory, or one written before that file existed
+        return None
+
+
+def base_size(source: str | Tokenizer, tokenizer: Tokenizer, store: Store) -> int | None:
+    """The size of the base vocabulary (as kept: its first ids) that ``tokenizer`` was continued from
+    (``train(..., init_from=...)``), from the ``report.json`` training wrote in its directory
+    ``source``: its ``vocab_size`` less the merges it learned beyond the ``inherited_merges``. None
+    when it inherited no merge, or its report is missing or of another vocabulary."""
+    try:
+        report = json.loads(directory_file(source, "report.json", store) or "{}")
+        kept = report["vocab_size"] - report["num_merges"] + report["inherited_merges"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return kept if report["inherited_merges"] and report["vocab_size"] == len(tokenizer.vocab) else None
+
+
 def training_curve(source: str | None, store: Store) -> list[tuple[int, float]]:
     """``(vocab_size, bytes_per_token)`` of the training data, from the ``compression.csv`` of a
     tokenizer directory, if it holds one."""
-    if source is None:
-        return []
-    fs, path = store.fs(f"{source.rstrip('/')}/compression.csv")
-    try:
-        text = fs.cat_file(path).decode()
-    except (OSError, ValueError):  # not a directory, or one written before the curve existed
-        return []
+    text = directory_file(source, "compression.csv", store) or ""
     return [(int(r["vocab_size"]), float(r["bytes_per_token"])) for r in csv.DictReader(io.StringIO(text))]
 
 
@@ -173,8 +198,8 @@ def plot_evaluation(report: dict, store: Store) -> bytes:
 def evaluation_figure(report: dict, store: Store) -> Any:
     """Bytes per token against vocabulary size, on a log axis (sizes from 256 to 100K and more, each
     as readable), its ticks at the sizes measured: for each tokenizer, its points on the held-out
-    text joined by a line, its knee marked, and, dashed, its training data's curve where its
-    directory holds one."""
+    text joined by a line, its knee and its base marked, and, dashed, its training data's curve where
+    its directory holds one."""
     import matplotlib
 
     matplotlib.use("Agg")  # no screen: draw to a buffer
@@ -200,6 +225,10 @@ def evaluation_figure(report: dict, store: Store) -> Any:
         knee = described.get("knee")
         if knee is not None:
             mark_knee(axes, knee, dict(points)[knee], line.get_color())
+        for r in report["results"]:
+            if r["tokenizer"] == name and r["base"] and r["bytes_per_token"] is not None:
+                at = (r["vocab_size"], r["bytes_per_token"])
+                axes.annotate("base", at, textcoords="offset points", xytext=(-8, 8), fontsize=8)
         curve = training_curve(described["source"], store)
         if curve:
             axes.plot(
