@@ -140,14 +140,9 @@ def load_config(path: str) -> dict[str, Any]:
         name = {"input": "inputs", "special_token": "special_tokens"}.get(name, name)
         if name not in OPTIONS:
             raise UsageError(f"{path}: unknown option {key!r}{did_you_mean(name, OPTIONS)}")
-        in_thousands = (
-            name == "vocab_size" and isinstance(value, str) and value.rstrip().endswith(("k", "K", "Ki"))
-        )
-        if (
-            name in NUMBER_OPTIONS
-            and (isinstance(value, bool) or not isinstance(value, int))
-            and not in_thousands
-        ):
+        in_thousands = isinstance(value, str) and value.rstrip().endswith(("k", "K", "Ki"))
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if name in NUMBER_OPTIONS and not whole and not (name == "vocab_size" and in_thousands):
             raise UsageError(f"{path}: {key}: not a whole number: {value!r} (a TOML number has no quotes)")
         if name == "vocab_sizes" and not isinstance(value, list):  # a flag's "8000,16000" is text
             raise UsageError(f"{path}: {key}: not a list of whole numbers: {value!r} (e.g. [8000, 16000])")
@@ -180,12 +175,10 @@ ENVIRONMENT = "DASK_SCHEDULER_ADDRESS"  # Dask's own variable for the scheduler 
 def resolve(flags: Mapping[str, Any], config_path: str | None = None) -> dict[str, Any]:
     """Defaults, then the environment, then the config file, then the flags given. Where to run is
     said by the highest of these that says it (``place_from``)."""
-    options = dict(DEFAULTS)
     environment = {"scheduler": os.environ[ENVIRONMENT]} if os.environ.get(ENVIRONMENT) else {}
-    options.update(environment)
     from_file = load_config(config_path) if config_path else {}
-    options.update(from_file)
-    options.update({k: _checked(k, v, source=flag_of(k)) for k, v in flags.items()})
+    given = {k: _checked(k, v, source=flag_of(k)) for k, v in flags.items()}
+    options = {**DEFAULTS, **environment, **from_file, **given}
     levels = [(ENVIRONMENT, environment), (config_path or "", from_file), (COMMAND_LINE, flags)]
     options["place_from"] = _one_place_to_run(options, levels)
     return options

@@ -208,9 +208,7 @@ def _lacking(client: Client, needs: list[str]) -> dict[str, list[str]]:
 
 def upload_package(client: Client) -> None:
     """Send this client's bpe_dask to every worker (and to workers that join later)."""
-    package = (
-        Path(__file__).resolve().parent.parent
-    )  # bpe_dask/, this module being bpe_dask/jobs/preflight.py
+    package = Path(__file__).resolve().parents[1]  # bpe_dask/, this being bpe_dask/cluster/preflight.py
     with tempfile.TemporaryDirectory() as folder:
         archive = Path(folder) / f"bpe_dask-{__version__}.zip"
         with zipfile.ZipFile(archive, "w") as zf:
@@ -261,9 +259,6 @@ def _ask_workers(client: Client, place: Place, url: str, store: Store) -> None:
             f"{few} see {where}: the tasks {'write' if place.writes else 'read'} it, so {give} on "
             "storage every worker reaches at the same path (a shared filesystem, or e.g. s3://bucket/prefix)"
         )
-    credentials = (
-        ""
-        if is_local(place.url)
-        else ("; workers use their own credentials (ship_credentials=True sends this machine's)")
-    )
+    credentials = "; workers use their own credentials (ship_credentials=True sends this machine's)"
+    credentials = "" if is_local(place.url) else credentials
     raise BpeDaskError(f"{few} {'write beside' if place.writes else 'see'} {named} ({why}){credentials}")
