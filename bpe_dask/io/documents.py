@@ -203,12 +203,19 @@ def column_documents(
             bad.add(f"{where(row)}: null")  # and the rest from the buffers, as if there were none
         column = kept
     if column.null_count == 0 and _valid_utf8(column):
-        text = column.cast(pa.large_binary())
-        _, offsets, data = text.buffers()
-        offsets = np.frombuffer(offsets, np.int64)[text.offset : text.offset + len(text) + 1]
-        data = b"" if data is None else bytes(memoryview(data)[offsets[0] : offsets[-1]])
-        return Documents(data, offsets[1:] - offsets[0])
+        data, offsets = flat_bytes(column.cast(pa.large_binary()))
+        return Documents(data.tobytes(), offsets[1:])
     return values_documents(column.cast(pa.large_binary()).to_pylist(), policy, bad, where)
+
+
+def flat_bytes(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A binary or large_binary array's bytes (uint8, over Arrow's buffer) and where each value starts
+    and the last ends (Arrow's offsets, as int64 from 0: a copy of the array's size)."""
+    _, offsets, data = array.buffers()
+    kind = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+    offsets = np.frombuffer(offsets, kind)[array.offset : array.offset + len(array) + 1]
+    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return data[offsets[0] : offsets[-1]], offsets.astype(np.int64, copy=False) - offsets[0]
 
 
 def _valid_utf8(column: pa.Array) -> bool:

@@ -184,10 +184,7 @@ def arrow_batches(
         tables = _guarded(source.with_format("arrow").iter(batch_size=batch_size))
         return _sliced(_columns(tables, text_column), text_column, batch_size, batch_bytes), rows
     if isinstance(source, (pa.Table, pa.RecordBatch)):
-        _check_column(source.schema.names, text_column)
-        column = source.column(text_column)
-        _check_text(column.type, f"column {text_column!r}")
-        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        chunks = list(_columns([source], text_column))  # its column checked here, before any batch
         return _sliced(iter(chunks), text_column, batch_size, batch_bytes), source.num_rows
     try:
         reader = pa.RecordBatchReader.from_stream(source)
@@ -273,7 +270,7 @@ def _guarded(batches: Iterable) -> Iterator:
         yield batch
 
 
-def _columns(tables: Iterator, text_column: str) -> Iterator[pa.Array]:
+def _columns(tables: Iterable, text_column: str) -> Iterator[pa.Array]:
     """The text column's chunks, table by table (a stream's schema is checked once it is known)."""
     for table in tables:
         _check_column(table.schema.names, text_column)

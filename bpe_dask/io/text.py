@@ -259,8 +259,9 @@ def _read_error(byte_range: ByteRange, error: Exception) -> BpeDaskError:
 
 
 def _uncut_error(byte_range: ByteRange, offset: int, max_uncut: int, pattern: SplitPattern) -> InputError:
+    limit = f"{max_uncut // 2**20} Mi" if max_uncut % 2**20 == 0 else f"{max_uncut:,}"
     where = (
-        f"{byte_range.file.name}: no place to split the text in the {_characters(max_uncut)} "
+        f"{byte_range.file.name}: no place to split the text in the {limit} characters "
         f"after byte offset {offset}{of_decompressed(byte_range)}"
     )
     if pattern.cut_rule is None:  # only special tokens cut the text
@@ -272,10 +273,6 @@ def _uncut_error(byte_range: ByteRange, offset: int, max_uncut: int, pattern: Sp
         f"{where} (no special token, and nowhere the {pattern.name} pattern may be cut: a run of letters, "
         "of digits, of punctuation or of whitespace): a single pre-token that long cannot be counted"
     )
-
-
-def _characters(count: int) -> str:
-    return f"{count // 2**20} Mi characters" if count % 2**20 == 0 else f"{count:,} characters"
 
 
 def _decode_error(byte_range: ByteRange, offset: int) -> InputError:
