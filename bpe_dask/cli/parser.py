@@ -33,9 +33,12 @@ WARM_UP_HELP = (
     "when building a worker image, so that workers load it instead of compiling"
 )
 
-# Every flag's argparse keywords; ``names`` where it has a short form, ``default`` where it is not
-# left out when not given. A command may add to them (``--out``'s metavar and help differ).
+# Every flag's argparse keywords (and the two positional arguments'); ``names`` where it has a short
+# form, ``default`` where it is not left out when not given. A command may add to them (``--out``'s
+# metavar and help differ).
 FLAGS: dict[str, dict[str, Any]] = {
+    "inputs": {"nargs": "*", "metavar": "INPUT", "help": INPUT_HELP},
+    "counts": {"metavar": "COUNTS", "help": "a Parquet counts table (a file or URL)"},
     "--vocab-size": {
         "metavar": "N",
         "help": "tokens in the vocabulary: 256 bytes + special tokens + merges (32000, 32k; 32Ki is 32,768)",
@@ -305,14 +308,9 @@ def _command(
     parser = commands.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
     group = parser.add_argument_group("required (on the command line or in --config)")
     parser._action_groups.insert(0, parser._action_groups.pop())  # shown first
-    positional, *flags = required or [None]
-    if positional is None:  # a command of no input
+    if not required:  # a command of no input
         parser._action_groups.remove(group)
-    elif positional == "counts":
-        group.add_argument("counts", metavar="COUNTS", help="a Parquet counts table (a file or URL)")
-    else:
-        group.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS, help=INPUT_HELP)
-    for container, flag in [*((group, f) for f in flags), *((parser, f) for f in optional)]:
+    for container, flag in [*((group, f) for f in required), *((parser, f) for f in optional)]:
         name, added = (flag, {}) if isinstance(flag, str) else flag
         keywords = {"default": argparse.SUPPRESS, **FLAGS[name], **added}
         container.add_argument(*keywords.pop("names", (name,)), **keywords)

@@ -99,15 +99,11 @@ def scheduler_address(path: str) -> str:
     """
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read(SCHEDULER_FILE_LIMIT)  # not a whole corpus given by mistake
+            address = json.loads(f.read(SCHEDULER_FILE_LIMIT)).get("address")  # not a whole corpus
     except OSError as error:
         reason = error.strerror or describe(error)
         raise BpeDaskError(f"cannot read the scheduler file {path}: {reason}") from None
-    except UnicodeDecodeError:
-        text = ""
-    try:
-        address = json.loads(text).get("address") if text.lstrip().startswith("{") else None
-    except ValueError:
+    except (ValueError, AttributeError, RecursionError):  # not UTF-8 (a ValueError), not a JSON object
         address = None
     if not isinstance(address, str) or "://" not in address:
         raise BpeDaskError(
