@@ -71,43 +71,24 @@ def _boolean(value: Any) -> bool:
     return value
 
 
+# Each option a config file or a flag gives, and how its value is read (``_checked``).
 OPTIONS: dict[str, Callable[[Any], Any]] = {
-    "inputs": _strings,
+    **dict.fromkeys(("inputs", "special_tokens", "tokenizers", "patterns"), _strings),  # patterns: warm-up's
+    **dict.fromkeys(("out", "init_from", "work_dir", "tokenizer", "scheduler", "scheduler_file"), _string),
+    **dict.fromkeys(("pattern", "engine", "format", "input_format", "text_column", "on_bad_record"), _string),
+    **dict.fromkeys(("bos_token", "eos_token", "pad_token", "document_separator"), _string),
+    **dict.fromkeys(("overwrite", "quiet", "ship_package", "ship_credentials"), _boolean),
+    **dict.fromkeys(("trust_pattern", "strict_pattern"), _boolean),
     "vocab_size": vocab_count,
-    "init_from": _string,
+    "vocab_sizes": _vocab_sizes,
     "inherit": whole_number,
     "min_frequency": whole_number,  # 0 (Hugging Face's default) and 1 both change nothing
     "max_token_length": positive_int,
-    "out": _string,
-    "special_tokens": _strings,
-    "pattern": _string,
-    "bos_token": _string,
-    "eos_token": _string,
-    "pad_token": _string,
     "workers": positive_int,
-    "scheduler": _string,
-    "scheduler_file": _string,
     "chunk_size": parse_size,
-    "work_dir": _string,
-    "overwrite": _boolean,
-    "quiet": _boolean,
     "storage_options": _storage_options,
     "merge_on": _merge_on,
-    "ship_package": _boolean,
-    "ship_credentials": _boolean,
     "utf8_errors": check_utf8_errors,
-    "tokenizer": _string,
-    "tokenizers": _strings,
-    "vocab_sizes": _vocab_sizes,
-    "engine": _string,
-    "format": _string,
-    "input_format": _string,
-    "text_column": _string,
-    "on_bad_record": _string,
-    "document_separator": _string,
-    "trust_pattern": _boolean,
-    "strict_pattern": _boolean,
-    "patterns": _strings,  # warm-up's
 }
 PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer", "tokenizers", "scheduler_file", "init_from"}
 # Numbers a flag gives as text; a TOML file has numbers of its own, so a quoted one is a mistake
