@@ -44,14 +44,9 @@ def words_bytes(table: pa.Table) -> int:
 def counts_table(counts: Mapping[str, int]) -> pa.Table:
     """Word counts in the table schema."""
     tokens = [word.encode("utf-8") for word in counts]
-    large = sum(map(len, tokens)) > BINARY_LIMIT
-    return pa.table(
-        {
-            "token": pa.array(tokens, pa.large_binary() if large else pa.binary()),
-            "count": pa.array(list(counts.values()), pa.int64()),
-        },
-        schema=LARGE_COUNTS_SCHEMA if large else COUNTS_SCHEMA,
-    )
+    schema = LARGE_COUNTS_SCHEMA if sum(map(len, tokens)) > BINARY_LIMIT else COUNTS_SCHEMA
+    arrays = [pa.array(tokens, schema.field("token").type), pa.array(list(counts.values()), pa.int64())]
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def tokens_array(data: np.ndarray, offsets: np.ndarray) -> pa.Array:

@@ -187,6 +187,16 @@ def is_text_type(kind: pa.DataType) -> bool:
     return any(getattr(pa.types, name, lambda _: False)(kind) for name in TEXT_KINDS)  # views: pyarrow 16
 
 
+def with_offsets(column: pa.Array) -> pa.Array:
+    """A column of text as one of strings or binary, which Arrow finds by offsets (to slice, and to read
+    straight from its buffers): a dictionary decoded, string views copied once (no offsets, nor kernels)."""
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if pa.types.is_string_view(column.type):
+        column = column.cast(pa.large_string())
+    return column
+
+
 def column_documents(
     column: pa.Array, policy: RecordPolicy, bad: BadRecords, where: Callable[[int], str]
 ) -> Documents:
@@ -194,10 +204,7 @@ def column_documents(
     straight from its buffers where it is valid UTF-8 with no nulls (pyarrow does not check the
     UTF-8 of a string column it reads), else row by row; a null or invalid UTF-8 is a bad record
     named by ``where(row)``."""
-    if pa.types.is_dictionary(column.type):
-        column = column.dictionary_decode()
-    if pa.types.is_string_view(column.type):  # no offsets to slice by: copied once
-        column = column.cast(pa.large_string())
+    column = with_offsets(column)
     if column.null_count and policy.on_bad_record == "skip" and _valid_utf8(kept := column.drop_null()):
         for row in np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False)).tolist():
             bad.add(f"{where(row)}: null")  # and the rest from the buffers, as if there were none

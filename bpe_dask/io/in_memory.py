@@ -44,6 +44,7 @@ from bpe_dask.io.documents import (
     column_documents,
     is_text_type,
     values_documents,
+    with_offsets,
 )
 from bpe_dask.io.storage import describe
 
@@ -286,10 +287,7 @@ def _sliced(
     documents allow, ``batch_bytes`` of text."""
     first = 0
     for chunk in chunks:
-        if pa.types.is_dictionary(chunk.type):
-            chunk = chunk.dictionary_decode()
-        if pa.types.is_string_view(chunk.type):  # no offsets to slice by, nor kernels: copied once
-            chunk = chunk.cast(pa.large_string())
+        chunk = with_offsets(chunk)
         ends = np.cumsum(pc.binary_length(chunk).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
         cuts, row = [0], 0
         while row < len(chunk):

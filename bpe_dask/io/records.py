@@ -151,8 +151,7 @@ def _json_kind(value: object) -> str:
         list: "an array",
         str: "a string",
         bool: "a boolean",
-        int: "a number",
-        float: "a number",
+        float: "a number",  # every number: json.loads reads them with parse_int=float
         type(None): "null",
     }
     return kinds.get(type(value), type(value).__name__)
