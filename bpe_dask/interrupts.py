@@ -97,9 +97,8 @@ def call(function: Callable[..., T], *args: object, finish_within: float = 0.0, 
         except BaseException as error:
             done.set_exception(error)
 
-    thread = threading.Thread(
-        target=run, name=f"bpe-dask-{getattr(function, '__name__', 'step')}", daemon=True
-    )
+    name = f"bpe-dask-{getattr(function, '__name__', 'step')}"
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     try:
         return wait(done.result)

@@ -184,9 +184,8 @@ def _one_place_to_run(options: dict[str, Any], levels: list[tuple[str, Mapping[s
             both = f"{flag_of(given[0])} and {flag_of(given[1])}"
             raise UsageError(f"{both} both say where to run{where}: give one")
         if given:
-            for name in PLACES:
-                if name != given[0]:
-                    options.pop(name, None)
+            for name in set(PLACES) - {given[0]}:
+                options.pop(name, None)
             return source
     return None
 

@@ -203,13 +203,10 @@ def keyword_flags() -> dict[str, str]:
     >>> flags["on_bad_record"], flags["special_tokens"], flags["tokenizers"], "quiet" in flags
     ('--on-bad-record', '--special-token', '--tokenizer', False)
     """
-    flags: dict[str, str] = {}
-    for command in build_parser().commands.values():
-        for action in command._actions:
-            long = [name for name in action.option_strings if name.startswith("--")]
-            if long and action.dest not in ("help", "config", "quiet", "verbose"):
-                flags.setdefault(action.dest, long[0])
-    return flags
+    actions = [action for command in build_parser().commands.values() for action in command._actions]
+    unnamed = ("help", "config", "quiet", "verbose")  # never named in a message
+    # Each keyword has one flag, whichever command takes it; its long form is its last name (-q, --quiet).
+    return {a.dest: a.option_strings[-1] for a in actions if a.option_strings and a.dest not in unnamed}
 
 
 class _FlagsFormatter(logging.Formatter):
