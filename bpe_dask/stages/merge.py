@@ -81,11 +81,9 @@ def train_merges(
     if not hasattr(word_counts, "text_bytes"):  # not laid out yet
         word_counts = laid_out(word_counts, vocab_size, engine, base)
     compiled = not isinstance(word_counts, LaidOut)  # the compiled loop's records
-    words = word_counts.rows if compiled else len(word_counts)
     # Said here, once, where the loop starts (the words may have been laid out before, by the job).
-    log.info(
-        "merging %s words with the %s", f"{words:,}", "compiled loop (numba)" if compiled else "Python loop"
-    )
+    loop = "compiled loop (numba)" if compiled else "Python loop"
+    log.info("merging %s words with the %s", f"{word_counts.rows:,}", loop)
     vocab, merges = start(special_tokens, (base.vocab, base.merges) if base else None)
     if compiled:
         from bpe_dask.compiled import train_merges
