@@ -80,12 +80,8 @@ class SafeCuts:
     def last_cut(self, text: str, lo: int, hi: int) -> int | None:
         """The last safe cut in ``[lo, hi)``, of either kind."""
         lo = max(lo, 1)
-        cut = None
-        if self._cuts_backwards is not None:
-            for match in self._cuts_backwards.finditer(text, lo - 1, hi):
-                if not self.straddled(text, match.end()):
-                    cut = match.end()
-                    break
+        backwards = self._cuts_backwards.finditer(text, lo - 1, hi) if self._cuts_backwards else ()
+        cut = next((m.end() for m in backwards if not self.straddled(text, m.end())), None)
         for token in self.special_tokens:
             floor = lo if cut is None else cut + 1
             cut = next(
