@@ -190,11 +190,6 @@ def _one_place_to_run(options: dict[str, Any], levels: list[tuple[str, Mapping[s
     return None
 
 
-def place_given(options: Mapping[str, Any]) -> str | None:
-    """The option that says where the job runs, once ``resolve`` has kept one."""
-    return next((name for name in PLACES if options.get(name)), None)
-
-
 def flag_of(name: str) -> str:
     flags = {"inputs": "INPUT", "special_tokens": "--special-token", "tokenizers": "--tokenizer"}
     return flags.get(name, "--" + name.replace("_", "-"))

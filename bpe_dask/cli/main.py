@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from bpe_dask import interrupts
-from bpe_dask.cli.config import COMMAND_LINE, ENVIRONMENT, flag_of, place_given, resolve
+from bpe_dask.cli.config import COMMAND_LINE, ENVIRONMENT, PLACES, flag_of, resolve
 from bpe_dask.cli.parser import build_parser
 from bpe_dask.cluster.failures import quiet_dask_errors
 from bpe_dask.credentials import hide_credentials
@@ -127,7 +127,7 @@ def _place_named(options: dict[str, Any], command: str) -> contextlib.AbstractCo
     place_from, exported = options.pop("place_from", None), os.environ.get(ENVIRONMENT)
     if place_from == ENVIRONMENT:
         return given_from(options["scheduler"], ENVIRONMENT)
-    name = place_given(options)
+    name = next((name for name in PLACES if options.get(name)), None)  # the one ``resolve`` kept
     if exported and name and command != "merge":  # merge runs here, wherever the rest would
         said = flag_of(name) if place_from == COMMAND_LINE else f"{name} in {place_from}"
         log.info("%s (%s) is not used: %s says where to run", ENVIRONMENT, exported, said)

@@ -48,14 +48,6 @@ class WarmUp:
     patterns: tuple[str, ...] = ("gpt2",)
     stages: tuple[str, ...] = ()
 
-    def preload(self) -> dict:
-        """The LocalCluster's arguments for it: this module as the workers' preload (``dask_setup``),
-        with its options; none if there is nothing to warm."""
-        if not self.stages:
-            return {}
-        argv = [*[f"--pattern={p}" for p in self.patterns], *[f"--stage={s}" for s in self.stages]]
-        return {"preload": [__name__], "preload_argv": argv}
-
 
 NO_WARM_UP = WarmUp()
 
@@ -194,7 +186,11 @@ def _local_client(
         # the dashboard listens (an in-process ``inproc://`` cluster would name the machine's address).
         shape = {"threads_per_worker": workers, "processes": False, "protocol": "tcp://", "host": "127.0.0.1"}
     else:
-        shape = {"threads_per_worker": 1, "processes": True, **warm_up.preload()}  # dask_setup below
+        # This module as the workers' preload (``dask_setup``, below), with its options, if there is
+        # anything to warm.
+        argv = [*[f"--pattern={p}" for p in warm_up.patterns], *[f"--stage={s}" for s in warm_up.stages]]
+        preload = {"preload": [__name__], "preload_argv": argv} if warm_up.stages else {}
+        shape = {"threads_per_worker": 1, "processes": True, **preload}
     # Distributed's statistical profiler samples the worker's stack every 10 ms; on pure-Python
     # tasks that costs several percent, for a dashboard view the embedded cluster rarely needs.
     verbose = log.getEffectiveLevel() <= logging.DEBUG  # -v: the workers say what Dask says at INFO
@@ -252,7 +248,7 @@ def _abandon_running_tasks(cluster: LocalCluster) -> None:
 @click.option("--pattern", "patterns", multiple=True)
 @click.option("--stage", "stages", multiple=True)
 def dask_setup(worker: object, patterns: tuple[str, ...], stages: tuple[str, ...]) -> None:
-    """Dask's preload hook (``WarmUp.preload``), run in each worker of the embedded cluster as it
+    """Dask's preload hook (``_local_client``'s), run in each worker of the embedded cluster as it
     starts: compile the loops ``stages`` run with ``patterns`` (or load them from numba's cache, with
     the table of character classes) in the background, while the cluster finishes starting and the
     job plans, not in the first task. One worker compiles while the others wait to load what it

@@ -27,10 +27,13 @@ def failures_explained(client: Client) -> Iterator[None]:
     try:
         yield
     except KilledWorker as error:
+        dashboard = f" and the dashboard at {client.dashboard_link}"
+        if not dashboard_works(client):
+            dashboard = " (this scheduler runs no dashboard: pip install bokeh where it runs for one)"
         raise BpeDaskError(
             f"workers died while running {_task_name(error.task)}, {error.allowed_failures + 1} times "
             f"(last {error.last_worker.address}); out of memory is the usual cause: see the worker "
-            f"logs{_dashboard(client)}"
+            f"logs{dashboard}"
         ) from None
     except (CancelledError, CommClosedError) as error:
         reason = getattr(error, "reason", None) or describe(error)
@@ -51,12 +54,6 @@ def _task_name(key: object) -> str:
         "merge": "the merge loop",
     }
     return kinds.get(kind, name)
-
-
-def _dashboard(client: Client) -> str:
-    if dashboard_works(client):
-        return f" and the dashboard at {client.dashboard_link}"
-    return " (this scheduler runs no dashboard: pip install bokeh where it runs for one)"
 
 
 # Dask's warnings that matter to a user: memory pressure, the usual sign before a lost worker.
