@@ -129,8 +129,7 @@ def count_with(
         outputs=[out],
     ) as run:
         counted = count_source(job, source, where, run, out, job.options.overwrite)  # 4. count
-    if source.kind == "collection":  # the counts are out (or handed back): the job is done
-        forget_shards(counted.shards, job.store)
+    forget_shards(source, counted.shards, job.store)  # the counts are out (or handed back): done
     table, path = (None, counted.counts) if isinstance(counted.counts, str) else (counted.counts, None)
     return CountResult(
         source.shown,

@@ -139,7 +139,7 @@ def _train(inputs: Any, out: PathLike, opts: JobOptions, goal: Goal, iterating: 
     check_output_dir(out, opts.overwrite, is_output_file, job.store)  # 1. the output may be written
     source = job.find_source(inputs, exclude=[out, opts.work_dir], **iterating)  # 2. what the input is
     where = placement(job, source, job.options.count_settings())  # 3. where it is counted
-    plotting = compression.Plotting(early=_small(source, where))
+    plotting = compression.Plotting(early=source.size < PLOT_EARLY)  # known to be small
     if not where.here and job.options.merge_on != "worker" and job.starts_cluster:
         compile_merge_loop_in_background(opts.engine, source.known_bytes, goal.vocab_size)
     scratch = None if job.embedded else out
@@ -169,26 +169,13 @@ def _train(inputs: Any, out: PathLike, opts: JobOptions, goal: Goal, iterating: 
     report["timings"]["total"] = time.perf_counter() - started
     made = interrupts.wait(files.result)
     publish_tokenizer(out, merged, opts, report, job.store, goal.limits, made, curve)  # 7. publish
-    if source.kind == "collection":  # a re-run of a finished job must not reuse them
-        forget_shards(counted.shards, job.store)
+    forget_shards(source, counted.shards, job.store)
     return report
-
-
-def _small(source: Source, where: Placement) -> bool:
-    """Whether the input is known to be small before it is counted: files, or documents held here
-    all read ahead, of under ``PLOT_EARLY`` bytes."""
-    if source.kind == "files":
-        return source.known_bytes < PLOT_EARLY
-    return source.kind == "memory" and not source.more and where.size < PLOT_EARLY
 
 
 def _digest(source: Source, where: Placement) -> str:
     """A name for what the job counts: its inputs, as they are now, and the settings."""
-    if source.kind == "collection":
-        inputs = [part.key() for part in source.parts()]
-    else:
-        inputs = [f.identity() for f in source.files]
-    return tokenize(inputs, where.settings.key())
+    return tokenize(source.identity(), where.settings.key())
 
 
 def merge(
