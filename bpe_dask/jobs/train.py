@@ -322,27 +322,20 @@ def training_goal(
                 "training with split pattern %s, not %s's own (%s): its words split otherwise",
                 split_pattern(given).spec, location, pattern.spec,
             )  # fmt: skip
-    opts = training_options(vocab_size, special_tokens, options)
+    opts = JobOptions.of(special_tokens=special_tokens, **options)
+    check_special_token_names(opts.special_tokens)
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise BpeDaskError(f"vocab size must be a whole number, got {vocab_size!r}")
     goal = Goal(vocab_size, opts.special_tokens, base, limits, opts.engine)
     if base is not None and vocab_size <= goal.first_size:
         raise BpeDaskError(
             f"vocab size {vocab_size:,} is not above the {goal.first_size:,} tokens training starts "
             f"from ({init_from}'s, and the special tokens it lacks)"
         )
-    return opts, goal
-
-
-def training_options(vocab_size: int, special_tokens: Sequence[str], options: dict) -> JobOptions:
-    """The options of a training job, checked, with its vocabulary size."""
-    opts = JobOptions.of(special_tokens=special_tokens, **options)
-    check_special_token_names(opts.special_tokens)
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
-        raise BpeDaskError(f"vocab size must be a whole number, got {vocab_size!r}")
-    smallest = 256 + len(opts.special_tokens)
-    if vocab_size < smallest:
+    if vocab_size < goal.first_size:
         tokens = len(opts.special_tokens)
         raise BpeDaskError(
-            f"vocab size {vocab_size} is below {smallest} (256 bytes + {tokens} special "
+            f"vocab size {vocab_size} is below {goal.first_size} (256 bytes + {tokens} special "
             f"token{'' if tokens == 1 else 's'})"
         )
-    return opts
+    return opts, goal
