@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from bpe_dask import interrupts
 from bpe_dask import settings as config
@@ -26,6 +29,7 @@ from bpe_dask.cluster.progress import MapProgress
 from bpe_dask.cluster.tasks import cluster_threads
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import write_counts
+from bpe_dask.io.storage import Store
 from bpe_dask.jobs.context import Job, Run, report_bad_records
 from bpe_dask.jobs.counted import Counted
 from bpe_dask.jobs.on_cluster import count_on_cluster
@@ -67,6 +71,35 @@ class Placement:
     size: int | None = None  # None: the text of the parts, once planned
     in_threads: bool = False
     warm_up: WarmUp = NO_WARM_UP
+
+
+def start_counting(
+    inputs: Any,
+    opts: JobOptions,
+    out: str | None,
+    check_out: Callable[[str, bool, Store], None],
+    iterating: dict,
+    writes_out: bool = False,
+) -> tuple[Job, Source, Placement]:
+    """The first steps of every job that counts: 1. its output ``out`` may be written
+    (``check_out``), 2. what its input is (``Job.find_source``: what the job writes left out, ``out``
+    among the files its tasks write where ``writes_out``), 3. where it is counted (``placement``)."""
+    job = Job.start(opts, inputs, [out, opts.work_dir])
+    if out:
+        check_out(out, opts.overwrite, job.store)
+    writes = [out] if writes_out else []
+    source = job.find_source(inputs, exclude=[out, opts.work_dir], outputs=writes, **iterating)
+    return job, source, placement(job, source, job.options.count_settings())
+
+
+def counting_run(
+    job: Job, source: Source, where: Placement, out: str | None, outputs: Sequence[str | None] = ()
+) -> AbstractContextManager[Run]:
+    """The ``Run`` a source is counted in (``Job.running``), as ``where`` says; on a cluster that is
+    not an embedded LocalCluster, its temporary work directory is made beside ``out``, on storage the
+    workers reach."""
+    pretokenizer, beside = where.settings.pretokenizer(), None if job.embedded else out
+    return job.running(source, where.here, pretokenizer, where.in_threads, where.warm_up, beside, outputs)
 
 
 def placement(
