@@ -23,7 +23,6 @@ from importlib.metadata import version
 
 from bpe_dask import Tokenizer
 from bpe_dask.rules.patterns import split_pattern, unicode_tables
-from bpe_dask.tokenizer import files
 
 
 def pair_tokenizer(pattern: str) -> Tokenizer:
@@ -56,8 +55,8 @@ def compare(pattern: str, points: list[int], inputs: list[str]) -> dict:
 
     ours = pair_tokenizer(pattern)
     expected = ours.encode_batch(inputs)
-    regex, ranks = split_pattern(pattern).regex, files.tiktoken_ranks(ours)
-    hf = tokenizers.Tokenizer.from_str(files.files(ours)["tokenizer.json"])
+    regex, ranks = split_pattern(pattern).regex, ours.tiktoken_ranks()
+    hf = tokenizers.Tokenizer.from_str(ours.files()["tokenizer.json"])
     peers = {
         "tiktoken": tiktoken.Encoding("pairs", pat_str=regex, mergeable_ranks=ranks, special_tokens={})
         .encode_ordinary_batch,

@@ -50,18 +50,14 @@ def received() -> int | None:
     return _received
 
 
-def exception(signum: int) -> BaseException:
-    """What a signal is raised as: ``Terminated`` for SIGTERM, ``KeyboardInterrupt`` for SIGINT."""
-    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-
-
 def check() -> None:
-    """Raise ``KeyboardInterrupt`` or ``Terminated`` if a signal came; cheap: call it in loops.
+    """Raise ``KeyboardInterrupt`` (SIGINT) or ``Terminated`` (SIGTERM) if a signal came; cheap: call
+    it in loops.
 
     Only in the main thread, where ``handled`` unwinds the job: a background thread (the merge
     loop compiling ahead of time) goes on, and must not take the raise that is the main thread's."""
     if _received is not None and threading.current_thread() is threading.main_thread():
-        raise exception(_received)
+        raise Terminated() if _received == signal.SIGTERM else KeyboardInterrupt()
 
 
 def wait(result: Callable[[float], T]) -> T:
@@ -101,9 +97,8 @@ def call(function: Callable[..., T], *args: object, finish_within: float = 0.0, 
         except BaseException as error:
             done.set_exception(error)
 
-    thread = threading.Thread(
-        target=run, name=f"bpe-dask-{getattr(function, '__name__', 'step')}", daemon=True
-    )
+    name = f"bpe-dask-{getattr(function, '__name__', 'step')}"
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     try:
         return wait(done.result)

@@ -24,17 +24,6 @@ def format_bytes(count: float) -> str:
     return _dask_format_bytes(round(count))
 
 
-def format_seconds(seconds: float) -> str:
-    """``4.2 s``, ``3 min 05 s``, ``1 h 02 min``."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, seconds = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {seconds:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
-
-
 # A keyword option as messages name it: ``overwrite=True``, ``utf8_errors="replace"``, ``out=``;
 # not inside a word, a path or a query string, nor quoted text.
 _KEYWORD = re.compile(r"""(?<![\w.\-/?&='"])([a-z][a-z0-9_]*)=(True\b|"[^"]*"|'[^']*'|\d[\w.]*)?""")

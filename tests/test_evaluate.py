@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from bpe_dask import Tokenizer, evaluate, train_bpe
+from bpe_dask import train as bpe_train
 from bpe_dask.cli.main import main
 from bpe_dask.jobs.evaluation import table
 from bpe_dask.tokenizer import encoding_of
@@ -166,6 +167,38 @@ def test_a_hugging_face_tokenizer_json_is_a_comparison_row(tmp_path, held_out):
 
 def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return commands.bpe_dask("evaluate", *args, cwd=cwd)
+
+
+def test_a_continued_tokenizer_is_measured_beside_its_base(tmp_path, held_out):
+    """A tokenizer directory continued from a base (``init_from``) is measured at its base's size too,
+    with no size asked (its ``report.json`` tells it): the base's own tokens on the held-out text, in
+    a row marked as the base, in the report and in the table; a ``Tokenizer`` object has no base row."""
+    (tmp_path / "base.txt").write_text(corpus.words_corpus(1, 4_000))
+    (tmp_path / "more.txt").write_text(corpus.mixed_corpus(2, 10) + corpus.words_corpus(5, 2_000))
+    bpe_train(tmp_path / "base.txt", 400, tmp_path / "base", [EOT])
+    bpe_train(tmp_path / "more.txt", 480, tmp_path / "extended", init_from=tmp_path / "base")
+    kept = len(Tokenizer.load(tmp_path / "base").vocab)
+    base_alone = evaluate(held_out, [tmp_path / "base"])["results"][-1]  # the base itself, whole
+    assert (base_alone["vocab_size"], base_alone["base"]) == (kept, False)
+    report = evaluate(held_out, {"extended": tmp_path / "extended"}, [300])
+    rows = [(r["vocab_size"], r["base"]) for r in report["results"]]
+    assert rows == [(300, False), (kept, True), (480, False)]
+    base_row = report["results"][1]
+    assert (base_row["tokens"], base_row["bytes_per_token"]) == (
+        base_alone["tokens"],
+        base_alone["bytes_per_token"],
+    )
+    texts = list(HELD_OUT.values())
+    assert base_row["tokens"] == encoded_tokens(tmp_path / "base", kept, texts)
+    given = evaluate(held_out, {"extended": Tokenizer.load(tmp_path / "extended")})
+    assert [(r["vocab_size"], r["base"]) for r in given["results"]] == [(480, False)]
+    done = run(*map(str, held_out), "--tokenizer", "extended", "--vocab-sizes", f"{kept}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    printed = [line.split() for line in done.stdout.splitlines()[1:]]
+    assert printed == [
+        [*name.split(), f"{r['vocab_size']}", f"{r['tokens']:,}", f"{r['bytes_per_token']:.3f}"]
+        for name, r in zip(["extended (base)", "extended"], report["results"][1:], strict=True)
+    ]
 
 
 def test_the_command_prints_the_table_and_writes_the_evaluation(tokenizers, held_out, tmp_path):

@@ -71,43 +71,24 @@ def _boolean(value: Any) -> bool:
     return value
 
 
+# Each option a config file or a flag gives, and how its value is read (``_checked``).
 OPTIONS: dict[str, Callable[[Any], Any]] = {
-    "inputs": _strings,
+    **dict.fromkeys(("inputs", "special_tokens", "tokenizers", "patterns"), _strings),  # patterns: warm-up's
+    **dict.fromkeys(("out", "init_from", "work_dir", "tokenizer", "scheduler", "scheduler_file"), _string),
+    **dict.fromkeys(("pattern", "engine", "format", "input_format", "text_column", "on_bad_record"), _string),
+    **dict.fromkeys(("bos_token", "eos_token", "pad_token", "document_separator"), _string),
+    **dict.fromkeys(("overwrite", "quiet", "ship_package", "ship_credentials"), _boolean),
+    **dict.fromkeys(("trust_pattern", "strict_pattern"), _boolean),
     "vocab_size": vocab_count,
-    "init_from": _string,
+    "vocab_sizes": _vocab_sizes,
     "inherit": whole_number,
     "min_frequency": whole_number,  # 0 (Hugging Face's default) and 1 both change nothing
     "max_token_length": positive_int,
-    "out": _string,
-    "special_tokens": _strings,
-    "pattern": _string,
-    "bos_token": _string,
-    "eos_token": _string,
-    "pad_token": _string,
     "workers": positive_int,
-    "scheduler": _string,
-    "scheduler_file": _string,
     "chunk_size": parse_size,
-    "work_dir": _string,
-    "overwrite": _boolean,
-    "quiet": _boolean,
     "storage_options": _storage_options,
     "merge_on": _merge_on,
-    "ship_package": _boolean,
-    "ship_credentials": _boolean,
     "utf8_errors": check_utf8_errors,
-    "tokenizer": _string,
-    "tokenizers": _strings,
-    "vocab_sizes": _vocab_sizes,
-    "engine": _string,
-    "format": _string,
-    "input_format": _string,
-    "text_column": _string,
-    "on_bad_record": _string,
-    "document_separator": _string,
-    "trust_pattern": _boolean,
-    "strict_pattern": _boolean,
-    "patterns": _strings,  # warm-up's
 }
 PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer", "tokenizers", "scheduler_file", "init_from"}
 # Numbers a flag gives as text; a TOML file has numbers of its own, so a quoted one is a mistake
@@ -140,14 +121,9 @@ def load_config(path: str) -> dict[str, Any]:
         name = {"input": "inputs", "special_token": "special_tokens"}.get(name, name)
         if name not in OPTIONS:
             raise UsageError(f"{path}: unknown option {key!r}{did_you_mean(name, OPTIONS)}")
-        in_thousands = (
-            name == "vocab_size" and isinstance(value, str) and value.rstrip().endswith(("k", "K", "Ki"))
-        )
-        if (
-            name in NUMBER_OPTIONS
-            and (isinstance(value, bool) or not isinstance(value, int))
-            and not in_thousands
-        ):
+        in_thousands = isinstance(value, str) and value.rstrip().endswith(("k", "K", "Ki"))
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if name in NUMBER_OPTIONS and not whole and not (name == "vocab_size" and in_thousands):
             raise UsageError(f"{path}: {key}: not a whole number: {value!r} (a TOML number has no quotes)")
         if name == "vocab_sizes" and not isinstance(value, list):  # a flag's "8000,16000" is text
             raise UsageError(f"{path}: {key}: not a list of whole numbers: {value!r} (e.g. [8000, 16000])")
@@ -180,12 +156,10 @@ ENVIRONMENT = "DASK_SCHEDULER_ADDRESS"  # Dask's own variable for the scheduler 
 def resolve(flags: Mapping[str, Any], config_path: str | None = None) -> dict[str, Any]:
     """Defaults, then the environment, then the config file, then the flags given. Where to run is
     said by the highest of these that says it (``place_from``)."""
-    options = dict(DEFAULTS)
     environment = {"scheduler": os.environ[ENVIRONMENT]} if os.environ.get(ENVIRONMENT) else {}
-    options.update(environment)
     from_file = load_config(config_path) if config_path else {}
-    options.update(from_file)
-    options.update({k: _checked(k, v, source=flag_of(k)) for k, v in flags.items()})
+    given = {k: _checked(k, v, source=flag_of(k)) for k, v in flags.items()}
+    options = {**DEFAULTS, **environment, **from_file, **given}
     levels = [(ENVIRONMENT, environment), (config_path or "", from_file), (COMMAND_LINE, flags)]
     options["place_from"] = _one_place_to_run(options, levels)
     return options
@@ -210,9 +184,8 @@ def _one_place_to_run(options: dict[str, Any], levels: list[tuple[str, Mapping[s
             both = f"{flag_of(given[0])} and {flag_of(given[1])}"
             raise UsageError(f"{both} both say where to run{where}: give one")
         if given:
-            for name in PLACES:
-                if name != given[0]:
-                    options.pop(name, None)
+            for name in set(PLACES) - {given[0]}:
+                options.pop(name, None)
             return source
     return None
 

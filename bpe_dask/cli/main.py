@@ -9,7 +9,6 @@ not of their kind: ``UsageError``), 130 when interrupted, 143 when terminated.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import functools
 import json
@@ -18,7 +17,7 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from typing import Any, NoReturn
 
@@ -61,17 +60,19 @@ def run() -> NoReturn:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command ``argv`` (the process's arguments by default) and give its exit code, as the
     module's docstring lists them; SIGINT and SIGTERM are handled while it runs (``interrupts``)."""
-    quiet_resource_tracker()
+    # The resource tracker this process starts (with the embedded cluster's worker processes) writes
+    # its warnings on our stderr, which it shares: kept quiet by ``-W``, which Python's child
+    # processes (``multiprocessing``'s) take from ``sys.warnoptions``.
+    if RESOURCE_TRACKER_WARNINGS not in sys.warnoptions:
+        sys.warnoptions.append(RESOURCE_TRACKER_WARNINGS)
     parser = build_parser()
     args = vars(parser.parse_args(argv))
     if not args.get("command"):
         parser.print_help(sys.stderr)
         return 2
-    command, config_path, verbose = args.pop("command"), args.pop("config"), args.pop("verbose")
-    counts = args.pop("counts", None)
     with interrupts.handled():
         try:
-            return _run(command, config_path, verbose, counts, args)
+            return _run(args)
         except BaseException as error:
             if interrupts.received() is None and not isinstance(error, KeyboardInterrupt):
                 raise
@@ -86,17 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 RESOURCE_TRACKER_WARNINGS = "ignore::UserWarning:multiprocessing.resource_tracker"
 
 
-def quiet_resource_tracker() -> None:
-    """Keep the resource tracker this process starts (with the embedded cluster's worker processes)
-    from writing its warnings on our stderr, which it shares: passed to it as ``-W``, which Python's
-    child processes (``multiprocessing``'s) take from ``sys.warnoptions``."""
-    if RESOURCE_TRACKER_WARNINGS not in sys.warnoptions:
-        sys.warnoptions.append(RESOURCE_TRACKER_WARNINGS)
-
-
-def _run(command: str, config_path: str | None, verbose: bool, counts: str | None, args: dict) -> int:
+def _run(args: dict[str, Any]) -> int:
+    command, config_path, verbose = args.pop("command"), args.pop("config"), args.pop("verbose")
+    counts = args.pop("counts", None)  # merge's, which no config file gives
     try:
-        options = resolve(args, config_path)
+        options = {**resolve(args, config_path), "counts": counts}
         _configure_logging(options["quiet"], verbose)
         _warn_of_joined_special_tokens(options.get("special_tokens") or [])
         if command == "warm-up":
@@ -104,16 +99,7 @@ def _run(command: str, config_path: str | None, verbose: bool, counts: str | Non
         # On a terminal, log records print above the progress bar, not after it on its line.
         above_bars = logging_redirect_tqdm() if sys.stderr.isatty() else contextlib.nullcontext()
         with _place_named(options, command), above_bars:
-            if command == "merge":
-                report = _merge(counts, options)
-            elif command == "count":
-                report = _count(options)
-            elif command == "encode":
-                report = _encode(options)
-            elif command == "evaluate":
-                report = _evaluate(options)
-            else:
-                report = _train(options)
+            report = _job(command, options)
     except BpeDaskError as error:
         interrupts.check()  # an error the signal caused (the cluster closing under a task) is the signal
         message = as_flags(hide_credentials(str(error)), keyword_flags())  # a URL's, whoever said it
@@ -148,95 +134,45 @@ def _place_named(options: dict[str, Any], command: str) -> contextlib.AbstractCo
     return contextlib.nullcontext()
 
 
-def _require(options: dict[str, Any], *names: str) -> None:
-    for name in names:
+# Each command's job: the options it requires (the job's first arguments), then its other options
+# that are not ``JobOptions`` fields.
+LIMITS = ("init_from", "inherit", "min_frequency", "max_token_length")
+JOBS: dict[str, tuple[Callable[..., Any], tuple[str, ...], tuple[str, ...]]] = {
+    "train": (train, ("inputs", "vocab_size", "out"), ("special_tokens", *LIMITS)),
+    "count": (count_words, ("inputs", "out"), ("special_tokens",)),
+    "merge": (merge, ("vocab_size", "out"), ("counts", "special_tokens", *LIMITS)),
+    "encode": (
+        encode,
+        ("inputs", "tokenizer", "out"),
+        ("special_tokens", "format", "document_separator", "trust_pattern"),
+    ),
+    "evaluate": (evaluate, ("inputs", "tokenizers"), ("vocab_sizes", "out", "trust_pattern")),
+}
+JOB_OPTIONS = {f.name for f in fields(JobOptions)} - {"special_tokens"}  # a job's own argument
+
+
+def _job(command: str, options: dict[str, Any]) -> dict:
+    """Run the job of ``command`` with the options it takes (none given: the job's defaults, the
+    special tokens included: the tokenizer's, or those the counts were made with); progress unless
+    ``-q``. ``count`` reports the counts table, ``evaluate`` prints its table on stdout (the result;
+    the log goes to stderr)."""
+    job, required, extras = JOBS[command]
+    if command == "evaluate" and not options.get("tokenizers") and options.get("tokenizer"):
+        options["tokenizers"] = [options["tokenizer"]]  # ``tokenizer = "DIR"`` in a config file
+    for name in required:
         if not options.get(name):
-            flag = {"inputs": "INPUT", "tokenizers": "--tokenizer"}.get(name) or "--" + name.replace("_", "-")
-            raise UsageError(f"{flag} is required (on the command line or in --config)")
-
-
-def _job_options(options: dict[str, Any]) -> dict[str, Any]:
-    """The options that are ``JobOptions`` fields, as keyword arguments; progress unless ``-q``."""
-    names = {f.name for f in fields(JobOptions)} - {"special_tokens"}
-    return {**{k: v for k, v in options.items() if k in names}, "show_progress": not options["quiet"]}
-
-
-def _limits(options: dict[str, Any]) -> dict[str, Any]:
-    """Where training starts and what may stop it (``init_from``, ``inherit``, ``min_frequency``,
-    ``max_token_length``), where given."""
-    return {
-        k: options[k] for k in ("init_from", "inherit", "min_frequency", "max_token_length") if k in options
-    }
-
-
-def _train(options: dict[str, Any]) -> dict:
-    _require(options, "inputs", "vocab_size", "out")
-    return train(
-        options["inputs"],
-        options["vocab_size"],
-        options["out"],
-        options.get("special_tokens", []),
-        **_limits(options),
-        **_job_options(options),
-    )
-
-
-def _count(options: dict[str, Any]) -> dict:
-    _require(options, "inputs", "out")
-    job_options = _job_options(options)
-    special_tokens = options.get("special_tokens", [])
-    counted = count_words(options["inputs"], special_tokens, out=options["out"], **job_options)
-    return {
-        **counted.report(),
-        "unique_words": count_rows(options["out"], counted.store),
-        "timings": {"count": counted.seconds},
-    }
-
-
-def _encode(options: dict[str, Any]) -> dict:
-    _require(options, "inputs", "tokenizer", "out")
-    special_tokens = options.get("special_tokens")  # none given: the tokenizer's own
-    fmt = options.get("format")
-    return encode(
-        options["inputs"],
-        options["tokenizer"],
-        options["out"],
-        special_tokens,
-        format=fmt,
-        document_separator=options.get("document_separator"),
-        trust_pattern=options.get("trust_pattern", False),
-        **_job_options(options),
-    )
-
-
-def _evaluate(options: dict[str, Any]) -> dict:
-    """Print the table on stdout (the result; the log goes to stderr); files only with ``--out``."""
-    if not options.get("tokenizers") and options.get("tokenizer"):  # ``tokenizer = "DIR"`` in a config file
-        options["tokenizers"] = [options["tokenizer"]]
-    _require(options, "inputs", "tokenizers")
-    report = evaluate(
-        options["inputs"],
-        options["tokenizers"],
-        options.get("vocab_sizes"),
-        options.get("out"),
-        trust_pattern=options.get("trust_pattern", False),
-        **_job_options(options),
-    )
-    print(table(report), flush=True)
-    return report
-
-
-def _merge(counts: str, options: dict[str, Any]) -> dict:
-    _require(options, "vocab_size", "out")
-    special_tokens = options.get("special_tokens")  # none given: those the counts were made with
-    return merge(
-        counts,
-        options["vocab_size"],
-        options["out"],
-        special_tokens,
-        **_limits(options),
-        **_job_options(options),
-    )
+            raise UsageError(f"{flag_of(name)} is required (on the command line or in --config)")
+    taken = JOB_OPTIONS | {*required, *extras}
+    result = job(**{k: v for k, v in options.items() if k in taken}, show_progress=not options["quiet"])
+    if command == "count":
+        return {
+            **result.report(),
+            "unique_words": count_rows(options["out"], result.store),
+            "timings": {"count": result.seconds},
+        }
+    if command == "evaluate":
+        print(table(result), flush=True)
+    return result
 
 
 def _warm_up(options: dict[str, Any]) -> int:
@@ -267,14 +203,10 @@ def keyword_flags() -> dict[str, str]:
     >>> flags["on_bad_record"], flags["special_tokens"], flags["tokenizers"], "quiet" in flags
     ('--on-bad-record', '--special-token', '--tokenizer', False)
     """
-    flags: dict[str, str] = {}
-    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    for command in commands.choices.values():
-        for action in command._actions:
-            long = [name for name in action.option_strings if name.startswith("--")]
-            if long and action.dest not in ("help", "config", "quiet", "verbose"):
-                flags.setdefault(action.dest, long[0])
-    return flags
+    actions = [action for command in build_parser().commands.values() for action in command._actions]
+    unnamed = ("help", "config", "quiet", "verbose")  # never named in a message
+    # Each keyword has one flag, whichever command takes it; its long form is its last name (-q, --quiet).
+    return {a.dest: a.option_strings[-1] for a in actions if a.option_strings and a.dest not in unnamed}
 
 
 class _FlagsFormatter(logging.Formatter):

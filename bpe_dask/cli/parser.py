@@ -11,8 +11,7 @@ warm-up``. A flag the user leaves out is absent from the parsed options (``argpa
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NoReturn
 
 from bpe_dask.cli.config import did_you_mean
@@ -34,9 +33,12 @@ WARM_UP_HELP = (
     "when building a worker image, so that workers load it instead of compiling"
 )
 
-# Every flag's argparse keywords; ``names`` where it has a short form, ``default`` where it is not
-# left out when not given. A command may add to them (``--out``'s metavar and help differ).
+# Every flag's argparse keywords (and the two positional arguments'); ``names`` where it has a short
+# form, ``default`` where it is not left out when not given. A command may add to them (``--out``'s
+# metavar and help differ).
 FLAGS: dict[str, dict[str, Any]] = {
+    "inputs": {"nargs": "*", "metavar": "INPUT", "help": INPUT_HELP},
+    "counts": {"metavar": "COUNTS", "help": "a Parquet counts table (a file or URL)"},
     "--vocab-size": {
         "metavar": "N",
         "help": "tokens in the vocabulary: 256 bytes + special tokens + merges (32000, 32k; 32Ki is 32,768)",
@@ -198,53 +200,34 @@ Flag = str | tuple[str, dict[str, Any]]  # a flag, or a flag and what the comman
 
 
 class _Parser(argparse.ArgumentParser):
-    given: Sequence[str] = ()  # the arguments being parsed, to tell which command an error is of
+    commands: Mapping[str, argparse.ArgumentParser] = {}  # each command's parser (``bpe-dask``'s only)
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> argparse.Namespace:
-        self.given = list(sys.argv[1:] if args is None else args)
-        return super().parse_args(args, namespace)
-
-    def error(self, message: str) -> NoReturn:
-        if message.startswith("unrecognized arguments: "):  # a typo: name the flag it was meant to be
-            words = message.removeprefix("unrecognized arguments: ").split()
-            flag = next((word.split("=")[0] for word in words if word.startswith("--")), None)
-            command = self._command_given()
-            known = _flags(command[1]) if command else _flags(self)
-            owners = _commands_with(flag) if flag and flag not in known else []
-            if owners:  # another command's flag, not a typo
-                where = f"of {command[0]}" if command else "here"
+        parsed, unknown = self.parse_known_args(args, namespace)
+        if unknown:  # a typo: name the flag it was meant to be
+            command = parsed.command
+            flag = next((word.split("=")[0] for word in unknown if word.startswith("--")), None)
+            known = _flags(self.commands[command] if command else self)
+            owners = [name for name, parser in self.commands.items() if flag in _flags(parser)]
+            message = f"unrecognized arguments: {' '.join(unknown)}"
+            if flag not in known and owners:  # another command's flag, not a typo
+                where = f"of {command}" if command else "here"
                 message += f" ({flag} is an option of {' and '.join(owners)}, not {where})"
             elif flag:
                 message += did_you_mean(flag, known)
+            self.error(message)
+        return parsed
+
+    def error(self, message: str) -> NoReturn:
         # One prefix for every error line, a command's included: "bpe-dask: error: train: ...".
         command = self.prog.removeprefix("bpe-dask").strip()
         self.exit(2, f"bpe-dask: error: {command + ': ' if command else ''}{message}\n")
 
-    def _command_given(self) -> tuple[str, argparse.ArgumentParser] | None:
-        """The command the arguments name, and its parser (none before a command is parsed)."""
-        commands = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
-        name = next((word for word in self.given if commands and word in commands.choices), None)
-        return (name, commands.choices[name]) if name else None
-
-
-def _commands_with(flag: str) -> list[str]:
-    """The commands that take ``flag``.
-
-    >>> _commands_with("--vocab-size")
-    ['train', 'merge']
-    """
-    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return [name for name, command in commands.choices.items() if flag in _flags(command)]
-
 
 def _flags(parser: argparse.ArgumentParser) -> list[str]:
     """Every flag of ``parser`` and its commands."""
-    flags = []
-    for action in parser._actions:
-        flags += action.option_strings
-        if isinstance(action, argparse._SubParsersAction):
-            flags += [flag for command in action.choices.values() for flag in _flags(command)]
-    return flags
+    flags = [flag for action in parser._actions for flag in action.option_strings]
+    return flags + [flag for command in getattr(parser, "commands", {}).values() for flag in _flags(command)]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -256,6 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"bpe-dask {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    parser.commands = commands.choices
     out = lambda metavar, help: ("--out", {"metavar": metavar, "help": help})  # noqa: E731
     special = lambda help: ("--special-token", {"help": help})  # noqa: E731
     pattern = lambda help: ("--pattern", {"help": help})  # noqa: E731
@@ -324,14 +308,9 @@ def _command(
     parser = commands.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
     group = parser.add_argument_group("required (on the command line or in --config)")
     parser._action_groups.insert(0, parser._action_groups.pop())  # shown first
-    positional, *flags = required or [None]
-    if positional is None:  # a command of no input
+    if not required:  # a command of no input
         parser._action_groups.remove(group)
-    elif positional == "counts":
-        group.add_argument("counts", metavar="COUNTS", help="a Parquet counts table (a file or URL)")
-    else:
-        group.add_argument("inputs", nargs="*", metavar="INPUT", default=argparse.SUPPRESS, help=INPUT_HELP)
-    for container, flag in [*((group, f) for f in flags), *((parser, f) for f in optional)]:
+    for container, flag in [*((group, f) for f in required), *((parser, f) for f in optional)]:
         name, added = (flag, {}) if isinstance(flag, str) else flag
         keywords = {"default": argparse.SUPPRESS, **FLAGS[name], **added}
         container.add_argument(*keywords.pop("names", (name,)), **keywords)

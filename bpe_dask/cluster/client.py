@@ -28,10 +28,11 @@ import click
 import dask
 from distributed import Client, LocalCluster, Security
 from distributed.comm import parse_address, parse_host_port
+from distributed.system import MEMORY_LIMIT
 
 from bpe_dask import interrupts
 from bpe_dask.cluster.dashboard import attach_on_first_visit
-from bpe_dask.cluster.local import close_cluster, cluster_size, how_many, memory_limit, start_workers
+from bpe_dask.cluster.local import close_cluster, cluster_size, how_many, start_workers
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.storage import describe
 from bpe_dask.settings import dask_seconds, given_by
@@ -98,15 +99,11 @@ def scheduler_address(path: str) -> str:
     """
     try:
         with open(path, encoding="utf-8") as f:
-            text = f.read(SCHEDULER_FILE_LIMIT)  # not a whole corpus given by mistake
+            address = json.loads(f.read(SCHEDULER_FILE_LIMIT)).get("address")  # not a whole corpus
     except OSError as error:
         reason = error.strerror or describe(error)
         raise BpeDaskError(f"cannot read the scheduler file {path}: {reason}") from None
-    except UnicodeDecodeError:
-        text = ""
-    try:
-        address = json.loads(text).get("address") if text.lstrip().startswith("{") else None
-    except ValueError:
+    except (ValueError, AttributeError, RecursionError):  # not UTF-8 (a ValueError), not a JSON object
         address = None
     if not isinstance(address, str) or "://" not in address:
         raise BpeDaskError(
@@ -117,7 +114,7 @@ def scheduler_address(path: str) -> str:
 
 
 def _remote_client(address: str, named_by: str = "") -> Iterator[Client]:
-    seconds = connect_timeout()
+    seconds = dask_seconds("distributed.comm.timeouts.connect")  # for a scheduler to answer
     log.info("connecting to %s%s", address, named_by)
     try:
         _answers_as_a_scheduler(address, seconds)
@@ -127,13 +124,9 @@ def _remote_client(address: str, named_by: str = "") -> Iterator[Client]:
         reason = describe(error)
         raise BpeDaskError(f"cannot reach the Dask scheduler at {address}{named_by}: {reason}") from None
     with client:
-        log.info("connected to %s%s", address, _dashboard_note(client))
+        link = f" (dashboard: {client.dashboard_link})" if dashboard_works(client) else ""
+        log.info("connected to %s%s", address, link)
         yield client
-
-
-def connect_timeout() -> float:
-    """Seconds to wait for a scheduler to answer: Dask's ``distributed.comm.timeouts.connect``."""
-    return dask_seconds("distributed.comm.timeouts.connect")
 
 
 def _has_tls_settings(address: str) -> None:
@@ -178,10 +171,6 @@ def has_bokeh() -> bool:
     return importlib.util.find_spec("bokeh") is not None
 
 
-def _dashboard_note(client: Client) -> str:
-    return f" (dashboard: {client.dashboard_link})" if dashboard_works(client) else ""
-
-
 def dashboard_works(client: Client) -> bool:
     if not client.scheduler_info().get("services", {}).get("dashboard"):
         return False
@@ -217,7 +206,8 @@ def _local_client(
             cluster = LocalCluster(
                 n_workers=0,
                 **shape,
-                memory_limit=memory_limit(1 if in_threads else workers),  # as Dask shares it out
+                # Each worker process's share of the memory, as Dask's own LocalCluster of that many gives it.
+                memory_limit=MEMORY_LIMIT // (1 if in_threads else workers),
                 # Its HTTP server on a free port (8787 may be another cluster's); the dashboard is
                 # attached to it at the first visit (``dashboard.attach_on_first_visit``).
                 dashboard_address="127.0.0.1:0",

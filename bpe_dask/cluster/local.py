@@ -83,11 +83,6 @@ def how_many(count: int, processes: bool) -> str:
     return plural(count, "thread")
 
 
-def memory_limit(processes: int) -> int:
-    """Each worker process's share of the memory, as Dask's own LocalCluster of that many gives it."""
-    return MEMORY_LIMIT // max(1, processes)
-
-
 def start_workers(cluster: LocalCluster, count: int) -> None:
     """Start ``count`` workers in ``cluster`` (started with none) and wait for them all, as
     LocalCluster's own constructor does, but so that a signal (raised here by ``interrupts.wait``) stops

@@ -30,6 +30,7 @@ from bpe_dask.version import __version__
 log = logging.getLogger(__name__)
 
 BASE_PACKAGES = ("bpe_dask", "regex", "pyarrow", "fsspec", "dask", "distributed")
+WORKER_WAIT = 60.0  # seconds for a first worker to join a scheduler that has none
 
 
 def probe_modules(names: list[str]) -> dict[str, str | None]:
@@ -136,7 +137,6 @@ def check_workers(
     store: Store = LOCAL,
     ship_package: bool = False,
     embedded: bool = False,
-    wait_seconds: float = 60,
 ) -> list[str]:
     """Fail at once, in one line, if any worker lacks a package or cannot reach one of ``places``;
     then register the job's worker plugins, whose names are returned (to unregister after the job
@@ -147,7 +147,15 @@ def check_workers(
     writes into its folder, which every worker must see, and which it must be able to write beside.
     """
     needs = [*BASE_PACKAGES, *sorted(set(packages) - set(BASE_PACKAGES))]
-    _wait_for_a_worker(client, wait_seconds)
+    if not workers_of(client):
+        address = client.scheduler.address
+        log.info("waiting up to %.0f s for a worker to join %s", WORKER_WAIT, address)
+        try:
+            client.wait_for_workers(1, timeout=WORKER_WAIT)
+        except TimeoutError:
+            raise BpeDaskError(
+                f"no worker joined the scheduler at {address} in {WORKER_WAIT:.0f} s"
+            ) from None
     lacking = _lacking(client, needs)
     if ship_package and any(w.startswith("bpe_dask") for what in lacking.values() for w in what):
         upload_package(client)
@@ -179,18 +187,6 @@ def unregister_plugins(client: Client, names: Iterable[str]) -> None:
             log.debug("could not unregister the worker plugin %s", name, exc_info=True)
 
 
-def _wait_for_a_worker(client: Client, seconds: float) -> None:
-    if workers_of(client):
-        return
-    log.info("waiting up to %.0f s for a worker to join %s", seconds, client.scheduler.address)
-    try:
-        client.wait_for_workers(1, timeout=seconds)
-    except TimeoutError:
-        raise BpeDaskError(
-            f"no worker joined the scheduler at {client.scheduler.address} in {seconds:.0f} s"
-        ) from None
-
-
 def _lacking(client: Client, needs: list[str]) -> dict[str, list[str]]:
     results = client.run(probe_modules, needs, on_error="return")
     lacking = {}
@@ -208,9 +204,7 @@ def _lacking(client: Client, needs: list[str]) -> dict[str, list[str]]:
 
 def upload_package(client: Client) -> None:
     """Send this client's bpe_dask to every worker (and to workers that join later)."""
-    package = (
-        Path(__file__).resolve().parent.parent
-    )  # bpe_dask/, this module being bpe_dask/jobs/preflight.py
+    package = Path(__file__).resolve().parents[1]  # bpe_dask/, this being bpe_dask/cluster/preflight.py
     with tempfile.TemporaryDirectory() as folder:
         archive = Path(folder) / f"bpe_dask-{__version__}.zip"
         with zipfile.ZipFile(archive, "w") as zf:
@@ -261,9 +255,6 @@ def _ask_workers(client: Client, place: Place, url: str, store: Store) -> None:
             f"{few} see {where}: the tasks {'write' if place.writes else 'read'} it, so {give} on "
             "storage every worker reaches at the same path (a shared filesystem, or e.g. s3://bucket/prefix)"
         )
-    credentials = (
-        ""
-        if is_local(place.url)
-        else ("; workers use their own credentials (ship_credentials=True sends this machine's)")
-    )
+    credentials = "; workers use their own credentials (ship_credentials=True sends this machine's)"
+    credentials = "" if is_local(place.url) else credentials
     raise BpeDaskError(f"{few} {'write beside' if place.writes else 'see'} {named} ({why}){credentials}")

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bpe_dask.errors import BpeDaskError
+from bpe_dask.io.documents import flat_bytes
 from bpe_dask.io.publish import output_file
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.written import METADATA_PREFIX
@@ -43,14 +44,9 @@ def words_bytes(table: pa.Table) -> int:
 def counts_table(counts: Mapping[str, int]) -> pa.Table:
     """Word counts in the table schema."""
     tokens = [word.encode("utf-8") for word in counts]
-    large = sum(map(len, tokens)) > BINARY_LIMIT
-    return pa.table(
-        {
-            "token": pa.array(tokens, pa.large_binary() if large else pa.binary()),
-            "count": pa.array(list(counts.values()), pa.int64()),
-        },
-        schema=LARGE_COUNTS_SCHEMA if large else COUNTS_SCHEMA,
-    )
+    schema = LARGE_COUNTS_SCHEMA if sum(map(len, tokens)) > BINARY_LIMIT else COUNTS_SCHEMA
+    arrays = [pa.array(tokens, schema.field("token").type), pa.array(list(counts.values()), pa.int64())]
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 def tokens_array(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
@@ -65,22 +61,8 @@ def tokens_array(data: np.ndarray, offsets: np.ndarray) -> pa.Array:
 def as_arrays(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The table's tokens back to back (uint8), where each starts and the last ends (int64), and the
     counts (int64): Arrow's own buffers where it can, with no Python object per word."""
-    tokens = table.column("token").cast(pa.large_binary()).combine_chunks()  # past 2 GiB, too
-    _, offsets, data = tokens.buffers()
-    offsets = np.frombuffer(offsets, np.int64)[tokens.offset : tokens.offset + len(tokens) + 1]
-    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
-    counts = table.column("count").to_numpy().astype(np.int64)
-    return data[offsets[0] : offsets[-1]], offsets - offsets[0], counts
-
-
-def _flat(tokens: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """A binary or large_binary array's bytes (uint8, Arrow's buffer) and where each token starts and
-    the last ends (Arrow's offsets, as int64 from 0: a copy of the array's size)."""
-    _, offsets, data = tokens.buffers()
-    kind = np.int64 if pa.types.is_large_binary(tokens.type) else np.int32
-    offsets = np.frombuffer(offsets, kind)[tokens.offset : tokens.offset + len(tokens) + 1]
-    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
-    return data[offsets[0] : offsets[-1]], offsets.astype(np.int64) - offsets[0]
+    data, offsets = flat_bytes(table.column("token").cast(pa.large_binary()).combine_chunks())  # past 2 GiB
+    return data, offsets, table.column("count").to_numpy().astype(np.int64)
 
 
 def word_chunks(table: pa.Table) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -88,7 +70,7 @@ def word_chunks(table: pa.Table) -> Iterator[tuple[np.ndarray, np.ndarray, np.nd
     buffers: no more than one batch's offsets is copied at a time."""
     for batch in table.to_batches():
         if batch.num_rows:
-            data, offsets = _flat(batch.column("token"))
+            data, offsets = flat_bytes(batch.column("token"))
             yield data, offsets, batch.column("count").to_numpy()
 
 

@@ -187,6 +187,16 @@ def is_text_type(kind: pa.DataType) -> bool:
     return any(getattr(pa.types, name, lambda _: False)(kind) for name in TEXT_KINDS)  # views: pyarrow 16
 
 
+def with_offsets(column: pa.Array) -> pa.Array:
+    """A column of text as one of strings or binary, which Arrow finds by offsets (to slice, and to read
+    straight from its buffers): a dictionary decoded, string views copied once (no offsets, nor kernels)."""
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if pa.types.is_string_view(column.type):
+        column = column.cast(pa.large_string())
+    return column
+
+
 def column_documents(
     column: pa.Array, policy: RecordPolicy, bad: BadRecords, where: Callable[[int], str]
 ) -> Documents:
@@ -194,21 +204,25 @@ def column_documents(
     straight from its buffers where it is valid UTF-8 with no nulls (pyarrow does not check the
     UTF-8 of a string column it reads), else row by row; a null or invalid UTF-8 is a bad record
     named by ``where(row)``."""
-    if pa.types.is_dictionary(column.type):
-        column = column.dictionary_decode()
-    if pa.types.is_string_view(column.type):  # no offsets to slice by: copied once
-        column = column.cast(pa.large_string())
+    column = with_offsets(column)
     if column.null_count and policy.on_bad_record == "skip" and _valid_utf8(kept := column.drop_null()):
         for row in np.flatnonzero(column.is_null().to_numpy(zero_copy_only=False)).tolist():
             bad.add(f"{where(row)}: null")  # and the rest from the buffers, as if there were none
         column = kept
     if column.null_count == 0 and _valid_utf8(column):
-        text = column.cast(pa.large_binary())
-        _, offsets, data = text.buffers()
-        offsets = np.frombuffer(offsets, np.int64)[text.offset : text.offset + len(text) + 1]
-        data = b"" if data is None else bytes(memoryview(data)[offsets[0] : offsets[-1]])
-        return Documents(data, offsets[1:] - offsets[0])
+        data, offsets = flat_bytes(column.cast(pa.large_binary()))
+        return Documents(data.tobytes(), offsets[1:])
     return values_documents(column.cast(pa.large_binary()).to_pylist(), policy, bad, where)
+
+
+def flat_bytes(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A binary or large_binary array's bytes (uint8, over Arrow's buffer) and where each value starts
+    and the last ends (Arrow's offsets, as int64 from 0: a copy of the array's size)."""
+    _, offsets, data = array.buffers()
+    kind = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+    offsets = np.frombuffer(offsets, kind)[array.offset : array.offset + len(array) + 1]
+    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    return data[offsets[0] : offsets[-1]], offsets.astype(np.int64, copy=False) - offsets[0]
 
 
 def _valid_utf8(column: pa.Array) -> bool:

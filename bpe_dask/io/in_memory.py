@@ -44,6 +44,7 @@ from bpe_dask.io.documents import (
     column_documents,
     is_text_type,
     values_documents,
+    with_offsets,
 )
 from bpe_dask.io.storage import describe
 
@@ -184,10 +185,7 @@ def arrow_batches(
         tables = _guarded(source.with_format("arrow").iter(batch_size=batch_size))
         return _sliced(_columns(tables, text_column), text_column, batch_size, batch_bytes), rows
     if isinstance(source, (pa.Table, pa.RecordBatch)):
-        _check_column(source.schema.names, text_column)
-        column = source.column(text_column)
-        _check_text(column.type, f"column {text_column!r}")
-        chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+        chunks = list(_columns([source], text_column))  # its column checked here, before any batch
         return _sliced(iter(chunks), text_column, batch_size, batch_bytes), source.num_rows
     try:
         reader = pa.RecordBatchReader.from_stream(source)
@@ -273,7 +271,7 @@ def _guarded(batches: Iterable) -> Iterator:
         yield batch
 
 
-def _columns(tables: Iterator, text_column: str) -> Iterator[pa.Array]:
+def _columns(tables: Iterable, text_column: str) -> Iterator[pa.Array]:
     """The text column's chunks, table by table (a stream's schema is checked once it is known)."""
     for table in tables:
         _check_column(table.schema.names, text_column)
@@ -289,10 +287,7 @@ def _sliced(
     documents allow, ``batch_bytes`` of text."""
     first = 0
     for chunk in chunks:
-        if pa.types.is_dictionary(chunk.type):
-            chunk = chunk.dictionary_decode()
-        if pa.types.is_string_view(chunk.type):  # no offsets to slice by, nor kernels: copied once
-            chunk = chunk.cast(pa.large_string())
+        chunk = with_offsets(chunk)
         ends = np.cumsum(pc.binary_length(chunk).fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
         cuts, row = [0], 0
         while row < len(chunk):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 
 import fsspec
@@ -126,8 +126,8 @@ def expand_inputs(
     footers are read here (bpe-dask's say so), into ``footers`` when given, for the planner, and
     a Parquet file without the text column is refused.
     """
-    under = [url.rstrip("/") + "/" for url in _urls(exclude, store)]
-    written = [url.rstrip("/") for url in _urls(outputs, store)]
+    under = [_url(path, store).rstrip("/") + "/" for path in exclude if path]
+    written = [_url(path, store).rstrip("/") for path in outputs if path]
     footers = {} if footers is None else footers
     files: dict[str, InputFile] = {}
     for spec in inputs:
@@ -207,15 +207,12 @@ def _with_format(file: InputFile, reading: Reading) -> InputFile:
         raise BpeDaskError(
             f"{file.name}: a Parquet file cannot be read compressed as a whole ({file.compression})"
         )
-    return InputFile(file.url, file.size, file.version, file.compression, form, reading, file.sized)
+    return replace(file, format=form, reading=reading)
 
 
-def _urls(paths: Sequence[str], store: Store) -> list[str]:
-    urls = []
-    for path in filter(None, paths):
-        fs, stripped = store.fs(path)
-        urls.append(fs.unstrip_protocol(stripped))
-    return urls
+def _url(path: str, store: Store) -> str:
+    fs, stripped = store.fs(path)
+    return fs.unstrip_protocol(stripped)
 
 
 def _expand_one(spec: str, store: Store) -> _Listing:
@@ -258,10 +255,8 @@ def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str) -> _Listing
         if is_http(url) and info.get("size") is None:  # listed from an index page, which gives no sizes
             info = file_info(fs, name)
         size = info.get("size")
-        file = InputFile(
-            url, int(size or 0), _version_of(info), infer_compression(path_of(name)), sized=size is not None
-        )
-        files.append(file)
+        compression = infer_compression(path_of(name))
+        files.append(InputFile(url, int(size or 0), _version_of(info), compression, sized=size is not None))
     return _Listing(files, top, tuple(skipped))
 
 
@@ -299,8 +294,7 @@ def text_column_index(file: InputFile, schema: pa.Schema) -> int:
     field = schema.field(name)
     if not is_text_type(field.type):
         raise BpeDaskError(f"{file.name}: column {name!r} holds {field.type}, not text")
-    leaves_before = sum(_leaf_count(schema.field(i).type) for i in range(schema.get_field_index(name)))
-    return leaves_before
+    return sum(_leaf_count(schema.field(i).type) for i in range(schema.get_field_index(name)))
 
 
 def _leaf_count(kind: pa.DataType) -> int:

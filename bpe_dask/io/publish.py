@@ -225,7 +225,11 @@ def _rename_into_place(staging: str, path: str, retired: str, overwrite: bool, u
     first, or another job's result may land between the move and the commit; then this job moves
     that aside in turn, so that every such job succeeds and ``path`` is one job's result, whole."""
     for _ in range(COMMIT_ATTEMPTS):
-        moved_aside = overwrite and _move_aside(path, retired)
+        moved_aside = False
+        if overwrite:  # what stands at ``path`` (another job may have moved it aside a moment before)
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(path, retired)
+                moved_aside = True
         try:
             os.rename(staging, path)
         except OSError as error:
@@ -245,16 +249,6 @@ def _rename_into_place(staging: str, path: str, retired: str, overwrite: bool, u
     raise OutputExists(
         f"other jobs kept publishing {url} while this one tried to: run again when they are done"
     )
-
-
-def _move_aside(path: str, retired: str) -> bool:
-    """Move what stands at ``path`` to ``retired``: whether there was anything (another job may have
-    moved it aside a moment before)."""
-    try:
-        os.rename(path, retired)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def _copy_into_place(

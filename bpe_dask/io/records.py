@@ -14,8 +14,8 @@ every source). Each document stands alone: pre-tokens never cross records.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Iterator
+from dataclasses import replace
 from functools import partial
 
 import pyarrow as pa
@@ -27,7 +27,7 @@ from bpe_dask.io.inputs import text_column_index
 from bpe_dask.io.plan import ByteRange, Partition, RowGroups
 from bpe_dask.io.retries import is_transient
 from bpe_dask.io.storage import LOCAL, Store, describe
-from bpe_dask.io.text import ReadProgress, of_decompressed, open_range, read_range
+from bpe_dask.io.text import ReadProgress, of_decompressed, read_blocks
 from bpe_dask.io.web import read_whole
 
 MAX_LINE = 1 << 28  # a JSON Lines record this long is more likely a file that is not JSON Lines
@@ -47,37 +47,30 @@ def iter_documents(
     (of a Parquet partition, its share of the partition's bytes by the text read)."""
     bad = BadRecords() if bad is None else bad
     batch_bytes = batch_bytes or store.size("block-size")
-    progress = progress or _no_progress
     policy = RecordPolicy(part.file.reading.on_bad_record, utf8_errors)
-    how = _How(store, policy, bad, batch_bytes, progress)
-    return _parquet_documents(part, how) if isinstance(part, RowGroups) else _jsonl_documents(part, how)
-
-
-@dataclass(frozen=True)
-class _How:
-    """How a partition's records are read: where, their bad ones' rule and tally, batches' size, progress."""
-
-    store: Store
-    policy: RecordPolicy
-    bad: BadRecords
-    batch_bytes: int
-    progress: ReadProgress
+    read = _parquet_documents if isinstance(part, RowGroups) else _jsonl_documents
+    return read(part, store, policy, bad, batch_bytes, progress or _no_progress)
 
 
 def _no_progress(done: int, documents: int = 0, last: bool = False) -> None:
     pass
 
 
-def _jsonl_documents(part: ByteRange, how: _How) -> Iterator[Documents]:
-    store, policy, bad, batch_bytes, progress = how.store, how.policy, how.bad, how.batch_bytes, how.progress
-    reading = part.file.reading
+def _jsonl_documents(
+    part: ByteRange,
+    store: Store,
+    policy: RecordPolicy,
+    bad: BadRecords,
+    batch_bytes: int,
+    progress: ReadProgress,
+) -> Iterator[Documents]:
     batch: list[bytes] = []
     size = records = 0  # records: read so far, for ``progress``
 
-    def read(done: int, last: bool = False) -> None:
+    def read(done: int, documents: int = 0, last: bool = False) -> None:
         progress(done, records, last)
 
-    for offset, line in _lines(part, store, batch_bytes, read):
+    for offset, line in _lines(part, read_blocks(part, store, batch_bytes, read, last=True)):
         if offset == 0 and line.startswith(b"\xef\xbb\xbf"):
             line = line[3:]  # a UTF-8 byte order mark (Windows tools write one): not JSON, no text
         if not line.strip():
@@ -85,7 +78,7 @@ def _jsonl_documents(part: ByteRange, how: _How) -> Iterator[Documents]:
         length, held = len(line), [line]
         del line  # a long record's line, its text and the text's UTF-8 are held one or two at a time
         try:
-            batch.append(_record_text(held, reading.text_column, policy))
+            batch.append(_record_text(held, part.file.reading.text_column, policy))
         except NotText as problem:
             where = f"{part.file.name}: the line at byte offset {offset}{of_decompressed(part)}"
             policy.handle(where, problem, bad)
@@ -99,35 +92,23 @@ def _jsonl_documents(part: ByteRange, how: _How) -> Iterator[Documents]:
         yield Documents.joined(batch)
 
 
-def _lines(
-    part: ByteRange, store: Store, batch_bytes: int, read: Callable[[int, bool], None]
-) -> Iterator[tuple[int, bytes]]:
-    """The range's lines (newline dropped) and the byte offset where each starts. A line is held
-    only until its newline comes, and never beyond ``MAX_LINE`` bytes. ``read`` hears how many bytes
-    have been read before each read, and at the end."""
-    with open_range(part, store) as (stream, remaining, consumed):
-        offset = part.start
-        held: list[bytes] = []  # the start of a line whose newline has not come yet
-        held_size = 0
-        while True:
-            read(consumed(), False)
-            block = read_range(
-                stream, batch_bytes if remaining is None else min(batch_bytes, remaining), part
-            )
-            if remaining is not None:
-                remaining -= len(block)
-            if not block:
-                if held:
-                    yield offset, b"".join(held)
-                read(consumed(), True)
-                return
-            if b"\n" not in block:  # still inside one line: look at the new bytes only
-                held.append(block)
-                held_size += len(block)
-                if held_size > MAX_LINE:
-                    where = f"{part.file.name}: the line at byte offset {offset}{of_decompressed(part)}"
-                    raise InputError(f"{where} is longer than {MAX_LINE:,} bytes: not JSON Lines?")
-                continue
+def _lines(part: ByteRange, blocks: Iterator[bytes]) -> Iterator[tuple[int, bytes]]:
+    """The lines of the range's ``blocks`` (newline dropped) and the byte offset where each starts. A
+    line is held only until its newline comes, and never beyond ``MAX_LINE`` bytes."""
+    offset = part.start
+    held: list[bytes] = []  # the start of a line whose newline has not come yet
+    held_size = 0
+    for block in blocks:
+        if not block:  # the end
+            if held:
+                yield offset, b"".join(held)
+        elif b"\n" not in block:  # still inside one line: look at the new bytes only
+            held.append(block)
+            held_size += len(block)
+            if held_size > MAX_LINE:
+                where = f"{part.file.name}: the line at byte offset {offset}{of_decompressed(part)}"
+                raise InputError(f"{where} is longer than {MAX_LINE:,} bytes: not JSON Lines?")
+        else:
             lines = block.split(b"\n")
             lines[0] = b"".join([*held, lines[0]])
             last = lines.pop()
@@ -170,16 +151,20 @@ def _json_kind(value: object) -> str:
         list: "an array",
         str: "a string",
         bool: "a boolean",
-        int: "a number",
-        float: "a number",
+        float: "a number",  # every number: json.loads reads them with parse_int=float
         type(None): "null",
     }
     return kinds.get(type(value), type(value).__name__)
 
 
-def _parquet_documents(part: RowGroups, how: _How) -> Iterator[Documents]:
-    store, policy, bad, batch_bytes, progress = how.store, how.policy, how.bad, how.batch_bytes, how.progress
-    reading = part.file.reading
+def _parquet_documents(
+    part: RowGroups,
+    store: Store,
+    policy: RecordPolicy,
+    bad: BadRecords,
+    batch_bytes: int,
+    progress: ReadProgress,
+) -> Iterator[Documents]:
     fs, path = store.fs(part.file.url)
     try:
         if part.whole:  # a web server without byte ranges: the whole file, in one request
@@ -207,7 +192,7 @@ def _parquet_documents(part: RowGroups, how: _How) -> Iterator[Documents]:
         text = documents = 0  # read so far: the partition's share of its bytes is that of its text
         rows_per_batch = max(1, batch_bytes * part.rows // max(1, part.text_bytes))
         batches = parquet.iter_batches(
-            rows_per_batch, row_groups=range(part.start, part.end), columns=[reading.text_column]
+            rows_per_batch, row_groups=range(part.start, part.end), columns=[part.file.reading.text_column]
         )
         while True:
             try:

@@ -20,7 +20,7 @@ from bpe_dask.io.inputs import InputFile
 from bpe_dask.io.plan import ByteRange, plan_row_groups
 from bpe_dask.io.records import iter_documents
 from bpe_dask.io.storage import LOCAL, Store
-from bpe_dask.io.text import iter_texts, open_range, read_range
+from bpe_dask.io.text import iter_texts, read_blocks
 from bpe_dask.rules.pretokenize import Pretokenizer
 
 SAMPLE_BYTES = 1 << 16
@@ -36,8 +36,8 @@ def sample_documents(file: InputFile, store: Store = LOCAL, size: int = SAMPLE_B
     """
     whole = ByteRange(file, 0, file.size)
     if not file.has_records:
-        with open_range(whole, store) as (stream, remaining, _):
-            data = read_range(stream, size if remaining is None else min(size, remaining), whole)
+        with closing(read_blocks(whole, store, size)) as blocks:
+            data = next(blocks)
         return [codecs.getincrementaldecoder("utf-8")("replace").decode(data)]  # a cut character: dropped
     # One part for the whole file (a Parquet file's row counts come from its footer); its first batch.
     part = plan_row_groups(file, max(file.size, 1), store)[0] if file.format == "parquet" else whole

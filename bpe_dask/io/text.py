@@ -15,9 +15,8 @@ import codecs
 import gzip
 import lzma
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import BinaryIO, Protocol
+from collections.abc import Iterator
+from typing import Protocol
 
 import numpy as np
 from fsspec.compression import compr
@@ -109,7 +108,7 @@ def iter_utf8(
     partial = b""  # the start of a character the last read cut off
     judged = 0  # every position of ``held`` before this byte has been judged no cut
     offset = byte_range.start  # where ``held`` starts, in the file's bytes
-    for block in _blocks(byte_range, store, block_size, progress):
+    for block in read_blocks(byte_range, store, block_size, progress):
         data = partial + block
         invalid, complete = check_utf8(np.frombuffer(data, np.uint8))
         if invalid >= 0 or (not block and complete < len(data)):  # or a character the end cut off
@@ -172,7 +171,7 @@ def _decoded(
         "strict" if utf8_errors == "strict" else "surrogateescape"
     )
     offset = byte_range.start  # of the next byte read
-    for block in _blocks(byte_range, store, block_size, progress):
+    for block in read_blocks(byte_range, store, block_size, progress):
         held = len(decoder.getstate()[0])  # the start of a character cut off by the last block
         try:
             yield decoder.decode(block, final=not block)
@@ -181,32 +180,18 @@ def _decoded(
         offset += len(block)
 
 
-def _blocks(
-    byte_range: ByteRange, store: Store, block_size: int, progress: ReadProgress | None
+def read_blocks(
+    byte_range: ByteRange,
+    store: Store,
+    block_size: int,
+    progress: ReadProgress | None = None,
+    last: bool = False,
 ) -> Iterator[bytes]:
-    """The range's bytes, ``block_size`` at a time, the last block empty; ``progress`` told how far
-    the reading has got before each read."""
-    with open_range(byte_range, store) as (stream, remaining, consumed):
-        while True:
-            if progress is not None:
-                progress(consumed())
-            block = read_range(
-                stream, block_size if remaining is None else min(block_size, remaining), byte_range
-            )
-            if remaining is not None:
-                remaining -= len(block)
-            yield block
-            if not block:
-                return
-
-
-@contextmanager
-def open_range(
-    byte_range: ByteRange, store: Store
-) -> Iterator[tuple[BinaryIO, int | None, Callable[[], int]]]:
-    """The range as a stream, how many bytes to read from it (None: to the end), and how many of the
-    file's own bytes have been read so far (of a compressed file, the compressed ones the
-    decompressor took: so a one-task ``.gz`` shows how far it has got in the unit its size is in)."""
+    """The range's bytes, streamed (decompressed on the fly), ``block_size`` at a time (fewer only at
+    the end), the last block empty. ``progress`` is told before each read (and, with ``last``, once
+    more after the last) how many of the file's own bytes have been read: of a compressed file, the
+    compressed ones the decompressor took, so a one-task ``.gz`` shows how far it has got in the unit
+    its size is in. A store or a corrupt archive failing says which file it was."""
     file = byte_range.file
     fs, path = store.fs(file.url)
     compression = file.compression
@@ -226,25 +211,29 @@ def open_range(
     except Exception as error:
         raise _read_error(byte_range, error) from None
     start = 0 if compression else byte_range.start
+    remaining = None if compression or not file.sized else byte_range.size  # None: to the end
     with raw, stream:
-        to_read = None if compression or not file.sized else byte_range.size
-        yield stream, to_read, lambda: raw.tell() - start
-
-
-def read_range(stream: BinaryIO, size: int, byte_range: ByteRange) -> bytes:
-    """Up to ``size`` bytes (fewer only at the end), so that a store or a corrupt archive failing
-    says which file it was. A stream from a web server gives what has arrived: read on until ``size``."""
-    try:
-        data = stream.read(size)
-        if 0 < len(data) < size:
-            parts, wanted = [data], size - len(data)
-            while wanted > 0 and (more := stream.read(wanted)):
-                parts.append(more)
-                wanted -= len(more)
-            data = b"".join(parts)
-        return data
-    except Exception as error:  # a broken connection, a truncated or mislabelled archive, ...
-        raise _read_error(byte_range, error) from None
+        while True:
+            if progress is not None:
+                progress(raw.tell() - start)
+            size = block_size if remaining is None else min(block_size, remaining)
+            try:
+                block = stream.read(size)
+                if 0 < len(block) < size:  # a stream from a web server gives what has arrived: read on
+                    parts, wanted = [block], size - len(block)
+                    while wanted > 0 and (more := stream.read(wanted)):
+                        parts.append(more)
+                        wanted -= len(more)
+                    block = b"".join(parts)
+            except Exception as error:  # a broken connection, a truncated or mislabelled archive, ...
+                raise _read_error(byte_range, error) from None
+            if remaining is not None:
+                remaining -= len(block)
+            yield block
+            if not block:
+                if last and progress is not None:
+                    progress(raw.tell() - start, last=True)
+                return
 
 
 # Failures that reading again cannot fix: the file is gone or forbidden, or the archive is corrupt.
@@ -270,8 +259,9 @@ def _read_error(byte_range: ByteRange, error: Exception) -> BpeDaskError:
 
 
 def _uncut_error(byte_range: ByteRange, offset: int, max_uncut: int, pattern: SplitPattern) -> InputError:
+    limit = f"{max_uncut // 2**20} Mi" if max_uncut % 2**20 == 0 else f"{max_uncut:,}"
     where = (
-        f"{byte_range.file.name}: no place to split the text in the {_characters(max_uncut)} "
+        f"{byte_range.file.name}: no place to split the text in the {limit} characters "
         f"after byte offset {offset}{of_decompressed(byte_range)}"
     )
     if pattern.cut_rule is None:  # only special tokens cut the text
@@ -283,10 +273,6 @@ def _uncut_error(byte_range: ByteRange, offset: int, max_uncut: int, pattern: Sp
         f"{where} (no special token, and nowhere the {pattern.name} pattern may be cut: a run of letters, "
         "of digits, of punctuation or of whitespace): a single pre-token that long cannot be counted"
     )
-
-
-def _characters(count: int) -> str:
-    return f"{count // 2**20} Mi characters" if count % 2**20 == 0 else f"{count:,} characters"
 
 
 def _decode_error(byte_range: ByteRange, offset: int) -> InputError:

@@ -130,11 +130,7 @@ def load_files(
         if special_tokens is None and described:
             special_tokens = tokenizer_formats.special_tokens_in(described)
         pattern = tokenizer_formats.pattern_in(described) if described else GPT2
-        if not (pattern.builtin or trust_pattern):
-            raise UntrustedPatternError(
-                f"tokenizer {folder}: its split pattern {pattern.regex!r} is not a built-in one; "
-                "load it with trust_pattern=True if you trust the file"
-            )
+        _check_trusted(folder, pattern, trust_pattern)
         vocab, merges = f"{folder}/vocab.json", f"{folder}/merges.txt"
         return read_gpt2_files(vocab, merges, special_tokens, storage_options), pattern
     except FileNotFoundError as error:
@@ -143,6 +139,15 @@ def load_files(
         raise BpeDaskError(f"tokenizer {folder}: {what} (a directory `bpe-dask train` wrote)") from None
     except (OSError, ValueError, KeyError) as error:
         raise BpeDaskError(f"tokenizer {folder}: cannot read it ({describe(error)})") from None
+
+
+def _check_trusted(where: str, pattern: SplitPattern, trust_pattern: bool) -> None:
+    """Refuse the split pattern of the tokenizer at ``where`` unless it is built in or trusted."""
+    if not (pattern.builtin or trust_pattern):
+        raise UntrustedPatternError(
+            f"tokenizer {where}: its split pattern {pattern.regex!r} is not a built-in one; load it with "
+            "trust_pattern=True if you trust the file"
+        )
 
 
 def _is_directory(store: Store, path: str) -> bool:
@@ -230,11 +235,7 @@ def read_tokenizer_json(
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
         reason = describe(error)
         raise BpeDaskError(f"tokenizer {path}: not a byte-level BPE tokenizer.json ({reason})") from None
-    if not (pattern.builtin or trust_pattern):
-        raise UntrustedPatternError(
-            f"tokenizer {path}: its split pattern {pattern.regex!r} is not a built-in one; load it with "
-            "trust_pattern=True if you trust the file"
-        )
+    _check_trusted(path, pattern, trust_pattern)
     try:
         return Vocabulary(vocab, merges, special_tokens), pattern
     except KeyError as error:  # a byte that no token holds
@@ -274,9 +275,10 @@ def read_base(
         # The file holds no special token: those given take the ids it leaves free first, as a
         # tokenizer's own rank file leaves theirs (bpe-dask's: 256 on, between the bytes and the merges).
         free = (i for i in itertools.count() if i not in vocab)
-        for token in check_special_tokens(special_tokens or ()):
+        given = check_special_tokens(special_tokens or ())
+        for token in given:
             vocab[next(free)] = token.encode("utf-8")
-        return Vocabulary(vocab, merges, check_special_tokens(special_tokens or ())), None
+        return Vocabulary(vocab, merges, given), None
     except (OSError, ValueError, KeyError, EOFError) as error:
         raise BpeDaskError(
             f"init_from={location!r} is not a tokenizer directory, a tokenizer.json or a tiktoken rank "

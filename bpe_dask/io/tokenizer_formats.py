@@ -40,12 +40,6 @@ def bytes_to_unicode() -> dict[int, str]:
     return dict(sorted(mapping.items()))
 
 
-@functools.cache
-def _translation() -> dict[int, str]:
-    """``str.translate`` table taking byte ``b`` (as the latin-1 character ``chr(b)``) to GPT-2's name."""
-    return {b: char for b, char in bytes_to_unicode().items()}
-
-
 def token_to_str(token: bytes) -> str:
     """``token``'s bytes as GPT-2's ``vocab.json`` and ``merges.txt`` write them, each byte one printable
     character (``bytes_to_unicode``).
@@ -53,7 +47,7 @@ def token_to_str(token: bytes) -> str:
     >>> token_to_str(b" the\\n")
     'ĠtheĊ'
     """
-    return token.decode("latin-1").translate(_translation())
+    return token.decode("latin-1").translate(bytes_to_unicode())  # byte b read as chr(b), to its name
 
 
 @functools.cache

@@ -33,10 +33,11 @@ from bpe_dask.io.storage import absolute
 from bpe_dask.io.written import EVALUATION, EVALUATION_FILES
 from bpe_dask.jobs.context import Job, Run, job_tokenizer
 from bpe_dask.jobs.counting import placement
-from bpe_dask.jobs.evaluation import Group, Row, evaluation_report, plot_evaluation
+from bpe_dask.jobs.evaluation import Group, Row, base_size, evaluation_figure, evaluation_report
 from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character
 from bpe_dask.sources.files import FileSource
 from bpe_dask.sources.source import input_list
+from bpe_dask.stages.compression import png
 from bpe_dask.stages.count import CountSettings
 from bpe_dask.stages.evaluate import Measure, Measured, measure_part, nested, pieces_at
 from bpe_dask.tokenizer import Tokenizer
@@ -62,12 +63,17 @@ def evaluate(
     byte-level BPE kind, or ``Tokenizer`` objects, one or a list of them, or a mapping from the names
     the report gives them. Each is measured at its own vocabulary size and at each of ``vocab_sizes``
     it can be cut to (its first merges); a size one tokenizer cannot be cut to (above its own, or
-    below its bytes and special tokens) is left out for that one, and one that none can is an error. Each
-    tokenizer's special tokens are split out of the text, one token each, as ``encode`` does. The
-    report's ``results`` hold a row per tokenizer and size: ``tokens``, ``bytes_per_token`` and, when
-    every input holds records (Parquet, JSON Lines), ``tokens_per_document``. With ``out``, the
-    directory ``out`` gets ``evaluation.json`` (the report) and ``evaluation.png`` (bytes per token
-    against vocabulary size, a line per tokenizer). ``options`` are ``JobOptions`` fields.
+    below its bytes and special tokens) is left out for that one, and one that none can is an error. A
+    directory `bpe-dask train` wrote of a tokenizer continued from a base (``init_from``) is also
+    measured, with no size asked, at the size of that base as kept (its first ids: the base
+    itself, as ``Tokenizer.truncated`` cuts the tokenizer), which the ``report.json`` beside it tells
+    (``base_size``); a ``Tokenizer`` object does not tell it. Each tokenizer's special tokens are split
+    out of the text, one token each, as ``encode`` does. The report's ``results`` hold a row per
+    tokenizer and size: ``tokens``, ``bytes_per_token``, ``base`` (whether the size is its base's; the
+    table names that row ``NAME (base)``) and, when every input holds records (Parquet, JSON Lines),
+    ``tokens_per_document``. With ``out``, the directory ``out`` gets ``evaluation.json`` (the
+    report) and ``evaluation.png`` (bytes per token against vocabulary size, a line per tokenizer).
+    ``options`` are ``JobOptions`` fields.
 
     >>> from bpe_dask.rules import reference
     >>> vocab, merges = reference.train(["low lower lowest newest widest"] * 3, 265, ["<|endoftext|>"])
@@ -92,7 +98,7 @@ def evaluate(
     opts, out = JobOptions.of(**options), absolute(os.fspath(out)) if out is not None else None
     sources = _named(tokenizers)
     job = Job.start(opts, inputs, [out, *[source for _, source in sources if isinstance(source, str)]])
-    rows = _rows_of(job, sources, vocab_sizes, trust_pattern)
+    rows = _rows(job, sources, vocab_sizes, trust_pattern)
     if out:  # 1. the output may be written
         check_output_dir(out, opts.overwrite, EVALUATION.owns, job.store)
     source = job.find_source(input_list(inputs), exclude=[out])  # 2. what the input is: files
@@ -102,25 +108,12 @@ def evaluate(
     report = evaluation_report(job, source, rows, groups, measured, started)  # 5. report
     if out:
         table, picture = EVALUATION_FILES
-        files = {table: json.dumps(report, indent=2) + "\n", picture: plot_evaluation(report, job.store)}
+        figure = png(evaluation_figure(report, job.store))
+        files = {table: json.dumps(report, indent=2) + "\n", picture: figure}
         interrupts.check()  # nothing is published after a signal
         publish_directory(out, files, job.store, overwrite=opts.overwrite)  # 6. publish
         log.info("wrote %s/evaluation.json and evaluation.png", out)
     return report
-
-
-def _rows_of(
-    job: Job,
-    sources: list[tuple[str, str | Tokenizer]],
-    vocab_sizes: Sequence[int] | None,
-    trust_pattern: bool,
-) -> list[Row]:
-    """The tokenizers loaded, and the rows to measure: each at each size it can be cut to."""
-    opts = job.options
-    loaded = {name: job_tokenizer(source, job.store, opts.engine, trust_pattern) for name, source in sources}
-    for tokenizer in loaded.values():
-        check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
-    return _rows(loaded, dict(sources), _checked_sizes(vocab_sizes))
 
 
 def _placed(job: Job, source: FileSource, groups: list[Group]) -> tuple[list[Group], bool, bool, WarmUp]:
@@ -164,48 +157,52 @@ def _named(
     return result
 
 
-def _checked_sizes(vocab_sizes: Sequence[int] | None) -> list[int]:
-    if vocab_sizes is None:
-        return []
+def _rows(
+    job: Job,
+    sources: list[tuple[str, str | Tokenizer]],
+    vocab_sizes: Sequence[int] | None,
+    trust_pattern: bool,
+) -> list[Row]:
+    """The tokenizers loaded, and the rows to measure: each tokenizer at each of ``vocab_sizes`` it
+    can be cut to and at the size of the base it was continued from (``base_size``), then at its
+    own. A size no tokenizer can be cut to is an error; one that only some can, is left out for the
+    others, with a line saying so."""
+    opts = job.options
+    loaded = {name: job_tokenizer(source, job.store, opts.engine, trust_pattern) for name, source in sources}
+    for tokenizer in loaded.values():
+        check_replacement_character(tokenizer.special_tokens, opts.utf8_errors)
     if isinstance(vocab_sizes, (int, str)) or not all(
-        isinstance(s, int) and not isinstance(s, bool) for s in vocab_sizes
+        isinstance(s, int) and not isinstance(s, bool) for s in vocab_sizes or ()
     ):
         raise BpeDaskError(f"vocab_sizes must be a list of whole numbers, got {vocab_sizes!r}")
-    return sorted(set(vocab_sizes))
-
-
-def _rows(loaded: dict[str, Tokenizer], sources: dict[str, str | Tokenizer], sizes: list[int]) -> list[Row]:
-    """Each tokenizer at each size it can be cut to, then at its own. A size no tokenizer can be cut
-    to is an error; one that only some can, is left out for the others, with a line saying so."""
-
-    def bounds(tokenizer: Tokenizer) -> tuple[int, int]:  # the bytes and special tokens; every id
-        return 256 + len(tokenizer.special_tokens), len(tokenizer.vocab)
-
+    sizes = sorted(set(vocab_sizes or ()))
+    # the bytes and special tokens; every id
+    bounds = {name: (256 + len(t.special_tokens), len(t.vocab)) for name, t in loaded.items()}
     for size in sizes:
-        if all(size < bounds(t)[0] for t in loaded.values()):
-            name = min(loaded, key=lambda n: bounds(loaded[n])[0])
+        if all(size < first for first, _ in bounds.values()):
+            name = min(bounds, key=lambda n: bounds[n][0])
             raise BpeDaskError(
                 f"vocabulary size {size:,} is smaller than {name}'s 256 bytes and "
                 f"{plural(len(loaded[name].special_tokens), 'special token')}"
             )
-        if all(size > bounds(t)[1] for t in loaded.values()):
-            name = max(loaded, key=lambda n: bounds(loaded[n])[1])
+        if all(size > whole for _, whole in bounds.values()):
+            name = max(bounds, key=lambda n: bounds[n][1])
             raise BpeDaskError(
-                f"vocabulary size {size:,} is larger than the tokenizers: {name} has "
-                f"{bounds(loaded[name])[1]:,} ids"
+                f"vocabulary size {size:,} is larger than the tokenizers: {name} has {bounds[name][1]:,} ids"
             )
     rows = []
-    for name, tokenizer in loaded.items():
-        first, whole = bounds(tokenizer)
-        source = sources[name] if isinstance(sources[name], str) else None
-        for size in sizes:
+    for name, source in sources:
+        (first, whole), tokenizer = bounds[name], loaded[name]
+        path = source if isinstance(source, str) else None
+        base = base_size(source, tokenizer, job.store)
+        for size in sorted({*sizes, base}) if base else sizes:
             if not first <= size <= whole:
                 log.info(
                     "%s takes %s to %s ids: not measured at %s", name, f"{first:,}", f"{whole:,}", f"{size:,}"
                 )
             elif size < whole:
-                rows.append(Row(name, size, tokenizer, source))
-        rows.append(Row(name, whole, tokenizer, source))
+                rows.append(Row(name, size, tokenizer, path, base=size == base))
+        rows.append(Row(name, whole, tokenizer, path))
     return rows
 
 
@@ -215,45 +212,30 @@ def _groups(rows: list[Row], opts: JobOptions) -> list[Group]:
     Each tokenizer is one ``Measure`` at all its sizes when its merges nest, else one per size."""
     by_settings: dict[CountSettings, dict[str, list[int]]] = {}
     for k, row in enumerate(rows):
-        tokenizer = row.tokenizer
-        settings = CountSettings(
-            tuple(tokenizer.special_tokens),
-            opts.utf8_errors,
-            tokenizer.pretokenizer.pattern.spec,
-            opts.engine,
-        )
+        specials, pattern = tuple(row.tokenizer.special_tokens), row.tokenizer.pretokenizer.pattern.spec
+        settings = CountSettings(specials, opts.utf8_errors, pattern, opts.engine)
         by_settings.setdefault(settings, {}).setdefault(row.name, []).append(k)
     groups = []
     for settings, by_name in by_settings.items():
-        measures, order = [], []
-        for members in by_name.values():
-            tokenizer = rows[members[0]].tokenizer
+        measures = []
+        for name, members in by_name.items():
+            tokenizer, sizes = rows[members[0]].tokenizer, [rows[k].vocab_size for k in members]
             whole = len(tokenizer.vocab)
             if nested(tokenizer):
-                pieces = [
-                    None if rows[k].vocab_size == whole else pieces_at(tokenizer, rows[k].vocab_size)
-                    for k in members
-                ]
+                pieces = [None if size == whole else pieces_at(tokenizer, size) for size in sizes]
                 measures.append(Measure(tokenizer, tuple(pieces)))
             else:
-                log.info("%s: its merges do not nest, so each size is encoded apart", rows[members[0]].name)
-                measures += [
-                    Measure(
-                        tokenizer if rows[k].vocab_size == whole else tokenizer.truncated(rows[k].vocab_size)
-                    )
-                    for k in members
-                ]
-            order += members
-        groups.append((settings, measures, order))
+                log.info("%s: its merges do not nest, so each size is encoded apart", name)
+                measures += [Measure(tokenizer if s == whole else tokenizer.truncated(s)) for s in sizes]
+        groups.append((settings, measures, [k for members in by_name.values() for k in members]))
     return groups
 
 
 def _measure(run: Run, job: Job, source: FileSource, groups: list[Group]) -> list[list[Measured]]:
     """Each group's measures of every part: here, or as a task per part and group on the cluster,
     each tokenizer sent to every worker once."""
+    store, chunk = job.store, job.options.chunk_size
     if run.client is None:
-        store = job.store
-        chunk = job.options.chunk_size
         return [
             [
                 measure_part(part, measures, settings, store)
@@ -264,11 +246,11 @@ def _measure(run: Run, job: Job, source: FileSource, groups: list[Group]) -> lis
     client, threads, tag = run.client, cluster_threads(run.client), uuid.uuid4().hex  # nothing to reuse
     tasks, sizes, counts = [], [], []
     for g, (settings, measures, _) in enumerate(groups):
-        parts = interrupts.call(source.plan, settings.pretokenizer(), job.options.chunk_size, threads)
+        parts = interrupts.call(source.plan, settings.pretokenizer(), chunk, threads)
         shared = [client.scatter(measure, broadcast=True, hash=False) for measure in measures]
         tasks += [
             dask.delayed(measure_part, pure=True)(
-                part, shared, settings, job.store, dask_key_name=f"evaluate-{tokenize(tag, g, part.key())}"
+                part, shared, settings, store, dask_key_name=f"evaluate-{tokenize(tag, g, part.key())}"
             )
             for part in parts
         ]

@@ -10,12 +10,13 @@ encodable as tiktoken does. Pure: no I/O.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection
 from typing import Literal
 
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.rules.pretokenize import Pretokenizer
+from bpe_dask.rules.pretokenize import Pretokenizer, SplitPattern
 
 Allowed = Literal["all"] | Collection[str]
 
@@ -58,7 +59,7 @@ def _tokens(given: Allowed, name: str) -> frozenset[str]:
 
 class SpecialTokenRules:
     """A tokenizer's ``Pretokenizer`` for each set of allowed special tokens, made once and kept
-    (a dict read and written whole under the GIL: safe to share between threads).
+    (``functools.lru_cache``: safe to share between threads).
 
     >>> rules = SpecialTokenRules(Pretokenizer(["<|endoftext|>", "<|pad|>"]))
     >>> pretokenizer, search = rules.of({"<|pad|>"}, "all")
@@ -71,42 +72,33 @@ class SpecialTokenRules:
     def __init__(self, pretokenizer: Pretokenizer) -> None:
         self.everything = pretokenizer
         self._all = frozenset(pretokenizer.special_tokens)
-        self._pretokenizers: dict[frozenset[str], Pretokenizer] = {self._all: pretokenizer}
-        self._searches: dict[frozenset[str], re.Pattern] = {}
 
     def __reduce__(self):  # rebuilt where it lands
         return SpecialTokenRules, (self.everything,)
 
-    def of(
-        self, allowed_special: Allowed, disallowed_special: Allowed
-    ) -> tuple[Pretokenizer, re.Pattern | None]:
-        """The ``Pretokenizer`` splitting out the allowed special tokens, and a search for the
-        disallowed ones (``None`` when there are none). As in tiktoken, ``"all"`` disallowed means
+    def _split(self, allowed_special: Allowed, disallowed_special: Allowed) -> tuple[frozenset, frozenset]:
+        """The special tokens allowed and those disallowed. As in tiktoken, ``"all"`` disallowed means
         every special token not allowed, and a string disallowed is refused even if also allowed."""
-        if allowed_special == "all" and not disallowed_special:  # the default
-            return self.everything, None
         if allowed_special == "all":
             allowed = self._all
         else:
             allowed = self._all & _tokens(allowed_special, "allowed_special")
         if disallowed_special == "all":
-            disallowed = self._all - allowed
-        else:
-            disallowed = _tokens(disallowed_special, "disallowed_special")
-        pretokenizer = self._pretokenizers.get(allowed)
-        if pretokenizer is None:
-            pretokenizer = Pretokenizer(allowed, self.everything.pattern)
-            if len(self._pretokenizers) < 64:
-                self._pretokenizers[allowed] = pretokenizer
-        if not disallowed:
-            return pretokenizer, None
-        search = self._searches.get(disallowed)
-        if search is None:
-            # a search for plain strings, no text rule: the stdlib's ``re`` finds them as ``regex`` would
-            search = re.compile("|".join(re.escape(token) for token in sorted(disallowed)))
-            if len(self._searches) < 64:
-                self._searches[disallowed] = search
-        return pretokenizer, search
+            return allowed, self._all - allowed
+        return allowed, _tokens(disallowed_special, "disallowed_special")
+
+    def of(
+        self, allowed_special: Allowed, disallowed_special: Allowed
+    ) -> tuple[Pretokenizer, re.Pattern | None]:
+        """The ``Pretokenizer`` splitting out the allowed special tokens, and a search for the
+        disallowed ones (``None`` when there are none)."""
+        if allowed_special == "all" and not disallowed_special:  # the default
+            return self.everything, None
+        allowed, disallowed = self._split(allowed_special, disallowed_special)
+        pretokenizer = (
+            self.everything if allowed == self._all else _pretokenizer(allowed, self.everything.pattern)
+        )
+        return pretokenizer, _search(disallowed) if disallowed else None
 
     def cutter(self, allowed_special: Allowed, disallowed_special: Allowed) -> Pretokenizer:
         """A ``Pretokenizer`` whose safe cuts (``recut``) never fall inside an allowed or a disallowed
@@ -114,12 +106,19 @@ class SpecialTokenRules:
         pretokenizer, search = self.of(allowed_special, disallowed_special)
         if search is None:
             return pretokenizer
-        allowed = frozenset(pretokenizer.special_tokens)
-        if disallowed_special == "all":
-            disallowed = self._all - allowed
-        else:
-            disallowed = _tokens(disallowed_special, "disallowed_special")
-        return Pretokenizer(allowed | disallowed, self.everything.pattern)
+        allowed, disallowed = self._split(allowed_special, disallowed_special)
+        return _pretokenizer(allowed | disallowed, self.everything.pattern)
+
+
+@functools.lru_cache(maxsize=64)
+def _pretokenizer(special_tokens: frozenset[str], pattern: SplitPattern) -> Pretokenizer:
+    return Pretokenizer(special_tokens, pattern)
+
+
+@functools.lru_cache(maxsize=64)
+def _search(disallowed: frozenset[str]) -> re.Pattern:
+    # a search for plain strings, no text rule: the stdlib's ``re`` finds them as ``regex`` would
+    return re.compile("|".join(re.escape(token) for token in sorted(disallowed)))
 
 
 def refuse_disallowed(text: str, search: re.Pattern | None) -> None:

@@ -31,10 +31,26 @@ def start(
     """
     vocab, merges = (dict(base[0]), list(base[1])) if base else ({i: bytes([i]) for i in range(256)}, [])
     for token in special_tokens:
-        data = token.encode("utf-8")
-        if not any(t == data and (len(data) > 1 or i >= 256) for i, t in vocab.items()):
-            vocab[max(vocab) + 1] = data
+        special_id(vocab, token)
     return vocab, merges
+
+
+def special_id(vocab: dict[int, bytes], token: str) -> int:
+    """The first id of ``vocab`` that holds the special token and is not a byte's (a special token
+    "\\n" is not byte 10: CS336's vocabularies put ``<|endoftext|>`` at id 0 and the bytes after it),
+    or, for a token ``vocab`` lacks, the next free id, which it is added under.
+
+    >>> vocab = {i: bytes([i]) for i in range(256)}
+    >>> special_id(vocab, "\\n"), special_id({**vocab, 0: b"<|endoftext|>"}, "<|endoftext|>"), len(vocab)
+    (256, 0, 257)
+    """
+    data = token.encode("utf-8")
+    found = [i for i, t in vocab.items() if t == data and (len(data) > 1 or i >= 256)]
+    if found:
+        return min(found)
+    new_id = max(vocab, default=-1) + 1
+    vocab[new_id] = data
+    return new_id
 
 
 class Vocabulary:
@@ -61,24 +77,18 @@ class Vocabulary:
         for i, token in sorted(self.vocab.items()):
             ids.setdefault(token, i)  # where two ids hold the same bytes, the first is the token's
         self.ids_by_bytes = ids
-        self.special_ids = {token: self._special_id(token) for token in self.special_tokens}
+        self.special_ids = {token: special_id(self.vocab, token) for token in self.special_tokens}
+        for i in self.special_ids.values():
+            ids.setdefault(self.vocab[i], i)  # a special token the vocabulary lacked, added
         self.byte_ids = [ids[bytes([b])] for b in range(256)]
         self.merge_ranks = {
             (ids[a], ids[b]): (rank, ids[a + b]) for rank, (a, b) in enumerate(self.merges) if a + b in ids
         }
 
-    def _special_id(self, token: str) -> int:
-        """The first id that holds the token and is not a byte's (a special token "\\n" is not byte 10:
-        CS336's vocabularies put ``<|endoftext|>`` at id 0 and the bytes after it), or, for a token
-        the vocabulary lacks, the next free id."""
-        data = token.encode("utf-8")
-        found = [i for i, t in self.vocab.items() if t == data and (len(data) > 1 or i >= 256)]
-        if found:
-            return min(found)
-        new_id = max(self.vocab, default=-1) + 1
-        self.vocab[new_id] = data
-        self.ids_by_bytes.setdefault(data, new_id)
-        return new_id
+    @property
+    def first_size(self) -> int:
+        """The ids before the first merge: the 256 bytes and the special tokens (``start``'s layout)."""
+        return 256 + len(self.special_tokens)
 
     def token_id(self, token: str | bytes) -> int:
         """The id of one whole token (a special token's text, or a token's bytes); a ``KeyError`` for
@@ -123,7 +133,7 @@ class Vocabulary:
         >>> len(vocab), vocab[256], merges
         (257, b'hi', [(b'h', b'i')])
         """
-        merges = self.merges[: vocab_size - 256 - len(self.special_tokens)]
+        merges = self.merges[: vocab_size - self.first_size]
         # What the merges make, and what they join (the same, for merges that each join what earlier
         # ones made, as trained ones do); a merge whose token is missing changes nothing.
         tokens = (self.ids_by_bytes.get(token) for a, b in merges for token in (a + b, a, b))
@@ -150,7 +160,7 @@ def training_base(vocabulary: Vocabulary, inherit: int | None, name: str) -> Voc
     if inherit is not None:
         if isinstance(inherit, bool) or not isinstance(inherit, int) or not 0 <= inherit <= len(merges):
             raise BpeDaskError(f"inherit={inherit!r} is not one of 0 to {name}'s {len(merges):,} merges")
-        kept, merges = vocabulary.first_ids(256 + len(vocabulary.special_tokens) + inherit)
+        kept, merges = vocabulary.first_ids(vocabulary.first_size + inherit)
         vocabulary = Vocabulary(kept, merges, vocabulary.special_tokens)
     specials = set(vocabulary.special_ids.values())
     hole = next((i for i in range(max(vocabulary.vocab) + 1) if i not in vocabulary.vocab), None)

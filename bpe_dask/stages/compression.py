@@ -6,7 +6,7 @@ every vocabulary size from the bytes and special tokens up to the final one, how
 training data is under the first merges. It is exact, and free: a merge saves a number of tokens the
 merge loop knows, and a special token is one token at every size. ``compression.csv`` holds it, and
 ``compression.png`` draws it, marking where each further 1,000 tokens of vocabulary buy less than
-1 % fewer tokens.
+1 % fewer tokens, in the frame (``new_axes``, ``png``) that ``evaluation.png`` shares.
 
 >>> curve = Curve(first_size=257, first_tokens=10, text_bytes=10, special_tokens=1, special_bytes=13,
 ...               savings=[3, 2])
@@ -24,7 +24,6 @@ vocab_size,tokens,bytes_per_token
 from __future__ import annotations
 
 import io
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -54,13 +53,8 @@ class Curve:
 
     def tokens(self) -> list[int]:
         """The tokens at each size, ``first_size`` first."""
-        return list(
-            itertools.accumulate(
-                self.savings,
-                lambda tokens, saved: tokens - saved,
-                initial=self.first_tokens + self.special_tokens,
-            )
-        )
+        first = self.first_tokens + self.special_tokens
+        return [first, *(first - np.cumsum(self.savings, dtype=np.int64)).tolist()]
 
     def rows(self) -> list[tuple[int, int, float]]:
         """``(vocab_size, tokens, bytes_per_token)`` at each size."""
@@ -124,63 +118,64 @@ def mark_knee(axes: Any, knee: int, bytes_per_token: float, color: str) -> None:
     )
 
 
-def load_plotting() -> None:
-    """Import what ``plot_curves`` uses, by drawing an empty picture (``Plotting`` says when)."""
-    plot_curves({})
-
-
-class Plotting:
+class Plotting(ThreadPoolExecutor):
     """``plot_curves``'s library (matplotlib: 0.6 s of Python, holding the GIL) loaded in a background
-    thread while a training job's cluster is up: ``early`` (a small input, whose counting is over
-    sooner than the import) as the job starts, else once counting, which takes the GIL between
-    blocks, is done (``start``), while the merge loop, which releases it, leaves a core free.
-    The import is waited for before the cluster closes (``draw``, or leaving the ``with``): a
-    closing scheduler takes its directory out of ``sys.path``, and an import walking it then can
-    miss a module."""
+    thread, by drawing an empty picture, while a training job's cluster is up: ``early`` (a small
+    input, whose counting is over sooner than the import) as the job starts, else once counting,
+    which takes the GIL between blocks, is done (``start``), while the merge loop, which releases
+    it, leaves a core free. The import is waited for before the cluster closes (``draw``, or
+    leaving the ``with``, which shuts the pool down waiting: an import under way is finished, never
+    left behind): a closing scheduler takes its directory out of ``sys.path``, and an import
+    walking it then can miss a module."""
 
     def __init__(self, early: bool) -> None:
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="bpe-dask-plotting")
-        self.loading = self.pool.submit(load_plotting) if early else None
+        super().__init__(1, thread_name_prefix="bpe-dask-plotting")
+        self.loading = self.submit(plot_curves, {}) if early else None
 
     def start(self) -> None:
-        self.loading = self.loading or self.pool.submit(load_plotting)
+        self.loading = self.loading or self.submit(plot_curves, {})
 
     def draw(self, function: Callable[..., T], *args: object) -> Future[T]:
         """``function(*args)`` (which draws), in the background once the library has loaded; the
         wait for that is here, while the cluster is up."""
         self.start()
         interrupts.wait(self.loading.result)
-        return self.pool.submit(function, *args)
-
-    def __enter__(self) -> Plotting:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.pool.shutdown(wait=True)  # an import under way is finished, never left behind
+        return self.submit(function, *args)
 
 
-def plot_curves(curves: Mapping[str, Curve], title: str = "Compression of the training data") -> bytes:
-    """A PNG of bytes per token against vocabulary size, a line per curve, each curve's knee marked."""
+def new_axes(title: str) -> Any:
+    """Empty axes of bytes per token against vocabulary size, titled and gridded, in a figure drawn to
+    a buffer (``png``): the frame of ``compression.png`` and ``evaluation.png``."""
     import matplotlib
 
     matplotlib.use("Agg")  # no screen: draw to a buffer
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(7, 4.2), dpi=110)
-    axes = figure.subplots()
+    axes = Figure(figsize=(7, 4.2), dpi=110).subplots()
+    axes.set_xlabel("vocabulary size")
+    axes.set_ylabel("bytes per token")
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    return axes
+
+
+def png(figure: Any) -> bytes:
+    """A figure laid out, as a PNG."""
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+def plot_curves(curves: Mapping[str, Curve]) -> bytes:
+    """A PNG of bytes per token against vocabulary size, a line per curve, each curve's knee marked."""
+    axes = new_axes("Compression of the training data")
     for label, curve in curves.items():
         rows = curve.rows()
         (line,) = axes.plot([r[0] for r in rows], [r[2] for r in rows], label=label, linewidth=1.6)
         knee = curve.knee()
         if knee is not None:
             mark_knee(axes, knee, rows[knee - curve.first_size][2], line.get_color())
-    axes.set_xlabel("vocabulary size")
-    axes.set_ylabel("bytes per token")
-    axes.set_title(title)
-    axes.grid(alpha=0.3)
     if len(curves) > 1:
         axes.legend()
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()
+    return png(axes.figure)

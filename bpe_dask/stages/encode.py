@@ -96,38 +96,35 @@ def encode_part_to_shard(
     """Encode one part into the shard ``path``, or reuse the shard a previous run finished; a failure
     that may be transient is retried in place. Each document of records ends with ``separator``'s
     id; ``data`` is what the part's task was handed (``Part.documents``)."""
-    return store.retries.run(
-        _encode_part_to_shard, part, tokenizer, path, store, utf8_errors, separator, data
-    )
 
+    def _encode_part_to_shard() -> EncodedShard:
+        fs, fs_path = store.fs(path)
+        if fs.exists(fs_path):  # its sidecar was written before it
+            return read_encoded_shard(path, tokenizer, part.place, store)
+        dtype = np.dtype(dtype_for(tokenizer))
+        bad = BadRecords()
+        progress = ReadTally(reporter(store, part.size or 0))  # how far the reading has got, to the client
+        # UTF-8 as it lies, which the compiled encoder takes as it is; decoded where it is to be mended.
+        reading = PartReading(tokenizer.pretokenizer, store, utf8_errors, as_utf8=utf8_errors == "strict")
+        end = [tokenizer.token_id(separator)] if separator is not None and part.stand_alone else []
+        parts, text_bytes = [], 0  # (a text holds its own separators)
+        for documents in part.documents(reading, bad, progress, data):
+            parts.append(encoding_of(tokenizer).documents(documents.data, documents.ends, end, dtype))
+            text_bytes += len(documents.data)
+        progress.check()  # as a count task: nothing written once the job has stopped
+        tokens, read = sum(len(ids) for ids in parts), read_bytes(part, progress.read)
+        # Beside the shard, written first: what a re-run that reuses the shard reports of it.
+        sidecar = {"text_bytes": text_bytes, "bad_records": vars(bad), "read_bytes": read}
+        write_bytes_atomically(json.dumps(sidecar).encode(), f"{path}.json", store, work=True)
+        header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (tokens,)}
+        with atomic_file(path, store, work=True) as (fs, partial), fs.open(partial, "wb") as f:
+            np.lib.format.write_array_header_1_0(f, header)  # then the ids, block by block: np.save's layout
+            for ids in parts:
+                f.write(ids.data)
+        *place, unit = part.place
+        return EncodedShard(path, *place, tokens, False, bad, unit, text_bytes, read)
 
-def _encode_part_to_shard(
-    part: Part,
-    tokenizer: Tokenizer,
-    path: str,
-    store: Store,
-    utf8_errors: str,
-    separator: str | None,
-    data: Any,
-) -> EncodedShard:
-    fs, fs_path = store.fs(path)
-    if fs.exists(fs_path):  # its sidecar was written before it
-        return read_encoded_shard(path, tokenizer, part.place, store)
-    dtype = np.dtype(dtype_for(tokenizer))
-    bad = BadRecords()
-    progress = ReadTally(reporter(store, part.size or 0))  # how far the reading has got, to the client
-    # UTF-8 as it lies, which the compiled encoder takes as it is; decoded where it is to be mended.
-    reading = PartReading(tokenizer.pretokenizer, store, utf8_errors, as_utf8=utf8_errors == "strict")
-    ends_with = separator if part.stand_alone else None  # a text holds its own separators
-    parts, text_bytes = [], 0
-    for documents in part.documents(reading, bad, progress, data):
-        end = [] if ends_with is None else [tokenizer.token_id(ends_with)]
-        parts.append(encoding_of(tokenizer).documents(documents.data, documents.ends, end, dtype))
-        text_bytes += len(documents.data)
-    progress.check()  # as a count task: nothing written once the job has stopped
-    return write_encoded_shard(
-        parts, dtype, path, part.place, bad, text_bytes, store, read_bytes(part, progress.read)
-    )
+    return store.retries.run(_encode_part_to_shard)
 
 
 def read_encoded_shard(
@@ -144,31 +141,6 @@ def read_encoded_shard(
     *place, unit = where
     read_bytes = sidecar.get("read_bytes", 0)
     return EncodedShard(path, *place, tokens, True, bad, unit, sidecar["text_bytes"], read_bytes)
-
-
-def write_encoded_shard(
-    parts: list[np.ndarray],
-    dtype: np.dtype,
-    path: str,
-    where: tuple[str, int, int, str],
-    bad: BadRecords,
-    text_bytes: int,
-    store: Store = LOCAL,
-    read_bytes: int = 0,
-) -> EncodedShard:
-    """Write the ids ``parts`` of the part ``where`` (input, start, end, unit) as the shard ``path``,
-    after its sidecar; ``read_bytes``: what was read of an input whose size was not known."""
-    tokens = sum(len(part) for part in parts)
-    # Beside the shard, written first: what a re-run that reuses the shard reports of it.
-    sidecar = {"text_bytes": text_bytes, "bad_records": vars(bad), "read_bytes": read_bytes}
-    write_bytes_atomically(json.dumps(sidecar).encode(), f"{path}.json", store, work=True)
-    header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (tokens,)}
-    with atomic_file(path, store, work=True) as (fs, partial), fs.open(partial, "wb") as f:
-        np.lib.format.write_array_header_1_0(f, header)  # then the ids, block by block: np.save's layout
-        for part in parts:
-            f.write(part.data)
-    *place, unit = where
-    return EncodedShard(path, *place, tokens, False, bad, unit, text_bytes, read_bytes)
 
 
 def _shard_ids(shard: EncodedShard, store: Store) -> memoryview:

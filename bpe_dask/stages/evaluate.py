@@ -70,8 +70,7 @@ def nested(tokenizer: Tokenizer) -> bool:
         if any(len(part) > 1 and part not in made for part in (a, b)) or a + b in made:
             return False
         made.add(a + b)
-    vocabulary = set(tokenizer.vocab.values())
-    return made <= vocabulary
+    return made <= set(tokenizer.vocab.values())
 
 
 def pieces_at(tokenizer: Tokenizer, vocab_size: int) -> np.ndarray:

@@ -6,23 +6,25 @@ encoder's semantics (``rules.reference.encode``, GPT-2's), on a Python or a comp
 (``encoding``, which says why threads may share a tokenizer). The interface is CS336's, with
 tiktoken's ``encode_batch``, ``allowed_special`` and ``disallowed_special`` (CS336's defaults: every
 special token is split out as its id, none is refused; docs/exactness.md#special-tokens). Lone
-surrogates become U+FFFD first, as in tiktoken. Its files: ``files`` (``save``, ``load``).
+surrogates become U+FFFD first, as in tiktoken. Its files: ``save``, ``load`` (the formats:
+``io.tokenizer_files``, ``io.tokenizer_formats``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
 from bpe_dask.engines import check_engine, check_engine_supports
 from bpe_dask.errors import BpeDaskError
+from bpe_dask.io import tokenizer_files, tokenizer_formats
 from bpe_dask.io.tokenizer_files import FILES
-from bpe_dask.rules.pretokenize import GPT2, Pretokenizer, SplitPattern
+from bpe_dask.rules.pretokenize import GPT2, Pretokenizer, SplitPattern, split_pattern
 from bpe_dask.rules.special_tokens import Allowed, SpecialTokenRules, refuse_disallowed, utf8
 from bpe_dask.rules.vocabulary import Vocabulary
-from bpe_dask.tokenizer import files as _files
 from bpe_dask.tokenizer.encoding import COMPILED_MIN_CHARS, Encoding
 
 if TYPE_CHECKING:
@@ -94,7 +96,7 @@ class Tokenizer:
         >>> Tokenizer(vocab, [(b"h", b"i"), (b"hi", b"!")]).truncated(257).encode("hi!")
         [256, 33]
         """
-        first = 256 + len(self.special_tokens)
+        first = self.vocabulary.first_size
         whole = isinstance(vocab_size, int) and not isinstance(vocab_size, bool)
         if not (whole and first <= vocab_size <= len(self.vocab)):
             raise BpeDaskError(
@@ -121,13 +123,125 @@ class Tokenizer:
         """
         return self.vocabulary.decode(ids)
 
-    # Its files, written and read back (``tokenizer.files``).
-    files = _files.files
-    tiktoken_ranks = _files.tiktoken_ranks
-    save = _files.save
-    load = classmethod(_files.load)
-    from_tokenizer_json = classmethod(_files.from_tokenizer_json)
-    from_files = classmethod(_files.from_files)
+    def files(self, roles: Mapping[str, str | None] | None = None) -> dict[str, str]:
+        """The files ``save`` writes, by name: ``vocab.json``, ``merges.txt``, ``tokenizer.json``,
+        ``tokenizer.tiktoken`` (left out, with a warning, where tiktoken would merge otherwise), and
+        for ``transformers``' ``AutoTokenizer`` ``tokenizer_config.json`` and ``special_tokens_map.json``,
+        which say the special tokens' ``roles`` (``bos_token``, ``eos_token``, ``pad_token``; by default
+        ``<|endoftext|>``, where it is one, as bos and eos, as GPT-2's).
+
+        >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>", "<|pad|>"])
+        >>> sorted(tokenizer.files())[:3]
+        ['merges.txt', 'special_tokens_map.json', 'tokenizer.json']
+        >>> print(tokenizer.files({"pad_token": "<|pad|>"})["special_tokens_map.json"])
+        {
+          "bos_token": "<|endoftext|>",
+          "eos_token": "<|endoftext|>",
+          "pad_token": "<|pad|>"
+        }
+        <BLANKLINE>
+        """
+        return tokenizer_files.files_of(self.vocabulary, self.pretokenizer.pattern, roles)
+
+    def tiktoken_ranks(self) -> dict[bytes, int]:
+        """The ``mergeable_ranks`` of a ``tiktoken.Encoding`` that encodes as this tokenizer does (its
+        special tokens apart), or a ``BpeDaskError`` saying why none does.
+
+        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
+        >>> Tokenizer(vocab, [(b"h", b"i")]).tiktoken_ranks()[b"hi"]
+        256
+        """
+        return tokenizer_formats.tiktoken_ranks(self.vocabulary)
+
+    def save(
+        self,
+        directory: str | os.PathLike,
+        storage_options: dict | None = None,
+        roles: Mapping[str, str | None] | None = None,
+    ) -> None:
+        """Make ``directory`` (a path or URL) hold the tokenizer's ``files`` (with the special tokens'
+        ``roles``), published whole: a tokenizer saved there before is replaced; a directory holding
+        other files is refused.
+
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).save("saved")
+        >>> sorted(os.listdir("saved"))  # doctest: +NORMALIZE_WHITESPACE
+        ['_SUCCESS', 'merges.txt', 'special_tokens_map.json', 'tokenizer.json', 'tokenizer.tiktoken',
+         'tokenizer_config.json', 'vocab.json']
+        """
+        tokenizer_files.save_files(directory, self.files(roles), storage_options)
+
+    @classmethod
+    def load(
+        cls,
+        directory: str | os.PathLike,
+        special_tokens: Iterable[str] | None = None,
+        storage_options: dict | None = None,
+        engine: str = "auto",
+        *,
+        trust_pattern: bool = False,
+    ) -> Self:
+        """The tokenizer ``save`` (or `bpe-dask train`) wrote into ``directory``, with the special
+        tokens its ``tokenizer.json`` registers unless ``special_tokens`` are given.
+
+        A split pattern that is not built in (gpt2, gpt4, o200k) is refused unless ``trust_pattern``
+        is true: a regex from a file may take time exponential in its text's length. A trusted one
+        still runs with a time limit per call (``pattern_limit.pattern_timeout``).
+
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|x|>"], "gpt4").save("saved")
+        >>> Tokenizer.load("saved").encode("hi<|x|>")
+        [104, 105, 256]
+        """
+        vocabulary, pattern = tokenizer_files.load_files(
+            directory, special_tokens, storage_options, trust_pattern=trust_pattern
+        )
+        return cls._of(vocabulary, pattern, engine)
+
+    @classmethod
+    def from_tokenizer_json(
+        cls,
+        path: str | os.PathLike,
+        storage_options: dict | None = None,
+        engine: str = "auto",
+        *,
+        trust_pattern: bool = False,
+    ) -> Self:
+        """The tokenizer of a Hugging Face ``tokenizer.json`` file of the byte-level BPE kind (GPT-2's,
+        or one `bpe-dask train` wrote), with the special tokens it registers; a split pattern that
+        is not built in is refused unless ``trust_pattern``, as in ``load``.
+
+        >>> Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|x|>"]).save("saved")
+        >>> Tokenizer.from_tokenizer_json("saved/tokenizer.json").encode("hi<|x|>")
+        [104, 105, 256]
+        """
+        vocabulary, pattern = tokenizer_files.read_tokenizer_json(
+            path, storage_options, trust_pattern=trust_pattern
+        )
+        return cls._of(vocabulary, pattern, engine)
+
+    @classmethod
+    def from_files(
+        cls,
+        vocab_filepath: str | os.PathLike,
+        merges_filepath: str | os.PathLike,
+        special_tokens: Iterable[str] | None = None,
+        storage_options: dict | None = None,
+        engine: str = "auto",
+        pattern: str | SplitPattern = GPT2,
+    ) -> Self:
+        """A tokenizer from GPT-2-style ``vocab.json`` and ``merges.txt`` (CS336's interface), local
+        paths or any URL fsspec reads; with no ``special_tokens`` given (``None``), the entries of
+        ``vocab.json`` that are neither a byte nor a merge's result are its special tokens, said in a
+        warning (GPT-2's ``<|endoftext|>``); ``[]`` for none.
+
+        >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
+        >>> Tokenizer(vocab, [(b"h", b"i")]).save("saved")
+        >>> Tokenizer.from_files("saved/vocab.json", "saved/merges.txt", ["<|x|>"]).encode("hi<|x|>")
+        [256, 257]
+        """
+        vocabulary = tokenizer_files.read_gpt2_files(
+            vocab_filepath, merges_filepath, special_tokens, storage_options
+        )
+        return cls._of(vocabulary, split_pattern(pattern), engine)
 
     def encode(
         self, text: str, *, allowed_special: Allowed = "all", disallowed_special: Allowed = ()

@@ -88,10 +88,7 @@ class Encoding:
         """``ids`` as a NumPy array of ``dtype``, with no Python int per token on the compiled path."""
         if self.uses_compiled(len(text)):
             return self._compiled_encoder().encode_text(text, pretokenizer).astype(dtype)
-        try:
-            return np.array(self._encode_python(text, pretokenizer), dtype)
-        except UnicodeEncodeError:
-            return np.array(self._encode_python(valid_text(text), pretokenizer), dtype)
+        return np.array(self.ids(text, pretokenizer), dtype)
 
     def batch(self, texts: list[str], pretokenizer: Pretokenizer, num_threads: int) -> list[list[int]]:
         """The ``ids`` of each text, in order, on up to ``num_threads`` threads: compiled, texts in
