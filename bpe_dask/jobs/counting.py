@@ -184,7 +184,7 @@ def count_source(
             counted.counts = out
     else:
         largest = source.largest_part(threads, opts.chunk_size)
-        log.info("counting %s with %s", plural(len(parts), "partition"), _engines(settings, largest))
+        log.info("counting with %s: %s", _engines(settings, largest), plural(len(parts), "partition"))
         counted = count_on_cluster(
             run.client, source, parts, settings, run.work, job.store, out, overwrite, progress
         )
