@@ -5,8 +5,8 @@ What the rest of the package uses, for the built-in split patterns (``gpt2``, ``
 ``train_merges`` runs the merge loop (on ``Words``, the words laid out as its records), and
 ``sum_sorted`` sums sorted count tables; each computes what a rule in ``bpe_dask.rules`` states, and
 gives flat arrays that the callers turn into Arrow tables. ``compile_merge_loop`` compiles the merge
-loop ahead of need. ``next_token`` and ``table_of`` (with ``pattern_number``) are the scanners
-themselves, for the tests. Every compiled function of the package compiles once per machine
+loop ahead of need. ``table_of`` (with ``pattern_number``) gives the table a pattern's scanner
+reads, for the tests. Every compiled function of the package compiles once per machine
 (``compile_once``): processes that share numba's cache take turns.
 """
 
@@ -17,7 +17,7 @@ from bpe_dask.compiled.compile_once import share_compiles
 from bpe_dask.compiled.count import Counter
 from bpe_dask.compiled.encoder import Encoder
 from bpe_dask.compiled.merge_loop import compile_merge_loop, train_merges
-from bpe_dask.compiled.scan import next_token, pattern_number, table_of
+from bpe_dask.compiled.scan import pattern_number, table_of
 from bpe_dask.compiled.sum_sorted import sum_sorted
 from bpe_dask.compiled.word_records import Words
 
@@ -28,7 +28,6 @@ __all__ = [
     "Encoder",
     "Words",
     "compile_merge_loop",
-    "next_token",
     "pattern_number",
     "sum_sorted",
     "table_of",

@@ -20,6 +20,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+import numba
+from llvmlite import binding
 from numba.core.registry import CPUDispatcher
 
 
@@ -61,25 +63,17 @@ class CacheUse:
             where = f"{self.folder}, not NUMBA_CACHE_DIR={chosen}, which numba cannot write to"
         else:
             where = f"{self.folder} (NUMBA_CACHE_DIR puts it elsewhere)"
+        # What else an entry must match to serve a process, as numba keys it.
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        cpu = numba.config.CPU_NAME or binding.get_host_cpu_name()
+        python = f"{sys.version_info[0]}.{sys.version_info[1]}"
         return [
             f"compiled {len(self.compiled)} functions and loaded {len(self.loaded)} from numba's cache in "
             f"{self.seconds:.1f} s; the cache is {where}",
-            f"it serves processes with the same NUMBA_CACHE_DIR and {serves()}",
+            f"it serves processes with the same NUMBA_CACHE_DIR and bpe_dask at {package} (the same code), "
+            f"numba {numba.__version__}, Python {python} and CPU ({cpu}; or NUMBA_CPU_NAME=generic on both "
+            f"sides, for any {platform.machine()} CPU)",
         ]
-
-
-def serves() -> str:
-    """What else a cache entry must match to serve a process, as numba keys it."""
-    import numba
-    from llvmlite import binding
-
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    cpu = numba.config.CPU_NAME or binding.get_host_cpu_name()
-    python = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    return (
-        f"bpe_dask at {package} (the same code), numba {numba.__version__}, Python {python} and CPU ({cpu}; "
-        f"or NUMBA_CPU_NAME=generic on both sides, for any {platform.machine()} CPU)"
-    )
 
 
 def cache_use(seconds: float = 0.0) -> CacheUse:

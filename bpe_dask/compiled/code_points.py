@@ -3,8 +3,9 @@
 Takes nothing but the installed ``regex`` module; gives ``class_table`` (GPT-2's four classes) and
 ``scan_table`` (those, o200k's two case classes and the contraction letters, for GPT-4 and o200k),
 each one byte per code point read off the ``regex`` module itself once per process, so the scanners
-and the patterns cannot disagree whatever Unicode version it follows; and ``decode``, the code point
-at a byte of valid UTF-8.
+and the patterns cannot disagree whatever Unicode version it follows; ``decode``, the code point at
+a byte of valid UTF-8; and the runs every scanner reads to its pre-token's end: of one class
+(``run_end``) and of whitespace (``spaces``).
 """
 
 from __future__ import annotations
@@ -65,3 +66,36 @@ def decode(data, i):
         | ((np.int64(data[i + 2]) & 0x3F) << 6)
         | (np.int64(data[i + 3]) & 0x3F)
     ), 4
+
+
+@njit(cache=True, nogil=True, inline="always")
+def run_end(data, i, hi, table, mask, kind):
+    """Where the run of code points whose entry is ``kind`` under ``mask``, from byte ``i``, ends."""
+    while i < hi:
+        b = data[i]
+        if b < 0x80:  # ASCII: a byte is a character
+            if table[b] & mask != kind:
+                break
+            i += 1
+            continue
+        cp, width = decode(data, i)
+        if table[cp] & mask != kind:
+            break
+        i += width
+    return i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def spaces(data, i, hi, table):
+    """The whitespace run at byte ``i``: where it ends, where its last character starts, and where
+    its last ``\\r`` or ``\\n`` ends (-1: it has none)."""
+    last, newline = i, -1
+    while i < hi:
+        cp, width = decode(data, i)
+        if table[cp] & CLASS != SPACE:
+            break
+        if cp == 0x0D or cp == 0x0A:  # \r or \n
+            newline = i + 1
+        last = i
+        i += width
+    return i, last, newline

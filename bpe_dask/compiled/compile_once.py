@@ -68,10 +68,11 @@ def share_compiles(functions: Iterable[Any]) -> None:
     if fcntl is None:
         return
     for function in functions:
-        if getattr(function, "_bpe_dask_compiles_locked", False) or lock_path(function) is None:
+        path = lock_path(function)
+        if getattr(function, "_bpe_dask_compiles_locked", False) or path is None:
             continue
         # numba calls ``self.compile`` for each signature it meets, from Python or from compiled code
-        function.compile = _locked(function, function.compile)
+        function.compile = _locked(function, function.compile, path)
         function._bpe_dask_compiles_locked = True
 
 
@@ -86,9 +87,7 @@ def lock_path(function: Any) -> str | None:
     return os.path.join(folder, f"{module}.{name}.lock")
 
 
-def _locked(function: Any, compile_here: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    path = lock_path(function)
-
+def _locked(function: Any, compile_here: Callable[[Any], Any], path: str) -> Callable[[Any], Any]:
     def compile(sig: Any) -> Any:
         args, _ = sigutils.normalize_signature(sig)
         if tuple(args) in function.overloads:  # compiled or loaded by this process already
@@ -116,11 +115,9 @@ def _machine_lock(path: str) -> Iterator[None]:
     try:
         _take(descriptor, path)
         _held.add(path)
-        try:
-            yield
-        finally:
-            _held.discard(path)
+        yield
     finally:
+        _held.discard(path)
         os.close(descriptor)  # lets go of the lock
 
 

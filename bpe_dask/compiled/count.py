@@ -16,28 +16,22 @@ import numpy as np
 from numba import njit
 
 from bpe_dask.compiled.compile_once import readonly
-from bpe_dask.compiled.hashing import word_hash
-from bpe_dask.compiled.prefetch import prefetch
 from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, own_cache_file, pattern_number, table_of
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
 from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
 from bpe_dask.compiled.word_table import (
     AHEAD,
     AT,
-    END,
-    FIRST,
-    HASH,
     KEY,
     META,
     PENDING,
-    PIECE,
     RECORD,
-    START,
     VALUE,
     find,
     grown_table,
-    home,
+    hold,
     table,
+    taken,
 )
 
 COUNT = VALUE  # a record's value, in counting: how often its word occurs
@@ -59,7 +53,7 @@ def count_loop(pattern: int):
         piece and the byte), the arena bytes used and the distinct pre-tokens held. The caller grows
         the arrays and calls again from there.
         """
-        pieces, mask = len(bounds) // 2, len(records) // RECORD - 1
+        pieces = len(bounds) // 2
         scanned = counted = 0  # pre-tokens put in ``pending``, and taken out of it
         while True:
             if piece < pieces:  # scan one more pre-token, and send for its record
@@ -75,24 +69,19 @@ def count_loop(pattern: int):
                     if pattern == GPT4
                     else next_token_o200k(data, i, hi, table)
                 )
-                h, key = word_hash(data, i, end)
-                prefetch(records, home(h, mask) * RECORD)
-                e = (scanned % AHEAD) * PENDING
-                pending[e + START], pending[e + END], pending[e + PIECE] = i, end, piece
-                pending[e + HASH], pending[e + FIRST] = np.int64(h), np.int64(key)
+                hold(data, i, end, piece, records, pending, scanned, True)
                 scanned, position = scanned + 1, end
                 if scanned - counted < AHEAD:
                     continue
             elif counted == scanned:
                 return pieces, 0, used, n
             # count the oldest pre-token scanned (in the order of the text, so the first seen is first)
-            e = (counted % AHEAD) * PENDING
-            i, end, key = pending[e + START], pending[e + END], pending[e + FIRST]
-            r, meta = find(data, i, end, np.uint64(pending[e + HASH]), key, arena, records)
+            i, end, at, h, key = taken(pending, counted)
+            r, meta = find(data, i, end, h, key, arena, records)
             if records[r + META] != 0:
                 records[r + COUNT] += 1
             elif n == len(starts) or used + end - i > len(arena) or 2 * (n + 1) * RECORD > len(records):
-                return pending[e + PIECE], i, used, n  # full: grow, and come back to scan it again
+                return at, i, used, n  # full: grow, and come back to scan it again
             else:
                 for k in range(end - i):  # not a slice assignment: compile_once.py says why
                     arena[used + k] = data[i + k]

@@ -19,29 +19,22 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from bpe_dask.compiled.hashing import word_hash
 from bpe_dask.compiled.merge_pretoken import SCRATCH, SHORT, merge_long, merge_short
-from bpe_dask.compiled.prefetch import prefetch
 from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, own_cache_file
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
 from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
 from bpe_dask.compiled.word_table import (
     AHEAD,
     AT,
-    END,
-    FIRST,
-    HASH,
     KEY,
     LENGTH,
     META,
-    PENDING,
-    PIECE,
     RECORD,
-    START,
     VALUE,
     find,
     free_record,
-    home,
+    hold,
+    taken,
 )
 
 CACHED_MAX = 256  # longer pre-tokens are merged each time, not kept
@@ -161,7 +154,7 @@ def encode_loop(pattern: int):
         it starts at and what it needs (else 0): the scratch a long pre-token needs to be merged, or
         ``FULL``, a cache with room for one more. The caller gives it and calls again from there.
         """
-        pieces, mask = len(bounds) // 2, len(records) // RECORD - 1
+        pieces = len(bounds) // 2
         written = piece if position != FRESH else piece - 1  # the last piece its special token is written for
         scanned = encoded = 0  # pre-tokens put in ``pending``, and taken out of it
         while True:
@@ -178,27 +171,20 @@ def encode_loop(pattern: int):
                     if pattern == GPT4
                     else next_token_o200k(data, i, hi, table)
                 )
-                e = (scanned % AHEAD) * PENDING
-                pending[e + START], pending[e + END], pending[e + PIECE] = i, end, piece
-                if end - i > 1:
-                    h, key = word_hash(data, i, end)
-                    prefetch(records, home(h, mask) * RECORD)
-                    pending[e + HASH], pending[e + FIRST] = np.int64(h), np.int64(key)
+                hold(data, i, end, piece, records, pending, scanned, end - i > 1)  # a byte's id is known
                 scanned, position = scanned + 1, end
                 if scanned - encoded < AHEAD:
                     continue
             elif encoded == scanned:
                 return _specials(specials, written, pieces - 1, out, n), pieces, FRESH, 0
             # encode the oldest pre-token scanned, after the special tokens of the pieces it passed
-            e = (encoded % AHEAD) * PENDING
-            i, end, at = pending[e + START], pending[e + END], pending[e + PIECE]
+            i, end, at, h, key = taken(pending, encoded)
             if at > written:
                 n, written = _specials(specials, written, at, out, n), at
             if end - i == 1:
                 out[n] = byte_ids[data[i]]
                 n += 1
             else:
-                h, key = np.uint64(pending[e + HASH]), pending[e + FIRST]
                 r, meta = find(data, i, end, h, key, arena, records)
                 if records[r + META] != 0:
                     ids = records[r + IDS]

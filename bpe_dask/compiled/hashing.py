@@ -3,7 +3,8 @@ confirms a match.
 
 Takes a byte array and a range of it; gives a 64-bit hash and the range's first eight bytes as one
 integer (``word_hash``), and whether two ranges hold the same bytes (``same_bytes``): a table
-confirms a match byte by byte, so a hash collision never merges two pre-tokens.
+confirms a match byte by byte, so a hash collision never merges two pre-tokens. ``compare_bytes``
+orders two ranges as Arrow sorts binary (the reduce's sorted runs, the merge loop's ties).
 """
 
 from __future__ import annotations
@@ -21,6 +22,19 @@ def same_bytes(a, start_a, b, start_b, length):
         if a[start_a + k] != b[start_b + k]:
             return False
     return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def compare_bytes(a, start_a, end_a, b, start_b, end_b):
+    """-1, 0 or 1 as bytes ``a[start_a:end_a]`` sort before, equal or after ``b[start_b:end_b]``."""
+    n_a, n_b = end_a - start_a, end_b - start_b
+    for k in range(min(n_a, n_b)):
+        x, y = a[start_a + k], b[start_b + k]
+        if x != y:
+            return -1 if x < y else 1
+    if n_a == n_b:
+        return 0
+    return -1 if n_a < n_b else 1
 
 
 K_LENGTH, K_WORD = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xFF51AFD7ED558CCD)
@@ -43,14 +57,9 @@ def word_hash(data, start, end):
         h = (h ^ word) * K_WORD
         h ^= h >> np.uint64(29)
         k += 8
-    return _finish(h), first
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _finish(h):
-    """MurmurHash3's finaliser: every bit of the result depends on every bit of ``h``."""
+    # MurmurHash3's finaliser: every bit of the result depends on every bit of ``h``.
     h ^= h >> np.uint64(33)
     h *= np.uint64(0xFF51AFD7ED558CCD)
     h ^= h >> np.uint64(33)
     h *= np.uint64(0xC4CEB9FE1A85EC53)
-    return h ^ (h >> np.uint64(33))
+    return h ^ (h >> np.uint64(33)), first

@@ -241,20 +241,13 @@ def compile_merge_loop(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> 
     words = [(bytes([97 + i % 7, 98 + i % 5, 97 + i % 3]) * (1 + i % 4), 1 + i % 3) for i in range(64)]
     data = np.frombuffer(b"".join(w for w, _ in words), np.uint8)
     offsets = np.concatenate(([0], np.cumsum([len(w) for w, _ in words]))).astype(np.int64)
-    freqs = np.array([c for _, c in words], np.int64)
+    chunk = (data, offsets, np.array([c for _, c in words], np.int64))
+    first = {i: bytes([i]) for i in range(256)}
     for vocab_size in vocab_sizes:
-        state = State(
-            Words([(data, offsets, freqs)], len(words), len(data), vocab_size),
-            {i: bytes([i]) for i in range(256)},
-            vocab_size,
-        )
+        state = State(Words([chunk], len(words), len(data), vocab_size), first, vocab_size)
         state.room_for(len(state.pairs))  # the records copied, the index rebuilt
         state.pool_used = compact(state.pairs, state.pairs_used, state.pool)
-        train_merges(
-            Words([(data, offsets, freqs)], len(words), len(data), vocab_size),
-            {i: bytes([i]) for i in range(256)},
-            vocab_size,
-        )
+        train_merges(Words([chunk], len(words), len(data), vocab_size), dict(first), vocab_size)
 
 
 def merge_loop_cached(vocab_sizes: tuple[int, ...]) -> bool:

@@ -9,11 +9,9 @@ bytes of b)``, the lexicographically greater first.
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
-_LOW = np.int64(0xFFFFFFFF)
-
+from bpe_dask.compiled.hashing import LOW, compare_bytes
 
 # --- the heap -------------------------------------------------------------------------------------
 
@@ -23,13 +21,8 @@ def _compare_tokens(token_bytes, offsets, sizes, t, u):
     """-1, 0 or 1 as the bytes of token ``t`` sort before, equal or after those of ``u``."""
     if t == u:
         return 0
-    ot, ou, nt, nu = offsets[t], offsets[u], sizes[t], sizes[u]
-    for i in range(min(nt, nu)):
-        if token_bytes[ot + i] != token_bytes[ou + i]:
-            return -1 if token_bytes[ot + i] < token_bytes[ou + i] else 1
-    if nt == nu:
-        return 0
-    return -1 if nt < nu else 1
+    ot, ou = offsets[t], offsets[u]
+    return compare_bytes(token_bytes, ot, ot + sizes[t], token_bytes, ou, ou + sizes[u])
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -40,7 +33,7 @@ def _before(heap_counts, heap_ids, i, j, pairs, token_bytes, offsets, sizes):
     ki, kj = pairs[heap_ids[i], 0], pairs[heap_ids[j], 0]
     order = _compare_tokens(token_bytes, offsets, sizes, ki >> 32, kj >> 32)
     if order == 0:
-        order = _compare_tokens(token_bytes, offsets, sizes, ki & _LOW, kj & _LOW)
+        order = _compare_tokens(token_bytes, offsets, sizes, ki & LOW, kj & LOW)
     return order > 0
 
 

@@ -12,30 +12,13 @@ from __future__ import annotations
 
 from numba import njit
 
-from bpe_dask.compiled.code_points import SPACE, decode
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _run_end(data, i, hi, table, kind):
-    """Where the run of code points of class ``kind`` starting at ``i`` ends."""
-    while i < hi:
-        b = data[i]
-        if b < 0x80:  # ASCII, most of most text: a byte is a character
-            if table[b] != kind:
-                break
-            i += 1
-            continue
-        cp, width = decode(data, i)
-        if table[cp] != kind:
-            break
-        i += width
-    return i
+from bpe_dask.compiled.code_points import CLASS, SPACE, decode, run_end, spaces
 
 
 @njit(cache=True, nogil=True, inline="always")
 def next_token_gpt2(data, i, hi, table):
     """The end of the GPT-2 pre-token that starts at byte ``i`` of a piece ending at ``hi``."""
-    cp, width = decode(data, i)
+    cp, _ = decode(data, i)
     if cp == 0x27 and i + 1 < hi:  # '(?:[sdmt]|ll|ve|re)
         c1 = data[i + 1]
         if c1 == 0x73 or c1 == 0x64 or c1 == 0x6D or c1 == 0x74:
@@ -48,17 +31,12 @@ def next_token_gpt2(data, i, hi, table):
     if cp == 0x20 and i + 1 < hi:  # " ?" before a letter, number or other run
         following, _ = decode(data, i + 1)
         if table[following] != SPACE:
-            return _run_end(data, i + 1, hi, table, table[following])
+            return run_end(data, i + 1, hi, table, CLASS, table[following])
     if kind != SPACE:  # \p{L}+, \p{N}+ or [^\s\p{L}\p{N}]+
-        return _run_end(data, i, hi, table, kind)
+        return run_end(data, i, hi, table, CLASS, kind)
     # \s+(?!\S) | \s+ : the whitespace run, less its last character when something follows it
     # (which then starts the next pre-token), unless the run is that one character
-    last, j = i, i
-    while j < hi:
-        cp, width = decode(data, j)
-        if table[cp] != SPACE:
-            break
-        last, j = j, j + width
-    if j == hi or last == i:
-        return j
+    end, last, _ = spaces(data, i, hi, table)
+    if end == hi or last == i:
+        return end
     return last

@@ -25,27 +25,10 @@ from __future__ import annotations
 
 from numba import njit
 
-from bpe_dask.compiled.code_points import CLASS, LETTER, LOWER, NUMBER, OTHER, SPACE, UPPER, decode
+from bpe_dask.compiled.code_points import CLASS, LETTER, LOWER, NUMBER, OTHER, UPPER, decode, run_end, spaces
 
 _S, _D, _M, _T, _L, _V, _E, _R = range(1, 9)  # a scan entry's contraction letter (``CONTRACTION_LETTERS``)
 _CR, _LF, _SPACE, _APOSTROPHE, _SLASH = 0x0D, 0x0A, 0x20, 0x27, 0x2F
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _run(data, i, hi, table, mask, kind):
-    """Where the run of code points whose entry is ``kind`` under ``mask``, from byte ``i``, ends."""
-    while i < hi:
-        b = data[i]
-        if b < 0x80:  # ASCII: a byte is a character
-            if table[b] & mask != kind:
-                break
-            i += 1
-            continue
-        cp, width = decode(data, i)
-        if table[cp] & mask != kind:
-            break
-        i += width
-    return i
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -88,29 +71,13 @@ def _newlines(data, j, hi, slash):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _spaces(data, i, hi, table):
-    """The whitespace run at byte ``i``: where it ends, where its last character starts, and where
-    its last ``\\r`` or ``\\n`` ends (-1: it has none)."""
-    last, newline = i, -1
-    while i < hi:
-        cp, width = decode(data, i)
-        if table[cp] & CLASS != SPACE:
-            break
-        if cp in (_CR, _LF):
-            newline = i + 1
-        last = i
-        i += width
-    return i, last, newline
-
-
-@njit(cache=True, nogil=True, inline="always")
 def next_token_gpt4(data, i, hi, table):
     """The end of the GPT-4 (cl100k) pre-token that starts at byte ``i`` of a piece ending at ``hi``."""
     cp, width = decode(data, i)
     kind = table[cp] & CLASS
     j = i + width
     if kind == LETTER:  # [^\r\n\p{L}\p{N}]?+\p{L}++, no prefix
-        return _run(data, j, hi, table, CLASS, LETTER)
+        return run_end(data, j, hi, table, CLASS, LETTER)
     if kind == NUMBER:  # \p{N}{1,3}+
         return _digits(data, j, hi, table)
     if cp == _APOSTROPHE:  # '(?i:[sdmt]|ll|ve|re)
@@ -122,10 +89,10 @@ def next_token_gpt4(data, i, hi, table):
         following, following_width = decode(data, j)
         after = table[following] & CLASS
         if after == LETTER and cp != _CR and cp != _LF:  # [^\r\n\p{L}\p{N}]?+\p{L}++ with the prefix
-            return _run(data, j + following_width, hi, table, CLASS, LETTER)
+            return run_end(data, j + following_width, hi, table, CLASS, LETTER)
     if kind == OTHER or (cp == _SPACE and after == OTHER):  #  ?[^\s\p{L}\p{N}]++[\r\n]*+
-        return _newlines(data, _run(data, j, hi, table, CLASS, OTHER), hi, False)
-    end, last, newline = _spaces(data, i, hi, table)
+        return _newlines(data, run_end(data, j, hi, table, CLASS, OTHER), hi, False)
+    end, last, newline = spaces(data, i, hi, table)
     if end == hi:  # \s++$
         return end
     if newline >= 0:  # \s*[\r\n]
@@ -144,7 +111,7 @@ def _cased(data, s, hi, table):
         entry = table[cp]
         if not entry & UPPER:
             if entry & LOWER:  # W+ after the whole run
-                return _run(data, u + width, hi, table, LOWER, LOWER), u
+                return run_end(data, u + width, hi, table, LOWER, LOWER), u
             break
         u += width
         if entry & LOWER:
@@ -176,8 +143,10 @@ def next_token_o200k(data, i, hi, table):
                 return contraction
         return end
     if kind == OTHER or (cp == _SPACE and j < hi and table[decode(data, j)[0]] & CLASS == OTHER):
-        return _newlines(data, _run(data, j, hi, table, CLASS, OTHER), hi, True)  #  ?[^\s\p{L}\p{N}]+[\r\n/]*
-    end, last, newline = _spaces(data, i, hi, table)
+        return _newlines(
+            data, run_end(data, j, hi, table, CLASS, OTHER), hi, True
+        )  #  ?[^\s\p{L}\p{N}]+[\r\n/]*
+    end, last, newline = spaces(data, i, hi, table)
     if newline >= 0:  # \s*[\r\n]+
         return newline
     if end == hi or last == i:  # \s+(?!\S) to the end of the piece, or \s+ of one character

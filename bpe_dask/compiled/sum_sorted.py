@@ -14,19 +14,7 @@ import numpy as np
 from numba import njit
 
 from bpe_dask.compiled.compile_once import readonly
-
-
-@njit(cache=True, nogil=True)
-def _compare(data_a, start_a, end_a, data_b, start_b, end_b):
-    """-1, 0 or 1 as bytes ``data_a[start_a:end_a]`` sort before, equal or after ``data_b[start_b:end_b]``."""
-    n_a, n_b = end_a - start_a, end_b - start_b
-    for k in range(min(n_a, n_b)):
-        x, y = data_a[start_a + k], data_b[start_b + k]
-        if x != y:
-            return -1 if x < y else 1
-    if n_a == n_b:
-        return 0
-    return -1 if n_a < n_b else 1
+from bpe_dask.compiled.hashing import compare_bytes
 
 
 @njit(cache=True, nogil=True)
@@ -44,7 +32,9 @@ def _merge_two(data_a, offsets_a, counts_a, data_b, offsets_b, counts_b):
         elif i == n_a:
             order = 1
         else:
-            order = _compare(data_a, offsets_a[i], offsets_a[i + 1], data_b, offsets_b[j], offsets_b[j + 1])
+            order = compare_bytes(
+                data_a, offsets_a[i], offsets_a[i + 1], data_b, offsets_b[j], offsets_b[j + 1]
+            )
         if order <= 0:
             start, end = offsets_a[i], offsets_a[i + 1]
             into, token = data[used : used + end - start], data_a[start:end]

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 import numpy as np
 from numba import njit
 
+from bpe_dask.compiled.compile_once import readonly
 from bpe_dask.compiled.hashing import LOW
 from bpe_dask.compiled.prefetch import prefetch
 
@@ -186,10 +187,8 @@ class Words:
         self.rows, self.used, self.count, self.tokens = rows, 0, 0, 0
         self.of_bytes = True  # whether every id is a byte's (training from the bytes)
         for chunk in chunks:
-            # Read-only views, whatever the chunk's arrays are: numba compiles one version per kind.
-            data, offsets, freqs = (np.asarray(a).view() for a in chunk)
-            for array in (data, offsets, freqs):
-                array.flags.writeable = False
+            # Read-only, whatever the chunk's arrays are: numba compiles one version per kind.
+            data, offsets, freqs = (readonly(np.asarray(a)) for a in chunk)
             self.of_bytes &= data.dtype == np.uint8
             self.used, n, text = _lay_out(data, offsets, freqs, self.records, self.used)
             self.count += n

@@ -8,8 +8,9 @@ upper half (the tag, which also picks its home slot) and its length (``META``; 0
 of the table's user (``VALUE``: a count, or where the word's ids lie), and where the word's bytes
 lie in an arena (``AT``: read only for a word of more than eight bytes, whose bytes past the eighth
 ``find`` compares). So finding a word, checking it and using its value touch one cache line, and a
-loop that scans ``AHEAD`` words ahead of the one it looks up (``pending``, ``PENDING`` int64 a word)
-asks for their records early: their cache misses overlap.
+loop that scans ``AHEAD`` words ahead of the one it looks up asks for their records early (``hold``
+puts a word in its ring, ``pending``, of ``PENDING`` int64 a word; ``taken`` gives it back): their
+cache misses overlap.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from bpe_dask.compiled.hashing import same_bytes
+from bpe_dask.compiled.hashing import same_bytes, word_hash
+from bpe_dask.compiled.prefetch import prefetch
 
 # A length fits in 32 bits: a word lies within one block of text (``bpe-dask.block-size``).
 KEY, META, VALUE, AT = range(4)
@@ -57,6 +59,28 @@ def find(data, i, end, h, key, arena, records):
         ):
             return r, meta
         slot = (slot + 1) & mask
+
+
+@njit(cache=True, nogil=True, inline="always")
+def hold(data, i, end, piece, records, ring, k, look_up):
+    """Hold the ``k``-th word scanned, ``data[i:end]`` of piece ``piece``, in ``ring`` (a loop's
+    ``pending``); with ``look_up``, its hash and first bytes too, its home record asked for from
+    memory now (``prefetch``): it is looked up ``AHEAD`` words later."""
+    h, key = np.uint64(0), np.uint64(0)
+    if look_up:
+        h, key = word_hash(data, i, end)
+        prefetch(records, home(h, len(records) // RECORD - 1) * RECORD)
+    e = (k % AHEAD) * PENDING
+    ring[e + START], ring[e + END], ring[e + PIECE] = i, end, piece
+    ring[e + HASH], ring[e + FIRST] = np.int64(h), np.int64(key)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def taken(ring, k):
+    """The ``k``-th word scanned, from ``ring``: where it starts and ends, its piece, its hash and its
+    first bytes."""
+    e = (k % AHEAD) * PENDING
+    return ring[e + START], ring[e + END], ring[e + PIECE], np.uint64(ring[e + HASH]), ring[e + FIRST]
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from itertools import pairwise
 
@@ -97,18 +96,11 @@ def plan_ranges(
     footer is taken from ``footers`` (by URL: those ``expand_inputs`` read) or read here."""
     if chunk_size < 1:
         raise BpeDaskError(f"chunk size must be positive, got {chunk_size}")
-    files, footers = list(files), footers or {}
-    parquet = [file for file in files if file.format == "parquet"]
-
-    def plan(file: InputFile) -> list[RowGroups]:
-        return plan_row_groups(file, chunk_size, store, footers.get(file.url))
-
-    with ThreadPoolExecutor(16) as pool:  # a store answers many footer reads at once
-        groups = dict(zip(parquet, pool.map(plan, parquet), strict=True))
+    footers = footers or {}
     ranges: list[Partition] = []
     for file in files:
         if file.format == "parquet":
-            ranges.extend(groups[file])
+            ranges.extend(plan_row_groups(file, chunk_size, store, footers.get(file.url)))
             continue
         cuts = _file_cuts(file, chunk_size, pretokenizer, store, lookahead)
         bounds = [0, *cuts, file.size]

@@ -86,16 +86,16 @@ class Retries:
         """``task(*args, **kwargs)``, tried again up to ``retries`` times while it fails in a way
         that may be transient (``is_transient``); any other failure is raised at once."""
         pause = self.pause
-        for attempt in range(self.retries + 1):
+        for _ in range(self.retries):
             try:
                 return task(*args, **kwargs)
             except Exception as error:
-                if attempt == self.retries or not is_transient(error):
+                if not is_transient(error):
                     raise
                 log.info("%s failed (%s); trying again in %.1f s", task.__name__, error, pause)
                 time.sleep(pause)
                 pause *= 2
-        raise AssertionError("unreachable")
+        return task(*args, **kwargs)  # the last try: its failure, whatever it is, is raised
 
 
 def retrying(task: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

@@ -51,11 +51,9 @@ def make_locked(folder: str, prefix: str, private: bool = False) -> tuple[str, i
     umask's (it may become an output, or be written by workers), or with ``private`` the owner's only."""
     for _ in range(100):
         path = os.path.join(folder, f"{prefix}{uuid.uuid4().hex[:12]}")
-        try:
+        with contextlib.suppress(FileExistsError):
             os.mkdir(path, 0o700 if private else 0o777)
             break
-        except FileExistsError:
-            continue
     else:
         raise FileExistsError(f"no new name for a directory in {folder}")
     try:

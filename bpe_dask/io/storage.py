@@ -100,11 +100,8 @@ class Store:
         options = dict(storage_options or {})
         if any(get_protocol(url) in ("s3", "s3a") for url in urls if url):
             endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-            if (
-                endpoint
-                and "endpoint_url" not in options
-                and "endpoint_url" not in options.get("client_kwargs", {})
-            ):
+            given = {**options, **options.get("client_kwargs", {})}  # s3fs takes it in either
+            if endpoint and "endpoint_url" not in given:
                 options["endpoint_url"] = endpoint
             if ship_credentials and not options.get("anon"):
                 for option, variable in _AWS_ENVIRONMENT.items():

@@ -181,8 +181,7 @@ def read_gpt2_files(
     store = Store(storage_options or {})
     vocab_text, merges_text = _read_text(vocab_filepath, store), _read_text(merges_filepath, store)
     given = check_special_tokens(special_tokens or ())
-    parse_vocab = tokenizer_formats.parse_vocab_json
-    vocab = _parsed(vocab_filepath, "vocab.json", parse_vocab, vocab_text, given)
+    vocab = _parsed(vocab_filepath, "vocab.json", tokenizer_formats.parse_vocab_json, vocab_text, given)
     merges = _parsed(merges_filepath, "merges.txt", tokenizer_formats.parse_merges_txt, merges_text)
     if special_tokens is None:
         given = check_special_tokens(tokenizer_formats.special_tokens_of(vocab_text, merges))
@@ -194,7 +193,7 @@ def read_gpt2_files(
                 "an entry" if len(given) == 1 else f"{len(given)} entries",
                 ", ".join(given),
             )
-            vocab = parse_vocab(vocab_text, given)
+            vocab = tokenizer_formats.parse_vocab_json(vocab_text, given)
     try:
         return Vocabulary(vocab, merges, given)
     except KeyError as error:  # a byte no token holds, or a merge of tokens it lacks

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from http import HTTPStatus
+from urllib.parse import urlsplit
 
 import fsspec
 from fsspec.asyn import sync
@@ -136,11 +137,7 @@ def path_of(url: str) -> str:
     >>> path_of("https://example.org/data/part-0.jsonl.gz?download=true"), path_of("s3://b/a?b.txt")
     ('/data/part-0.jsonl.gz', 's3://b/a?b.txt')
     """
-    if not is_http(url):
-        return url
-    rest = url.partition("://")[2].partition("#")[0].partition("?")[0]
-    authority = re.match(r"[^/]*", rest).group()
-    return rest[len(authority) :]
+    return urlsplit(url).path if is_http(url) else url
 
 
 def _status(error: BaseException) -> int | None:

@@ -120,14 +120,12 @@ def earlier_outputs(fs: fsspec.AbstractFileSystem, listing: dict[str, dict], top
         folders[parent].add(name)
     if kind_of(folders.get(top, set())):
         return []
-    skipped: list[Skipped] = []
+    skipped: dict[str, Skipped] = {}  # by path, in the order found
 
     def skip(path: str, what: str, folder: bool = False) -> None:
-        if path not in gone and not path.startswith(tuple(f"{s.path}/" for s in skipped)):
-            skipped.append(Skipped(path, what, folder))
-            gone.add(path)
+        if path not in skipped and not path.startswith(tuple(f"{gone}/" for gone in skipped)):
+            skipped[path] = Skipped(path, what, folder)
 
-    gone: set[str] = set()
     for path in sorted(listing):  # a folder before what it holds
         parts = path[len(top) :].split("/")
         left = next((k for k, part in enumerate(parts) if LEFTOVER.fullmatch(part)), None)
@@ -137,11 +135,11 @@ def earlier_outputs(fs: fsspec.AbstractFileSystem, listing: dict[str, dict], top
     for folder, names in sorted(folders.items()):  # a folder before those inside it
         if kind := kind_of(names):
             skip(folder, kind.what, True)
-    inside = tuple(f"{s.path}/" for s in skipped)
+    inside = tuple(f"{gone}/" for gone in skipped)
     files = {
         p: i
         for p, i in listing.items()
-        if p not in gone and not p.startswith(inside) and i.get("type") != "directory"
+        if p not in skipped and not p.startswith(inside) and i.get("type") != "directory"
     }
     for path in sorted(files):
         name, described = path.rpartition("/")[2], path.removesuffix(".json")
@@ -154,7 +152,7 @@ def earlier_outputs(fs: fsspec.AbstractFileSystem, listing: dict[str, dict], top
                 skip(described, what)
             if what is not None:
                 skip(path, SIDECAR)
-    return skipped
+    return list(skipped.values())
 
 
 def sidecar_of(fs: fsspec.AbstractFileSystem, path: str, size: int | None = None) -> str | None:

@@ -10,6 +10,7 @@ text into pieces (``recut``), so all three cut by one rule.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 
 import regex
@@ -69,24 +70,18 @@ class SafeCuts:
         token (a document boundary) to any other. ``text`` must run ``context`` characters on
         either side."""
         lo = max(lo, 1)
-        special = self._first_special_start(text, lo, hi, allowed)
-        if special is not None or self._cuts is None:
-            return special
-        for match in self._cuts.finditer(text, lo - 1, hi):
-            p = match.end()
-            if not self.straddled(text, p) and (allowed is None or allowed(p)):
-                return p
-        return None
+        specials = sorted(p for token in self.special_tokens for p in _occurrences(text, token, lo, hi))
+        others = (match.end() for match in self._cuts.finditer(text, lo - 1, hi)) if self._cuts else ()
+        candidates = itertools.chain(specials, others)  # others looked for only once no special start is one
+        return next(
+            (p for p in candidates if not self.straddled(text, p) and (allowed is None or allowed(p))), None
+        )
 
     def last_cut(self, text: str, lo: int, hi: int) -> int | None:
         """The last safe cut in ``[lo, hi)``, of either kind."""
         lo = max(lo, 1)
-        cut = None
-        if self._cuts_backwards is not None:
-            for match in self._cuts_backwards.finditer(text, lo - 1, hi):
-                if not self.straddled(text, match.end()):
-                    cut = match.end()
-                    break
+        backwards = self._cuts_backwards.finditer(text, lo - 1, hi) if self._cuts_backwards else ()
+        cut = next((m.end() for m in backwards if not self.straddled(text, m.end())), None)
         for token in self.special_tokens:
             floor = lo if cut is None else cut + 1
             cut = next(
@@ -94,14 +89,6 @@ class SafeCuts:
                 cut,
             )
         return cut
-
-    def _first_special_start(
-        self, text: str, lo: int, hi: int, allowed: Callable[[int], bool] | None
-    ) -> int | None:
-        starts = sorted(p for token in self.special_tokens for p in _occurrences(text, token, lo, hi))
-        return next(
-            (p for p in starts if not self.straddled(text, p) and (allowed is None or allowed(p))), None
-        )
 
     def first_cut_in_bytes(self, data: bytes, lo: int, hi: int) -> int | None:
         """The byte offset of the first safe cut in bytes ``[lo, hi)`` of UTF-8 ``data``, which may begin

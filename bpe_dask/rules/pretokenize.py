@@ -83,7 +83,7 @@ class Pretokenizer(SafeCuts):
         tokens = tuple(sorted(set(check_special_tokens(special_tokens)), key=len, reverse=True))
         super().__init__(tokens, split_pattern(pattern))
         alternation = "|".join(regex.escape(token) for token in self.special_tokens)
-        self._specials = regex.compile(alternation) if self.special_tokens else None
+        self._specials = regex.compile(f"({alternation})") if self.special_tokens else None  # kept by split
         # The same alternation over UTF-8: a token starts with a byte that starts a character, so it
         # matches bytes exactly where it matches the text.
         escaped = b"|".join(regex.escape(token.encode("utf-8")) for token in self.special_tokens)
@@ -100,18 +100,9 @@ class Pretokenizer(SafeCuts):
 
     def split(self, text: str) -> Iterator[tuple[str, bool]]:
         """The text between special tokens (``False``) and the special tokens (``True``), in order."""
-        if self._specials is None:
-            if text:
-                yield text, False
-            return
-        start = 0
-        for match in self._specials.finditer(text):
-            if match.start() > start:
-                yield text[start : match.start()], False
-            yield match.group(), True
-            start = match.end()
-        if start < len(text):
-            yield text[start:], False
+        for n, piece in enumerate(self._split(text)):
+            if piece:
+                yield piece, n % 2 == 1  # the split's group: a special token
 
     def uncovered(self, text: str) -> str:
         """The characters of ``text`` that no pre-token covers, special tokens aside, in order. The
@@ -132,17 +123,18 @@ class Pretokenizer(SafeCuts):
 
     def pieces(self, text: str) -> list[str]:
         """The text between special tokens: pre-tokens never cross a special token."""
+        return self._split(text)[::2]
+
+    def _split(self, text: str) -> list[str]:
+        """The text between special tokens and the special tokens, in turn, beginning and ending with
+        text (maybe empty)."""
         return [text] if self._specials is None else self._specials.split(text)
 
     def piece_bounds(self, data: bytes) -> np.ndarray:
         """Where each piece of UTF-8 ``data`` between special tokens starts and ends, ``[start, end,
         start, ...]`` in bytes: the special tokens lie between an end and the next start."""
-        bounds = [0]
-        if self._special_bytes is not None:
-            for match in self._special_bytes.finditer(data):
-                bounds += [match.start(), match.end()]
-        bounds.append(len(data))
-        return np.array(bounds, np.int64)
+        spans = self._special_spans(data, np.empty(0, np.int64))
+        return np.concatenate(([0], spans.ravel(), [len(data)]), dtype=np.int64)
 
     def document_bounds(self, data: bytes, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``piece_bounds`` for UTF-8 documents that each stand alone, as if a special token stood

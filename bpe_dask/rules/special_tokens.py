@@ -1,10 +1,11 @@
 """What an encode call is asked: which special tokens it splits out, which it refuses, and valid text.
 
 Takes a tokenizer's ``Pretokenizer`` and an encode call's ``allowed_special`` and
-``disallowed_special``, with tiktoken's meaning ("all", or a collection of strings); gives the
-``Pretokenizer`` that splits out the allowed special tokens (the others are ordinary text) and a
-check that refuses text holding a disallowed one. The defaults are CS336's, not tiktoken's: every
-special token is allowed and none is refused. ``valid_text`` makes text with lone surrogates
+``disallowed_special``, with tiktoken's meaning ("all", or a collection of strings); gives
+(``special_split``) the ``Pretokenizer`` that splits out the allowed special tokens (the others are
+ordinary text) and a check that refuses text holding a disallowed one (``refuse_disallowed``); and
+(``cutter``) one whose safe cuts fall inside neither. The defaults are CS336's, not tiktoken's:
+every special token is allowed and none is refused. ``valid_text`` makes text with lone surrogates
 encodable as tiktoken does. Pure: no I/O.
 """
 
@@ -57,57 +58,50 @@ def _tokens(given: Allowed, name: str) -> frozenset[str]:
     return frozenset(given)
 
 
-class SpecialTokenRules:
-    """A tokenizer's ``Pretokenizer`` for each set of allowed special tokens, made once and kept
-    (``functools.lru_cache``: safe to share between threads).
+def special_split(
+    pretokenizer: Pretokenizer, allowed_special: Allowed, disallowed_special: Allowed
+) -> tuple[Pretokenizer, re.Pattern | None]:
+    """What an encode call with a tokenizer's ``pretokenizer`` (every special token split out) asks:
+    the ``Pretokenizer`` splitting out the allowed special tokens, and a search for the disallowed
+    ones (``None`` when there are none), each made once and kept (``functools.lru_cache``: safe to
+    share between threads). As in tiktoken, ``"all"`` disallowed means every special token not
+    allowed, and a string disallowed is refused even if also allowed.
 
-    >>> rules = SpecialTokenRules(Pretokenizer(["<|endoftext|>", "<|pad|>"]))
-    >>> pretokenizer, search = rules.of({"<|pad|>"}, "all")
+    >>> everything = Pretokenizer(["<|endoftext|>", "<|pad|>"])
+    >>> pretokenizer, search = special_split(everything, {"<|pad|>"}, "all")
     >>> pretokenizer.special_tokens, search.search("a<|endoftext|>").group()
     (('<|pad|>',), '<|endoftext|>')
-    >>> rules.cutter({"<|pad|>"}, "all").special_tokens  # never cut inside a refused token either
+    """
+    if allowed_special == "all" and not disallowed_special:  # the default
+        return pretokenizer, None
+    allowed, disallowed = _allowed_and_disallowed(pretokenizer, allowed_special, disallowed_special)
+    if allowed != frozenset(pretokenizer.special_tokens):
+        pretokenizer = _pretokenizer(allowed, pretokenizer.pattern)
+    return pretokenizer, _search(disallowed) if disallowed else None
+
+
+def cutter(pretokenizer: Pretokenizer, allowed_special: Allowed, disallowed_special: Allowed) -> Pretokenizer:
+    """A ``Pretokenizer`` whose safe cuts (``recut``) never fall inside an allowed or a disallowed
+    token's text, so each piece between cuts can be checked and encoded alone.
+
+    >>> cutter(Pretokenizer(["<|endoftext|>", "<|pad|>"]), {"<|pad|>"}, "all").special_tokens
     ('<|endoftext|>', '<|pad|>')
     """
+    split, search = special_split(pretokenizer, allowed_special, disallowed_special)
+    if search is None:
+        return split
+    allowed, disallowed = _allowed_and_disallowed(pretokenizer, allowed_special, disallowed_special)
+    return _pretokenizer(allowed | disallowed, pretokenizer.pattern)
 
-    def __init__(self, pretokenizer: Pretokenizer) -> None:
-        self.everything = pretokenizer
-        self._all = frozenset(pretokenizer.special_tokens)
 
-    def __reduce__(self):  # rebuilt where it lands
-        return SpecialTokenRules, (self.everything,)
-
-    def _split(self, allowed_special: Allowed, disallowed_special: Allowed) -> tuple[frozenset, frozenset]:
-        """The special tokens allowed and those disallowed. As in tiktoken, ``"all"`` disallowed means
-        every special token not allowed, and a string disallowed is refused even if also allowed."""
-        if allowed_special == "all":
-            allowed = self._all
-        else:
-            allowed = self._all & _tokens(allowed_special, "allowed_special")
-        if disallowed_special == "all":
-            return allowed, self._all - allowed
-        return allowed, _tokens(disallowed_special, "disallowed_special")
-
-    def of(
-        self, allowed_special: Allowed, disallowed_special: Allowed
-    ) -> tuple[Pretokenizer, re.Pattern | None]:
-        """The ``Pretokenizer`` splitting out the allowed special tokens, and a search for the
-        disallowed ones (``None`` when there are none)."""
-        if allowed_special == "all" and not disallowed_special:  # the default
-            return self.everything, None
-        allowed, disallowed = self._split(allowed_special, disallowed_special)
-        pretokenizer = (
-            self.everything if allowed == self._all else _pretokenizer(allowed, self.everything.pattern)
-        )
-        return pretokenizer, _search(disallowed) if disallowed else None
-
-    def cutter(self, allowed_special: Allowed, disallowed_special: Allowed) -> Pretokenizer:
-        """A ``Pretokenizer`` whose safe cuts (``recut``) never fall inside an allowed or a disallowed
-        token's text, so each piece between cuts can be checked and encoded alone."""
-        pretokenizer, search = self.of(allowed_special, disallowed_special)
-        if search is None:
-            return pretokenizer
-        allowed, disallowed = self._split(allowed_special, disallowed_special)
-        return _pretokenizer(allowed | disallowed, self.everything.pattern)
+def _allowed_and_disallowed(
+    pretokenizer: Pretokenizer, allowed_special: Allowed, disallowed_special: Allowed
+) -> tuple[frozenset[str], frozenset[str]]:
+    every = frozenset(pretokenizer.special_tokens)
+    allowed = every if allowed_special == "all" else every & _tokens(allowed_special, "allowed_special")
+    if disallowed_special == "all":
+        return allowed, every - allowed
+    return allowed, _tokens(disallowed_special, "disallowed_special")
 
 
 @functools.lru_cache(maxsize=64)
@@ -122,7 +116,7 @@ def _search(disallowed: frozenset[str]) -> re.Pattern:
 
 
 def refuse_disallowed(text: str, search: re.Pattern | None) -> None:
-    """Raise ``DisallowedSpecialTokenError`` if ``search`` (from ``SpecialTokenRules.of``) finds a
+    """Raise ``DisallowedSpecialTokenError`` if ``search`` (from ``special_split``) finds a
     refused special token in ``text``.
 
     >>> refuse_disallowed("<|endoftext|>", re.compile(re.escape("<|endoftext|>")))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,14 +184,9 @@ def write_at(shard: EncodedShard, path: str, offset: int, store: Store = LOCAL) 
     """Write a shard's ids into the local file ``path`` at ``offset`` bytes (a ranged write): shards
     fill their parts of the file at once, side by side."""
     data = _shard_ids(shard, store)
-    descriptor = os.open(path, os.O_WRONLY)
-    try:
-        written = 0
-        while written < len(data):
-            written += os.pwrite(descriptor, data[written:], offset + written)
-    finally:
-        os.close(descriptor)
-    return len(data)
+    with open(path, "r+b") as f:  # each task a file object of its own: no shared position
+        f.seek(offset)
+        return f.write(data)
 
 
 def stream_shards(

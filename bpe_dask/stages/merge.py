@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterable, Sequence
 from operator import add
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
 
 from bpe_dask import interrupts
@@ -82,11 +81,9 @@ def train_merges(
     if not hasattr(word_counts, "text_bytes"):  # not laid out yet
         word_counts = laid_out(word_counts, vocab_size, engine, base)
     compiled = not isinstance(word_counts, LaidOut)  # the compiled loop's records
-    words = word_counts.rows if compiled else len(word_counts)
     # Said here, once, where the loop starts (the words may have been laid out before, by the job).
-    log.info(
-        "merging %s words with the %s", f"{words:,}", "compiled loop (numba)" if compiled else "Python loop"
-    )
+    loop = "compiled loop (numba)" if compiled else "Python loop"
+    log.info("merging %s words with the %s", f"{word_counts.rows:,}", loop)
     vocab, merges = start(special_tokens, (base.vocab, base.merges) if base else None)
     if compiled:
         from bpe_dask.compiled import train_merges
@@ -151,24 +148,19 @@ def laid_out(
     (``laid_out(read_counts(url), ...)``), it is freed once its words are laid out, before the loop
     builds its index of pairs."""
     if not isinstance(word_counts, pa.Table):
-        word_counts = list(word_counts)
-        text_bytes = sum(len(word) * count for word, count in word_counts)
-    else:
-        text_bytes = words_bytes(word_counts)
-    if merge_engine(engine, len(word_counts)) != "numba":
-        if isinstance(word_counts, pa.Table):
-            columns = (word_counts.column(c).to_pylist() for c in ("token", "count"))
-            word_counts = list(zip(*columns, strict=True))
+        pairs = list(word_counts)
+        tokens = pa.array([w for w, _ in pairs], pa.binary())
+        word_counts = pa.table({"token": tokens, "count": pa.array([c for _, c in pairs], pa.int64())})
+    text_bytes = words_bytes(word_counts)
+    if merge_engine(engine, word_counts.num_rows) != "numba":
+        columns = (word_counts.column(c).to_pylist() for c in ("token", "count"))
+        word_counts = list(zip(*columns, strict=True))
         laid = LaidOut(word_counts if base is None else [(base.merged(w), c) for w, c in word_counts])
         laid.text_bytes = text_bytes
         return laid
     from bpe_dask.compiled import Words
 
-    if isinstance(word_counts, pa.Table):
-        rows, size, chunks = word_counts.num_rows, token_bytes(word_counts), word_chunks(word_counts)
-    else:
-        rows, chunks = len(word_counts), [_word_arrays(word_counts)]
-        size = len(chunks[0][0])
+    rows, size, chunks = word_counts.num_rows, token_bytes(word_counts), word_chunks(word_counts)
     if base is not None:
         from bpe_dask.compiled import Encoder
 
@@ -177,14 +169,6 @@ def laid_out(
     words = Words(chunks, rows, size, vocab_size)
     words.text_bytes = text_bytes
     return words
-
-
-def _word_arrays(word_counts: list[tuple[bytes, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The words' bytes back to back, where each starts (and the last ends), and their counts."""
-    lengths = np.fromiter((len(w) for w, _ in word_counts), np.int64, len(word_counts))
-    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-    data = np.frombuffer(b"".join(w for w, _ in word_counts), np.uint8)
-    return data, offsets, np.fromiter((c for _, c in word_counts), np.int64, len(word_counts))
 
 
 NUMBA_MIN_WORDS = 50_000  # below this, loading compiled code costs more than it saves

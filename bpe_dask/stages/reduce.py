@@ -3,7 +3,7 @@
 Takes the shard paths the map tasks wrote (each sorted by token); gives one Parquet table with the
 same schema, sorted the same way, in which each word appears once with its total count. Built as a
 tree of Dask tasks, each merging a few sorted runs (``sum_sorted``), so no single process (least
-of all the client) ever holds more than ``fan_in`` tables at once. The runs are summed by the
+of all the client) ever holds more than ``FAN_IN`` tables at once. The runs are summed by the
 compiled merge of sorted runs, or by Arrow's group-by and sort, the reference, for fewer than
 ``COMPILED_MIN_WORDS`` words (the engine rule of ``bpe_dask.engines``: a small job loads no compiled
 code).
@@ -28,7 +28,7 @@ from bpe_dask.stages.shards import Shard
 
 # Each combine holds its inputs and their sum: 16 shards of a million words is about 1 GB. Fewer
 # levels mean fewer Parquet round trips, each a write and a read of every word.
-DEFAULT_FAN_IN = 16
+FAN_IN = 16
 COMPILED_MIN_WORDS = 50_000  # words in the runs of one sum; below this, loading compiled code costs more
 
 
@@ -103,7 +103,6 @@ def reduce_tree(
     work_dir: str,
     settings: dict,
     store: Store = LOCAL,
-    fan_in: int = DEFAULT_FAN_IN,
     overwrite: bool = True,
     engine: str = "auto",
 ) -> tuple[Delayed, list[str]]:
@@ -114,8 +113,8 @@ def reduce_tree(
     """
     level: list[Delayed] = list(shards)
     partial_sums: list[str] = []
-    while len(level) > fan_in:
-        groups = [level[i : i + fan_in] for i in range(0, len(level), fan_in)]
+    while len(level) > FAN_IN:
+        groups = [level[i : i + FAN_IN] for i in range(0, len(level), FAN_IN)]
         paths = [_partial_path(work_dir, group) for group in groups]
         partial_sums += paths
         level = [

@@ -27,7 +27,7 @@ from bpe_dask.compiled import Counter, Encoder, compile_merge_loop
 from bpe_dask.compiled.cache import CacheUse, cache_use
 from bpe_dask.compiled.utf8 import check_utf8
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.counts_table import as_arrays
+from bpe_dask.io.counts_table import as_arrays, counts_table
 from bpe_dask.io.documents import Documents
 from bpe_dask.rules import reference
 from bpe_dask.rules.patterns import split_pattern
@@ -131,5 +131,4 @@ def _encode(pretokenizer: Pretokenizer, stages: set[str]) -> None:
 
 def _counts(pretokenizer: Pretokenizer) -> pa.Table:
     """The warm-up text's counts, sorted by token as a shard is, without compiling anything."""
-    counts = pretokenizer.count(TEXT)
-    return pa.table({"token": [w.encode() for w in counts], "count": list(counts.values())}).sort_by("token")
+    return counts_table(pretokenizer.count(TEXT)).sort_by("token")

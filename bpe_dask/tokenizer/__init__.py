@@ -23,7 +23,7 @@ from bpe_dask.errors import BpeDaskError
 from bpe_dask.io import tokenizer_files, tokenizer_formats
 from bpe_dask.io.tokenizer_files import FILES
 from bpe_dask.rules.pretokenize import GPT2, Pretokenizer, SplitPattern, split_pattern
-from bpe_dask.rules.special_tokens import Allowed, SpecialTokenRules, refuse_disallowed, utf8
+from bpe_dask.rules.special_tokens import Allowed, cutter, refuse_disallowed, special_split, utf8
 from bpe_dask.rules.vocabulary import Vocabulary
 from bpe_dask.tokenizer.encoding import COMPILED_MIN_CHARS, Encoding
 
@@ -77,7 +77,6 @@ class Tokenizer:
         self.special_tokens, self.special_ids = vocabulary.special_tokens, vocabulary.special_ids
         self.pretokenizer = Pretokenizer(self.special_tokens, pattern)
         check_engine_supports(self.engine, self.pretokenizer.pattern.builtin, self.pretokenizer.pattern.spec)
-        self._special_rules = SpecialTokenRules(self.pretokenizer)
         self._encoding = Encoding(vocabulary, self.pretokenizer, self.engine)
 
     def __repr__(self) -> str:
@@ -260,7 +259,7 @@ class Tokenizer:
         Traceback (most recent call last):
         bpe_dask.rules.special_tokens.DisallowedSpecialTokenError: the text holds '<|endoftext|>', ...
         """
-        pretokenizer, disallowed = self._special_rules.of(allowed_special, disallowed_special)
+        pretokenizer, disallowed = special_split(self.pretokenizer, allowed_special, disallowed_special)
         refuse_disallowed(text, disallowed)
         return self._encoding.ids(text, pretokenizer)
 
@@ -278,7 +277,7 @@ class Tokenizer:
         >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).encode_array("hi", "uint16")
         array([104, 105], dtype=uint16)
         """
-        pretokenizer, disallowed = self._special_rules.of(allowed_special, disallowed_special)
+        pretokenizer, disallowed = special_split(self.pretokenizer, allowed_special, disallowed_special)
         refuse_disallowed(text, disallowed)
         return self._encoding.array(text, pretokenizer, dtype)
 
@@ -298,7 +297,7 @@ class Tokenizer:
         [[104, 105], [97, 256]]
         """
         texts = list(texts)
-        pretokenizer, disallowed = self._special_rules.of(allowed_special, disallowed_special)
+        pretokenizer, disallowed = special_split(self.pretokenizer, allowed_special, disallowed_special)
         for text in texts:
             refuse_disallowed(text, disallowed)
         return self._encoding.batch(texts, pretokenizer, num_threads)
@@ -333,8 +332,8 @@ class Tokenizer:
         >>> list(tokenizer.encode_iterable(["h", "i<|endof", "text|>!"]))
         [104, 105, 256, 33]
         """
-        pieces = self._special_rules.cutter(allowed_special, disallowed_special).recut(iterable)
-        pretokenizer, disallowed = self._special_rules.of(allowed_special, disallowed_special)
+        pieces = cutter(self.pretokenizer, allowed_special, disallowed_special).recut(iterable)
+        pretokenizer, disallowed = special_split(self.pretokenizer, allowed_special, disallowed_special)
         yield from self._encoding.stream(pieces, pretokenizer, disallowed)
 
 
