@@ -144,7 +144,8 @@ def merge_breakdown(counts: str, vocab_size: int) -> dict:
     from bpe_dask.compiled import merge_loop
     from bpe_dask.compiled.merge_state import State
     from bpe_dask.io.counts_table import read_counts
-    from bpe_dask.stages.merge import initial_vocab, laid_out
+    from bpe_dask.rules.vocabulary import start
+    from bpe_dask.stages.merge import laid_out
 
     def resident() -> tuple[int, int]:
         status = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
@@ -169,7 +170,7 @@ def merge_breakdown(counts: str, vocab_size: int) -> dict:
     del table
     pa.default_memory_pool().release_unused()
     started = phase("table let go", started)
-    vocab = initial_vocab([EOT])
+    vocab = start([EOT])[0]
     state = State(words, vocab, vocab_size)
     item = state.pool.itemsize
     listed = {"pool": state.pool_used * item, "pairs": state.pairs_used * 32, "index": state.index.nbytes,
@@ -631,14 +632,17 @@ def bpeasy_train(path: str, vocab_size: int, pattern: str = "gpt2") -> dict:
     return {"seconds": seconds, "peak_rss_bytes": _peak_rss(), "tokens": tokens}
 
 
-def bpe_dask_train_tokens(path: str, workers: int, vocab_size: int, pattern: str = "gpt2") -> dict:
-    """`bpe-dask train --workers N` with default options, as a user runs it: cluster start-up included."""
+def bpe_dask_train_tokens(
+    path: str, workers: int, vocab_size: int, pattern: str = "gpt2", init_from: str = ""
+) -> dict:
+    """`bpe-dask train --workers N` with default options, as a user runs it: cluster start-up included;
+    continued from the tokenizer ``init_from`` where one is given."""
     from bpe_dask.io.tokenizer_formats import parse_merges_txt
 
+    base = ["--init-from", init_from] if init_from else ["--pattern", pattern]
     with tempfile.TemporaryDirectory() as tmp:
         seconds, report = timed_cli("train", path, "--vocab-size", str(vocab_size), "--special-token", EOT,
-                                    "--workers", str(workers), "--pattern", pattern,
-                                    out=f"{tmp}/tok")  # fmt: skip
+                                    "--workers", str(workers), *base, out=f"{tmp}/tok")  # fmt: skip
         merges = parse_merges_txt(Path(tmp, "tok", "merges.txt").read_text(encoding="utf-8"))
     return {
         "seconds": seconds, "timings": report["timings"], "partitions": report["partitions"],
@@ -1285,6 +1289,41 @@ def clear_default_cache() -> None:
             path.unlink()
 
 
+def suite_continued(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    """Training from the bytes against training continued from a base tokenizer (``--init-from``), to
+    the same vocabulary size, on the same corpus, the runs interleaved. The base: the first
+    ``--base-size`` tokens trained on another corpus of the same kind (65 MB, seed 1), made once."""
+    path = corpus_file(args.kind, args.size)
+    base = DATA / f"base-{args.kind}-65MB-seed1-{args.base_size}"
+    if not base.exists():
+        argv = ["train", corpus_file(args.kind, "65MB", seed=1), "--vocab-size", str(args.base_size),
+                "--special-token", EOT, "--out", str(base), "-q"]  # fmt: skip
+        subprocess.run([sys.executable, "-m", "bpe_dask", *argv], check=True)
+    global REPEAT
+    repeat, REPEAT = REPEAT, 1  # one run of each in turn
+    runs: dict[str, list[dict]] = {"scratch": [], "continued": []}
+    for _ in range(repeat):
+        runs["scratch"].append(run("bpe_dask_train_tokens", path, args.workers, args.vocab_size))
+        runs["continued"].append(
+            run("bpe_dask_train_tokens", path, args.workers, args.vocab_size, "gpt2", str(base))
+        )
+    REPEAT = repeat
+    best = {label: min(results, key=lambda r: r["seconds"]) for label, results in runs.items()}
+    rows = []
+    for label, result in best.items():
+        t, every = result["timings"], ", ".join(f"{r['seconds']:.1f}" for r in runs[label])
+        what = f"`bpe-dask train --workers {args.workers}` to {args.vocab_size:,}" + (
+            f", --init-from a {args.base_size:,}-token base" if label == "continued" else ", from the bytes"
+        )
+        rows.append((
+            what,
+            f"{result['seconds']:.1f} s ({every}; count {t['count']:.1f} s, merge {t['merge']:.1f} s)",
+            f"{result['seconds'] / best['scratch']['seconds']:.2f} of from the bytes; peak "
+            f"{result['peak_rss_bytes'] / 2**20:,.0f} MiB client",
+        ))  # fmt: skip
+    return rows
+
+
 def suite_cold(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     """A job's first run on an empty numba cache (a fresh install's, a new worker's) against the next
     run, on an empty NUMBA_CACHE_DIR and on numba's default beside the sources; and what each stage's
@@ -1335,7 +1374,7 @@ def _cold_row(what: str, runs: list[tuple[dict, dict]]) -> tuple[str, str, str]:
 SUITES = {"all": suite_all, "map": suite_map, "merge": suite_merge, "merge-memory": suite_merge_memory,
           "encode": suite_encode, "encode-batch": suite_encode_batch, "evaluate": suite_evaluate,
           "cs336": suite_cs336, "json": suite_json, "long-record": suite_long_record,
-          "peers": suite_peers, "cold": suite_cold,
+          "peers": suite_peers, "cold": suite_cold, "continued": suite_continued,
           "records": suite_records, "iterators": suite_iterators, "http": suite_http,
           "collections": suite_collections}  # fmt: skip
 
@@ -1405,6 +1444,12 @@ def build_parser() -> argparse.ArgumentParser:
     cold.add_argument("--vocab-size", type=int, default=32000)
     cold.add_argument("--workers", type=int, default=2)
     cold.add_argument("--pattern", default="gpt2", choices=("gpt2", "gpt4", "o200k"))
+    continued = commands.add_parser("continued", help="training from the bytes against --init-from a base")
+    continued.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
+    continued.add_argument("--size", default="650MB")
+    continued.add_argument("--vocab-size", type=int, default=32000)
+    continued.add_argument("--base-size", type=int, default=16000, help="the base's vocabulary size")
+    continued.add_argument("--workers", type=int, default=2)
     iterators = commands.add_parser("iterators", help="counting and training from an iterator, vs the peers'")
     iterators.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     iterators.add_argument("--size", default="16MB")

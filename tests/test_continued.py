@@ -3,9 +3,16 @@ it had kept, held to the reference trainer started from the same base (``rules.r
 
 from __future__ import annotations
 
+import json
+
+import commands
 import corpus
 import pytest
+import tiktoken
+from tiktoken.load import load_tiktoken_bpe
+from tokenizers import Tokenizer as HFTokenizer
 
+import bpe_dask
 from bpe_dask import Tokenizer
 from bpe_dask.rules import reference
 from bpe_dask.stages.merge import train_merges
@@ -43,15 +50,6 @@ def test_gpt2_extended_keeps_every_id_and_learns_the_references_merges(gpt2, mul
 
 
 # --- the jobs: bases of every kind, placements, the command line --------------------------------
-
-import json  # noqa: E402
-
-import commands  # noqa: E402
-import tiktoken  # noqa: E402
-from tiktoken.load import load_tiktoken_bpe  # noqa: E402
-from tokenizers import Tokenizer as HFTokenizer  # noqa: E402
-
-import bpe_dask  # noqa: E402
 
 GERMAN = CS336_DIR / "german.txt"
 
@@ -196,3 +194,40 @@ def test_on_workers_of_their_own_the_merge_on_a_worker_continues_from_the_base(t
     extended = Tokenizer.load(tmp_path / "tok")
     assert extended.merges == want[1]
     assert extended.vocab == want[0]
+
+
+def test_on_separate_machines_a_base_in_s3_is_extended_into_s3(text_file, tmp_path, s3, endpoint):
+    """Corpus, base and output in S3, two workers of two threads on machines of their own (their
+    folders, no AWS variables, the client's folders hidden where the system allows): the base is read
+    on the client from S3 and travels with the merge task to a worker (the merge runs there: not an
+    embedded cluster), and the tokenizer appears whole in S3 with the
+    reference's merges from that base and nothing left beside it."""
+    import servers
+
+    bucket = "continued"
+    s3.mkdir(bucket)
+    base = tmp_path / "base"
+    bpe_dask.train(str(GERMAN), 300, base, [EOT], in_process=True)
+    s3.put(str(text_file), f"{bucket}/in.txt")
+    s3.put(str(base), f"{bucket}/base", recursive=True)
+    kept = Tokenizer.load(base)
+    want = reference.train([text_file.read_bytes().decode()], 420, [EOT], base=(kept.vocab, kept.merges))
+    client = tmp_path / "client"
+    client.mkdir()
+    env = {**servers.env_without_aws(), **servers.S3_ENV, "AWS_ENDPOINT_URL": endpoint}
+    own = servers.WORKER_CREDENTIALS  # the workers' own credentials, as an instance role gives them
+    with servers.separate_machines([tmp_path], 2, nthreads=2, worker_env_extra=own) as cluster:
+        url = f"s3://{bucket}"
+        args = ["train", f"{url}/in.txt", "--init-from", f"{url}/base", "--vocab-size", "420",
+                "--out", f"{url}/tok", "--scheduler", cluster.address, "--chunk-size", "8KiB"]  # fmt: skip
+        done = commands.bpe_dask(*args, cwd=client, environment=env, check=True)
+        assert not any(cluster.files().values()), cluster.files()  # nothing on the workers' disks
+    s3.invalidate_cache()
+    assert sorted(s3.ls(bucket)) == [f"{bucket}/base", f"{bucket}/in.txt", f"{bucket}/tok"]
+    s3.get(f"{bucket}/tok", str(tmp_path / "tok"), recursive=True)
+    report = json.loads((tmp_path / "tok" / "report.json").read_text())
+    assert report["merge_ran_on"] == "worker" and report["inherited_merges"] == 300 - 257, done.stderr
+    assert report["partitions"] > 4
+    extended = Tokenizer.load(tmp_path / "tok")
+    assert (extended.merges, extended.vocab) == (want[1], want[0])
+    assert not list(client.iterdir())

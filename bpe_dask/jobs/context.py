@@ -86,7 +86,7 @@ class Job:
             outputs=outputs,
             **iterating,
         )
-        if source.kind == "collection" and not opts.wants_cluster:
+        if source.reads_on == "cluster" and not opts.wants_cluster:
             with contextlib.suppress(ValueError):  # no client: the job starts a LocalCluster
                 self.options = JobOptions.of(opts, client=get_client())
         return source
@@ -163,7 +163,7 @@ class Job:
         ``beside``; none for tasks that write nothing, ``writes=False``), the workers checked first
         (``preflight``: ``outputs``, the files its tasks write). A collection's sample is taken on
         its cluster."""
-        if source.kind != "collection":
+        if source.reads_on != "cluster":
             self.check_pattern(source, pretokenizer)
         if here:  # counted at once: its own reading says what is wrong, first
             yield Run(None, None)
@@ -172,7 +172,7 @@ class Job:
         scratch = self.work_directory(beside) if writes else nullcontext(None)
         with scratch as work, self.cluster(in_threads, warm_up) as client:
             self.preflight(client, work, source, outputs)
-            if source.kind == "collection":
+            if source.reads_on == "cluster":
                 self.check_pattern(source, pretokenizer, client)
             yield Run(client, work)
 

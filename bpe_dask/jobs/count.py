@@ -19,8 +19,7 @@ from bpe_dask.io.counts_table import read_counts
 from bpe_dask.io.in_memory import DEFAULT_BATCH_SIZE
 from bpe_dask.io.outputs import check_output_file
 from bpe_dask.io.storage import Store, absolute
-from bpe_dask.jobs.context import Job
-from bpe_dask.jobs.counting import count_source, placement
+from bpe_dask.jobs.counting import count_source, counting_run, start_counting
 from bpe_dask.jobs.on_cluster import forget_shards
 from bpe_dask.jobs.options import JobOptions, PathLike, positive_int
 from bpe_dask.jobs.report import input_bytes
@@ -113,24 +112,11 @@ def count_with(
     """``count_words`` with its options checked: the count job's steps."""
     started = time.perf_counter()
     out = absolute(out) if out else None
-    job = Job.start(opts, inputs, [out, opts.work_dir])
-    if out:
-        check_output_file(out, opts.overwrite, job.store)  # 1. the output may be written
-    source = job.find_source(inputs, exclude=[out, opts.work_dir], outputs=[out], **(iterating or {}))  # 2.
-    where = placement(job, source, job.options.count_settings())  # 3. where it is counted
-    scratch = None if job.embedded else out
-    with job.running(
-        source,
-        where.here,
-        where.settings.pretokenizer(),
-        where.in_threads,
-        where.warm_up,
-        beside=scratch,
-        outputs=[out],
-    ) as run:
+    iterating = iterating or {}
+    job, source, where = start_counting(inputs, opts, out, check_output_file, iterating, writes_out=True)
+    with counting_run(job, source, where, out, outputs=[out]) as run:
         counted = count_source(job, source, where, run, out, job.options.overwrite)  # 4. count
-    if source.kind == "collection":  # the counts are out (or handed back): the job is done
-        forget_shards(counted.shards, job.store)
+    forget_shards(source, counted.shards, job.store)  # the counts are out (or handed back): done
     table, path = (None, counted.counts) if isinstance(counted.counts, str) else (counted.counts, None)
     return CountResult(
         source.shown,

@@ -15,7 +15,11 @@ the stage in the job's ``Run``: the parts planned for the threads there are, cou
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from bpe_dask import interrupts
 from bpe_dask import settings as config
@@ -25,13 +29,14 @@ from bpe_dask.cluster.progress import MapProgress
 from bpe_dask.cluster.tasks import cluster_threads
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import write_counts
+from bpe_dask.io.storage import Store
 from bpe_dask.jobs.context import Job, Run, report_bad_records
 from bpe_dask.jobs.counted import Counted
 from bpe_dask.jobs.on_cluster import count_on_cluster
 from bpe_dask.jobs.on_threads import count_here
 from bpe_dask.jobs.options import JobOptions
 from bpe_dask.jobs.report import input_bytes
-from bpe_dask.sources.collection import UNKNOWN_SIZE
+from bpe_dask.sources.part import UNKNOWN_SIZE
 from bpe_dask.sources.source import Source
 from bpe_dask.stages.count import CountSettings, counting_engine, counts_compiled, new_counter
 from bpe_dask.stages.counters import COMPILED_MIN_BYTES
@@ -63,9 +68,38 @@ class Placement:
     settings: CountSettings
     here: bool
     threads: int = 1
-    size: int = 0
+    size: int | None = None  # None: the text of the parts, once planned
     in_threads: bool = False
     warm_up: WarmUp = NO_WARM_UP
+
+
+def start_counting(
+    inputs: Any,
+    opts: JobOptions,
+    out: str | None,
+    check_out: Callable[[str, bool, Store], None],
+    iterating: dict,
+    writes_out: bool = False,
+) -> tuple[Job, Source, Placement]:
+    """The first steps of every job that counts: 1. its output ``out`` may be written
+    (``check_out``), 2. what its input is (``Job.find_source``: what the job writes left out, ``out``
+    among the files its tasks write where ``writes_out``), 3. where it is counted (``placement``)."""
+    job = Job.start(opts, inputs, [out, opts.work_dir])
+    if out:
+        check_out(out, opts.overwrite, job.store)
+    writes = [out] if writes_out else []
+    source = job.find_source(inputs, exclude=[out, opts.work_dir], outputs=writes, **iterating)
+    return job, source, placement(job, source, job.options.count_settings())
+
+
+def counting_run(
+    job: Job, source: Source, where: Placement, out: str | None, outputs: Sequence[str | None] = ()
+) -> AbstractContextManager[Run]:
+    """The ``Run`` a source is counted in (``Job.running``), as ``where`` says; on a cluster that is
+    not an embedded LocalCluster, its temporary work directory is made beside ``out``, on storage the
+    workers reach."""
+    pretokenizer, beside = where.settings.pretokenizer(), None if job.embedded else out
+    return job.running(source, where.here, pretokenizer, where.in_threads, where.warm_up, beside, outputs)
 
 
 def placement(
@@ -77,9 +111,9 @@ def placement(
     """Where ``source`` is counted (``module docstring``); ``stages``: the compiled loops the tasks
     run, to warm up."""
     opts = job.options
-    if source.kind == "memory":
+    if source.reads_on == "here":
         return _in_memory(source, settings, opts)
-    if source.kind == "collection":
+    if source.reads_on == "cluster":
         if opts.in_process:
             raise BpeDaskError("in_process=True counts here: a Dask collection is counted on its cluster")
         if opts.chunk_size:
@@ -87,17 +121,16 @@ def placement(
                 "chunk_size does not apply to a Dask collection: each of its partitions is a task "
                 "(repartition it for others)"
             )
-        return _on_cluster(job, settings, UNKNOWN_SIZE, UNKNOWN_SIZE, stages)
-    small = source.known_bytes <= config.size("in-process-limit", job.store.settings)
-    # What only a cluster does (a work directory kept for a re-run, the package or credentials sent
-    # to workers, the merge on a worker) asks for one, as a place to run does.
-    asked = opts.wants_cluster or opts.work_dir or opts.ship_package or opts.ship_credentials
-    auto = opts.in_process is None and small and not (asked or opts.merge_on == "worker")
-    if opts.in_process or source.empty or auto:
-        return Placement(settings, True)  # counters sized once the files are planned (count_source)
-    threads = planned_workers(opts.workers)  # the embedded cluster's: one per worker
-    largest = source.expected_largest_part(threads, opts.chunk_size)
-    return _on_cluster(job, settings, source.known_bytes, largest, stages)
+    else:
+        small = source.size <= config.size("in-process-limit", job.store.settings)
+        # What only a cluster does (a work directory kept for a re-run, the package or credentials
+        # sent to workers, the merge on a worker) asks for one, as a place to run does.
+        asked = opts.wants_cluster or opts.work_dir or opts.ship_package or opts.ship_credentials
+        auto = opts.in_process is None and small and not (asked or opts.merge_on == "worker")
+        if opts.in_process or source.empty or auto:
+            return Placement(settings, True)  # counters sized once the files are planned (count_source)
+    largest = source.largest_part(planned_workers(opts.workers), opts.chunk_size)  # one thread a worker
+    return _on_cluster(job, settings, source.size, largest, stages)
 
 
 def _on_cluster(
@@ -135,82 +168,45 @@ def count_source(
 ) -> Counted:
     """Count ``source`` where ``where`` says, in ``run``; the counts are also written to ``out`` (a
     Parquet file, the settings recorded), which they may replace with ``overwrite``."""
+    started = time.perf_counter()
     settings, opts = where.settings, job.options
-    pretokenizer = settings.pretokenizer()
-    show = opts.show_progress
+    threads = None if where.here else cluster_threads(run.client)  # here: parts as large as a task may be
+    parts = interrupts.call(source.plan, settings.pretokenizer(), opts.chunk_size, threads)
+    progress = MapProgress("count", *source.totals(parts), unit=source.unit) if opts.show_progress else None
     if where.here:
-        if source.kind == "memory":
-            parts, size = source.parts(), where.size
-        else:
-            parts = interrupts.call(source.plan, pretokenizer, opts.chunk_size)
-            size = sum(part.text_bytes for part in parts)
-        counters = [new_counter(settings, size) for _ in range(where.threads)]
+        size = where.size if where.size is not None else sum(part.text_bytes for part in parts)
         log.info("counting with %s on %s", counting_engine(settings, size), plural(where.threads, "thread"))
-        progress = MapProgress("count", *_totals(source, parts), unit=_unit(source)) if show else None
+        counters = [new_counter(settings, size) for _ in range(where.threads)]
         counted = count_here(parts, settings, job.store, counters, progress)
         if out:  # as the reduce records it: the settings, and the special tokens seen
             recorded = {**settings.recorded(), "special_tokens_seen": vars(counted.specials)}
             write_counts(counted.counts, out, job.store, recorded, overwrite)
             counted.counts = out
     else:
-        if source.kind == "collection":
-            parts = source.parts()
-            log.info(
-                "%s, %s, counted with %s",
-                source.description,
-                plural(len(parts), "partition"),
-                _engines(settings),
-            )
-        else:
-            parts = interrupts.call(source.plan, pretokenizer, opts.chunk_size, cluster_threads(run.client))
-            log.info(
-                "counting with %s", counting_engine(settings, max((p.text_bytes for p in parts), default=0))
-            )
-        progress = MapProgress("count", *_totals(source, parts)) if show else None
+        largest = source.largest_part(threads, opts.chunk_size)
+        log.info("counting with %s: %s", _engines(settings, largest), plural(len(parts), "partition"))
         counted = count_on_cluster(
             run.client, source, parts, settings, run.work, job.store, out, overwrite, progress
         )
-    _say_counted(source, counted)
+    log.info(
+        "%s of text in %s of input, %s (%d reused), counted in %.2f s",
+        format_bytes(counted.text_bytes),
+        format_bytes(input_bytes(source, counted.read_bytes)),
+        plural(counted.parts, "partition"),
+        counted.reused,
+        time.perf_counter() - started,
+    )
     report_bad_records(counted.bad)
     return counted
 
 
-def _unit(source: Source) -> str:
-    return "documents" if source.kind == "memory" else "partitions"
-
-
-def _totals(source: Source, parts: object) -> tuple[int | None, int | None]:
-    """The progress line's totals: the parts (or documents held here), and the input's bytes."""
-    if source.kind == "memory":
-        return source.length, None
-    if source.kind == "collection":
-        return len(parts), None
-    return len(parts), source.known_bytes
-
-
-def _engines(settings: CountSettings) -> str:
-    """The engine a collection's parts count with: each picks by its own text."""
-    engine = counting_engine(settings, UNKNOWN_SIZE)
-    if counts_compiled(settings, UNKNOWN_SIZE) and not counts_compiled(settings, 0):
+def _engines(settings: CountSettings, size: int) -> str:
+    """The engine parts count with, for an input of ``size`` bytes; where its size is not known, each
+    part picks by its own text."""
+    engine = counting_engine(settings, size)
+    if size == UNKNOWN_SIZE and counts_compiled(settings, size) and not counts_compiled(settings, 0):
         engine += (
             f" for partitions of {format_bytes(COMPILED_MIN_BYTES)} of text or more, else "
             f"{counting_engine(settings, 0)}"
         )
     return engine
-
-
-def _say_counted(source: Source, counted: Counted) -> None:
-    """How much text the input held, where that is not its size: compressed files, records, documents."""
-    text = format_bytes(counted.text_bytes)
-    if source.kind == "files":
-        if any(f.compression or f.has_records for f in source.files):
-            log.info("%s of text in %s of input", text, format_bytes(input_bytes(source, counted.read_bytes)))
-    elif source.kind == "collection":
-        log.info("%s of text in %s, %s reused", text, plural(counted.parts, "partition"), counted.reused)
-    else:
-        log.info(
-            "counted %s (%s of text) in %.2f s",
-            plural(counted.documents or 0, "document"),
-            text,
-            counted.seconds,
-        )

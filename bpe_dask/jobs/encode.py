@@ -29,7 +29,6 @@ from bpe_dask.jobs.ids_output import check_output, output_format, publish_bin, p
 from bpe_dask.jobs.on_cluster import forget_shards, map_parts
 from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character
 from bpe_dask.jobs.report import input_bytes
-from bpe_dask.sources.collection import UNKNOWN_SIZE
 from bpe_dask.sources.part import Part
 from bpe_dask.sources.source import Source
 from bpe_dask.stages.encode import (
@@ -97,20 +96,15 @@ def encode(
         report["document_separator"] = document_separator
         publish = publish_shards if fmt == "npy" else publish_bin
         publish(run.client, job, shards, out, report)  # 6. publish
-    if source.kind == "collection":  # a re-run of a finished job must not reuse them
-        forget_shards([shard.path for shard in shards], job.store)
+    forget_shards(source, [shard.path for shard in shards], job.store)
     return report
 
 
 def _placement(job: Job, source: Source, tokenizer: Tokenizer) -> tuple[bool, WarmUp]:
     """Whether a LocalCluster the job starts runs the tasks in threads of this process (the compiled
     encoder releases the GIL), and what its workers warm up: an encode task's loop, where it runs."""
-    size = source.known_bytes if source.kind == "files" else UNKNOWN_SIZE
-    in_threads = job.starts_cluster and encoding_of(tokenizer).uses_compiled(size)
-    threads = planned_workers(job.options.workers)
-    largest = (
-        source.expected_largest_part(threads, job.options.chunk_size) if source.kind == "files" else size
-    )
+    in_threads = job.starts_cluster and encoding_of(tokenizer).uses_compiled(source.size)
+    largest = source.largest_part(planned_workers(job.options.workers), job.options.chunk_size)
     compiled = in_threads or encoding_of(tokenizer).uses_compiled(largest)
     warm_up = WarmUp((tokenizer.pretokenizer.pattern.name,), ("encode",))
     return in_threads, warm_up if compiled else NO_WARM_UP
@@ -118,7 +112,7 @@ def _placement(job: Job, source: Source, tokenizer: Tokenizer) -> tuple[bool, Wa
 
 def _check_source(source: Source, separator: str | None, tokenizer: Tokenizer) -> None:
     """Encoded are files and Dask collections; a separator follows records only."""
-    if source.kind == "memory":
+    if source.reads_on == "here":
         raise BpeDaskError(
             "encode writes the ids of files or of a Dask collection: for documents held here, use "
             "Tokenizer.encode_batch"
@@ -130,7 +124,7 @@ def _check_source(source: Source, separator: str | None, tokenizer: Tokenizer) -
         raise BpeDaskError(
             f"document separator {separator!r} is not a special token of the tokenizer ({known})"
         )
-    if source.kind == "files" and not source.has_records:
+    if not source.has_records:
         raise BpeDaskError(
             "document_separator= applies to inputs of records (Parquet, JSON Lines): text holds its own"
         )
@@ -142,10 +136,7 @@ def _encode_parts(
     """A shard of ids per part, in the parts' order: each document of records followed by
     ``separator``'s id; a finished shard is reused."""
     opts, client = job.options, run.client
-    if source.kind == "collection":
-        parts = source.parts()
-    else:
-        parts = interrupts.call(source.plan, tokenizer.pretokenizer, opts.chunk_size, cluster_threads(client))
+    parts = interrupts.call(source.plan, tokenizer.pretokenizer, opts.chunk_size, cluster_threads(client))
     shared = client.scatter(tokenizer, broadcast=True, hash=False)
     key = encoding_key(tokenizer, separator, opts.utf8_errors)
     paths = [ids_path(run.work, part, key) for part in parts]
@@ -154,8 +145,7 @@ def _encode_parts(
     )
     progress = None
     if opts.show_progress:
-        total_bytes = source.known_bytes if source.kind == "files" else None
-        progress = MapProgress("encode", len(tasks), total_bytes, extra="tokens")
+        progress = MapProgress("encode", *source.totals(parts), extra="tokens")
     sizes = [part.size for part in parts]
     shards = run_tasks(client, tasks, progress, sizes, lambda shard: (shard.text_bytes, shard.tokens))
     bad = BadRecords()

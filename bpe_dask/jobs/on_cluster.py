@@ -44,17 +44,17 @@ def map_parts(
     reuse: Callable | None = None,
 ) -> list[Delayed]:
     """A task per part: ``task(part, *args, path, store, data=...)`` writing ``paths[k]``, or, where
-    the work directory holds that file already and the part is costly to compute (a collection's
-    partition), ``reuse(path, part, store, *args)``."""
+    the work directory holds that file already, ``reuse(path, part, store, *args)``: the part is then
+    not computed (a collection's partition would be, before its task could see the file)."""
     run = uuid.uuid4().hex
-    finished = finished_files(paths, store) if reuse is not None and source.kind == "collection" else set()
+    finished = finished_files(paths, store) if reuse is not None else set()
     tasks = []
     for part, path in zip(parts, paths, strict=True):
         name = f"{label}-{tokenize(part.key(), path, store, run)}"
         if path in finished:
             tasks.append(dask.delayed(reuse, pure=True)(path, part, store, *args, dask_key_name=name))
             continue
-        data = source.data(part) if source.kind == "collection" else None
+        data = source.data(part)
         tasks.append(dask.delayed(task, pure=True)(part, *args, path, store, data=data, dask_key_name=name))
     return tasks
 
@@ -104,9 +104,9 @@ def _reuse(path: str, part: Part, store: Store, settings: CountSettings):
     return read_shard(path, store)
 
 
-def forget_shards(paths: Sequence[str], store: Store) -> None:
-    """Remove a finished job's shards of a collection (and their sidecars): only a re-run of a job
-    that did not finish (interrupted, failed) may reuse them. A shard is named after its partition's
-    Dask key, which need not change with the data (``dask.bag.read_text`` of a file written anew
-    gives the same keys), so a later run reusing its shards would count the old text."""
-    remove_files([*paths, *(f"{path}.json" for path in paths)], store)
+def forget_shards(source: Source, paths: Sequence[str], store: Store) -> None:
+    """Remove a finished job's shards (and their sidecars) where the source's part keys need not
+    change with its data (``stable_keys``): only a re-run of a job that did not finish (interrupted,
+    failed) may reuse them; a later one would count the old text."""
+    if not source.stable_keys:
+        remove_files([*paths, *(f"{path}.json" for path in paths)], store)

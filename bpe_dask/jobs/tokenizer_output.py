@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from bpe_dask import interrupts
+from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.publish import publish_directory
 from bpe_dask.io.storage import Store
 from bpe_dask.io.written import REPORT, TOKENIZER
@@ -24,9 +25,10 @@ from bpe_dask.tokenizer import Tokenizer
 log = logging.getLogger(__name__)
 
 
-def is_output_file(name: str) -> bool:
-    """Whether ``name`` is a file a training job writes into its output directory."""
-    return TOKENIZER.owns(name)
+def check_tokenizer_dir(out: str, overwrite: bool, store: Store) -> None:
+    """Refuse an ``out`` that holds a tokenizer already (unless ``overwrite``) or files a training job
+    does not write (``io.outputs.check_output_dir``)."""
+    check_output_dir(out, overwrite, TOKENIZER.owns, store)
 
 
 def publish_tokenizer(

@@ -21,28 +21,27 @@ from bpe_dask.cluster.tasks import other_processes_peak_rss_bytes
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import read_counts, recorded_settings
 from bpe_dask.io.in_memory import DEFAULT_BATCH_SIZE
-from bpe_dask.io.outputs import check_output_dir
 from bpe_dask.io.storage import Store, absolute
 from bpe_dask.io.tokenizer_files import read_base
 from bpe_dask.io.tokenizer_formats import check_special_token_names
 from bpe_dask.jobs.context import Job
-from bpe_dask.jobs.counting import Placement, count_source, placement
+from bpe_dask.jobs.counting import Placement, count_source, counting_run, start_counting
 from bpe_dask.jobs.merging import (
     Goal,
     Limits,
+    Merged,
     Merges,
     Vocab,
     merge_counts,
     merge_here,
-    merge_table,
     merges_on_worker,
 )
 from bpe_dask.jobs.on_cluster import forget_shards
 from bpe_dask.jobs.options import JobOptions, PathLike, positive_int
 from bpe_dask.jobs.report import input_bytes, read_report, training_report
 from bpe_dask.jobs.tokenizer_output import (
+    check_tokenizer_dir,
     compression_curve,
-    is_output_file,
     publish_tokenizer,
     tokenizer_files,
     warn_if_empty,
@@ -92,7 +91,7 @@ def train(
     """
     limits = Limits(min_frequency, max_token_length)
     opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
-    return _train(inputs, out, opts, goal, {})
+    return _train(inputs, out, opts, goal, {})[0]
 
 
 def train_from_iterator(
@@ -129,37 +128,33 @@ def train_from_iterator(
     options = {**options, "pattern": pattern} if pattern is not None else options
     opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
     iterating = {"documents": True, "batch_size": positive_int(batch_size, "batch_size"), "length": length}
-    return _train(iterable, out, opts, goal, iterating)
+    return _train(iterable, out, opts, goal, iterating)[0]
 
 
-def _train(inputs: Any, out: PathLike, opts: JobOptions, goal: Goal, iterating: dict) -> dict:
-    """The training job's steps, for any source."""
+def _train(
+    inputs: Any, out: PathLike | None, opts: JobOptions, goal: Goal, iterating: dict
+) -> tuple[dict, Merged]:
+    """The training job's steps, for any source: the report and what the merge loop learned; with
+    no ``out`` (``train_bpe``), nothing is published."""
     started = time.perf_counter()
-    job, out = Job.start(opts, inputs, [out, opts.work_dir]), absolute(out)
-    check_output_dir(out, opts.overwrite, is_output_file, job.store)  # 1. the output may be written
-    source = job.find_source(inputs, exclude=[out, opts.work_dir], **iterating)  # 2. what the input is
-    where = placement(job, source, job.options.count_settings())  # 3. where it is counted
-    plotting = compression.Plotting(early=_small(source, where))
+    out = absolute(out) if out else None
+    job, source, where = start_counting(inputs, opts, out, check_tokenizer_dir, iterating)  # 1-3.
+    plotting = compression.Plotting(early=out is not None and source.size < PLOT_EARLY)  # known small
     if not where.here and job.options.merge_on != "worker" and job.starts_cluster:
         compile_merge_loop_in_background(opts.engine, source.known_bytes, goal.vocab_size)
-    scratch = None if job.embedded else out
-    with (
-        plotting,
-        job.running(
-            source, where.here, where.settings.pretokenizer(), where.in_threads, where.warm_up, beside=scratch
-        ) as run,
-    ):
+    with plotting, counting_run(job, source, where, out) as run:
         on_worker = merges_on_worker(job, run)
         counts_file = f"{run.work.rstrip('/')}/counts/{_digest(source, where)}.parquet" if on_worker else None
         counted = count_source(job, source, where, run, counts_file)  # 4. count
         timings = {"count": time.perf_counter() - started}
-        plotting.start()
+        if out:  # its library loads while the merge loop runs
+            plotting.start()
         merged = merge_counts(job, run, counted, goal)  # 5. merge
         workers_peak = other_processes_peak_rss_bytes(run.client) if run.client is not None else None
         curve = compression_curve(merged, opts.special_tokens, counted.specials)
-        # The tokenizer's files take a moment to make (tiktoken's ranks are checked): made while the
-        # cluster closes.
-        files = plotting.draw(tokenizer_files, merged, opts.special_tokens, opts.pattern, curve, opts.roles())
+        if out:  # the tokenizer's files take a moment (tiktoken checks its ranks): made as the cluster closes
+            tokenizer = (merged, opts.special_tokens, opts.pattern, curve, opts.roles())
+            files = plotting.draw(tokenizer_files, *tokenizer)
     warn_if_empty(merged.unique_words, input_bytes(source, counted.read_bytes))
     read = read_report(source, counted, opts.utf8_errors, opts.pattern)  # 6. report
     report = training_report(read, merged, goal, timings)
@@ -167,28 +162,18 @@ def _train(inputs: Any, out: PathLike, opts: JobOptions, goal: Goal, iterating: 
     if workers_peak is not None:
         report["workers_peak_rss_bytes"] = workers_peak
     report["timings"]["total"] = time.perf_counter() - started
-    made = interrupts.wait(files.result)
-    publish_tokenizer(out, merged, opts, report, job.store, goal.limits, made, curve)  # 7. publish
-    if source.kind == "collection":  # a re-run of a finished job must not reuse them
-        forget_shards(counted.shards, job.store)
-    return report
-
-
-def _small(source: Source, where: Placement) -> bool:
-    """Whether the input is known to be small before it is counted: files, or documents held here
-    all read ahead, of under ``PLOT_EARLY`` bytes."""
-    if source.kind == "files":
-        return source.known_bytes < PLOT_EARLY
-    return source.kind == "memory" and not source.more and where.size < PLOT_EARLY
+    if out:
+        made = interrupts.wait(files.result)
+        publish_tokenizer(out, merged, opts, report, job.store, goal.limits, made, curve)  # 7. publish
+    else:
+        warn_if_short(merged, goal.vocab_size, goal.limits)
+    forget_shards(source, counted.shards, job.store)
+    return report, merged
 
 
 def _digest(source: Source, where: Placement) -> str:
     """A name for what the job counts: its inputs, as they are now, and the settings."""
-    if source.kind == "collection":
-        inputs = [part.key() for part in source.parts()]
-    else:
-        inputs = [f.identity() for f in source.files]
-    return tokenize(inputs, where.settings.key())
+    return tokenize(source.identity(), where.settings.key())
 
 
 def merge(
@@ -228,7 +213,7 @@ def merge(
     limits = Limits(min_frequency, max_token_length)
     opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
     job = Job.start(opts, None, [counts, out])
-    check_output_dir(out, opts.overwrite, is_output_file, job.store)
+    check_tokenizer_dir(out, opts.overwrite, job.store)
     merged = merge_here(lambda: read_counts(counts, job.store), goal, opts)
     warn_if_empty(merged.unique_words, None)
     read = {"counts": counts, "counted_with": recorded, "pattern": opts.pattern}
@@ -294,14 +279,9 @@ def train_bpe(
     >>> vocab[256], merges
     (b'<|endoftext|>', [(b'w', b'e'), (b's', b't'), (b'l', b'o')])
     """
-    from bpe_dask.jobs.count import count_with
-
     limits = Limits(min_frequency, max_token_length)
     opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
-    counted = count_with(input_path, opts)
-    warn_if_empty(counted.table().num_rows, counted.input_bytes)
-    merged = merge_table(counted.table(), goal)
-    warn_if_short(merged, vocab_size, limits)
+    merged = _train(input_path, None, opts, goal, {})[1]
     return merged.vocab, merged.merges
 
 
@@ -335,27 +315,20 @@ def training_goal(
                 "training with split pattern %s, not %s's own (%s): its words split otherwise",
                 split_pattern(given).spec, location, pattern.spec,
             )  # fmt: skip
-    opts = training_options(vocab_size, special_tokens, options)
+    opts = JobOptions.of(special_tokens=special_tokens, **options)
+    check_special_token_names(opts.special_tokens)
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
+        raise BpeDaskError(f"vocab size must be a whole number, got {vocab_size!r}")
     goal = Goal(vocab_size, opts.special_tokens, base, limits, opts.engine)
     if base is not None and vocab_size <= goal.first_size:
         raise BpeDaskError(
             f"vocab size {vocab_size:,} is not above the {goal.first_size:,} tokens training starts "
             f"from ({init_from}'s, and the special tokens it lacks)"
         )
-    return opts, goal
-
-
-def training_options(vocab_size: int, special_tokens: Sequence[str], options: dict) -> JobOptions:
-    """The options of a training job, checked, with its vocabulary size."""
-    opts = JobOptions.of(special_tokens=special_tokens, **options)
-    check_special_token_names(opts.special_tokens)
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, int):
-        raise BpeDaskError(f"vocab size must be a whole number, got {vocab_size!r}")
-    smallest = 256 + len(opts.special_tokens)
-    if vocab_size < smallest:
+    if vocab_size < goal.first_size:
         tokens = len(opts.special_tokens)
         raise BpeDaskError(
-            f"vocab size {vocab_size} is below {smallest} (256 bytes + {tokens} special "
+            f"vocab size {vocab_size} is below {goal.first_size} (256 bytes + {tokens} special "
             f"token{'' if tokens == 1 else 's'})"
         )
-    return opts
+    return opts, goal

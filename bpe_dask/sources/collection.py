@@ -29,12 +29,9 @@ from bpe_dask.io.documents import STRICT, BadRecords, Documents, NotText, Record
 from bpe_dask.io.sample import SAMPLE_BYTES, first_texts
 from bpe_dask.io.text import ReadProgress
 from bpe_dask.rules.pretokenize import Pretokenizer
-from bpe_dask.sources.part import PartReading
+from bpe_dask.sources.part import UNKNOWN_SIZE, PartReading
 
 UNIT = "partitions"  # what an encoded shard's start and end count
-# A collection's size is not known before it is counted: taken as large, so that a LocalCluster the
-# job starts runs the compiled loops in threads (each task still picks its engine by its own text).
-UNKNOWN_SIZE = 1 << 40
 
 
 def is_collection(inputs: object) -> bool:
@@ -185,8 +182,15 @@ class CollectionSource:
     description: str
     partitions: tuple[Delayed, ...]
     policy: RecordPolicy = STRICT
-    kind = "collection"
+    reads_on = "cluster"  # its partitions are computed on its cluster
+    # A shard is named after its partition's Dask key, which need not change with the data
+    # (``dask.bag.read_text`` of a file written anew gives the same keys): only a re-run of a job
+    # that did not finish may reuse them.
+    stable_keys = False
+    unit = UNIT
     known_bytes = 0  # its size is known only once its partitions are read
+    size = UNKNOWN_SIZE
+    has_records = True
 
     @classmethod
     def of(cls, collection: object, text_column: str, policy: RecordPolicy) -> CollectionSource:
@@ -225,7 +229,10 @@ class CollectionSource:
     def shown(self) -> list[str]:
         return [self.description]
 
-    def parts(self) -> list[CollectionPart]:
+    def plan(
+        self, pretokenizer: Pretokenizer, chunk_size: int | None = None, threads: int | None = None
+    ) -> list[CollectionPart]:
+        """A part per partition (the collection's partitioning made them)."""
         return [
             CollectionPart(self.description, i, str(d.key), self.policy)
             for i, d in enumerate(self.partitions)
@@ -239,9 +246,20 @@ class CollectionSource:
         they are: the sample a split pattern of one's own is checked on."""
         if not self.partitions:
             return [], ""
-        first = self.parts()[0]
+        first = self.plan(None)[0]
         sample = run([dask.delayed(sample_part)(self.partitions[0], first)])[0]
         return sample, f"the first documents of {self.description}"
+
+    def totals(self, parts: list[CollectionPart]) -> tuple[int, None]:
+        """A progress bar's totals: the partitions (their bytes are known once read)."""
+        return len(parts), None
+
+    def largest_part(self, threads: int, chunk_size: int | None) -> int:
+        return self.size
+
+    def identity(self) -> list[str]:
+        """What the collection is: its partitions' keys (``CollectionPart.key``)."""
+        return [part.key() for part in self.plan(None)]
 
     def data(self, part: CollectionPart) -> Delayed:
         """What the part's task is handed: its partition, computed on the cluster."""

@@ -92,7 +92,9 @@ class FileSource:
     files: list[InputFile]
     store: Store
     footers: dict[str, Footer] = field(default_factory=dict, repr=False)
-    kind = "files"
+    reads_on = "anywhere"  # here, or on any cluster whose workers reach the files
+    stable_keys = True  # a part's key names its file's version: a later run may reuse its shards
+    unit = "partitions"
 
     @classmethod
     def find(
@@ -126,6 +128,11 @@ class FileSource:
     def known_bytes(self) -> int:
         """The files' sizes, as far as their stores tell them."""
         return sum(f.size for f in self.files)
+
+    @property
+    def size(self) -> int:
+        """The input's bytes before it is read: the files' sizes."""
+        return self.known_bytes
 
     @property
     def empty(self) -> bool:
@@ -196,7 +203,18 @@ class FileSource:
             sizes = f"{size}{whole}, {count} of about {format_bytes(chunk_size)}"
         log.info("%s, %s", plural(len(self.files), "input file"), sizes)
 
-    def expected_largest_part(self, threads: int, chunk_size: int | None) -> int:
+    def totals(self, parts: list[FilePart]) -> tuple[int, int]:
+        """A progress bar's totals: the parts, and the files' bytes."""
+        return len(parts), self.known_bytes
+
+    def identity(self) -> list[str]:
+        """What the files are, as they are now: a name for what a job counts of them."""
+        return [f.identity() for f in self.files]
+
+    def data(self, part: FilePart) -> None:
+        """What a part's task is handed besides the part: nothing, it reads its file."""
+
+    def largest_part(self, threads: int, chunk_size: int | None) -> int:
         """About the largest part ``plan`` will make for ``threads`` threads, before it plans (a
         compressed file is one part, of more text than its size)."""
         chunk = chunk_size or partition_size(self.known_bytes, threads, self.store.settings)

@@ -22,7 +22,7 @@ from bpe_dask.io.in_memory import Batch, arrow_batches, python_batches
 from bpe_dask.io.sample import SAMPLE_BYTES, first_texts
 from bpe_dask.io.text import ReadProgress
 from bpe_dask.rules.pretokenize import Pretokenizer
-from bpe_dask.sources.part import PartReading
+from bpe_dask.sources.part import UNKNOWN_SIZE, PartReading
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,11 @@ class MemorySource:
     policy: RecordPolicy = STRICT
     held: list[Batch] = field(default_factory=list)  # read ahead
     more: bool = True  # whether the input may hold more than ``held``
-    kind = "memory"
+    reads_on = "here"  # the iterable is read once, in this process
+    stable_keys = True  # it writes no shards
+    unit = "documents"
     known_bytes = 0  # its size is known only once its documents are read
+    has_records = True
 
     @classmethod
     def of_iterable(
@@ -89,6 +92,22 @@ class MemorySource:
     @property
     def shown(self) -> list[str]:
         return [self.description]
+
+    @property
+    def size(self) -> int:
+        """The input's bytes before it is counted: those read ahead, where that is all of it; else
+        taken as large."""
+        return sum(batch.size for batch in self.held) if not self.more else UNKNOWN_SIZE
+
+    def totals(self, parts: object) -> tuple[int | None, None]:
+        """A progress bar's totals: the documents, where their number is known."""
+        return self.length, None
+
+    def largest_part(self, threads: int, chunk_size: int | None) -> int:
+        return self.size
+
+    def data(self, part: MemoryPart) -> None:
+        """Nothing: its batches are counted in this process."""
 
     def read_ahead(self, size: int) -> int:
         """Hold batches until they hold ``size`` bytes of text or the input ends; their bytes."""
@@ -116,8 +135,8 @@ class MemorySource:
         sample = first_texts((batch.documents(lenient, BadRecords()) for batch in self.held), SAMPLE_BYTES)
         return sample, "the first documents"
 
-    def parts(self) -> Iterator[MemoryPart]:
-        """The batches, those read ahead first; each is read once."""
+    def plan(self, pretokenizer: Pretokenizer, chunk_size: int | None = None, threads: int | None = None):
+        """The batches, those read ahead first; each is read once (the batch size made them)."""
         held, self.held = self.held, []
         for k, batch in enumerate(chain(held, self.batches)):
             yield MemoryPart(batch, self.policy, k)

@@ -21,6 +21,11 @@ from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.text import ReadProgress
 from bpe_dask.rules.pretokenize import Pretokenizer
 
+# An input's size where it is not known before it is read (a collection, an iterable not read to its
+# end): taken as large, so that the compiled loops are loaded for it (each task still picks its
+# engine by its own text).
+UNKNOWN_SIZE = 1 << 40
+
 
 @dataclass(frozen=True)
 class PartReading:

@@ -3,10 +3,15 @@
 ``source_of`` takes what a job was given and gives its ``Source``: files (paths, URLs, globs, as
 text, JSON Lines or Parquet: ``FileSource``), a Dask collection (a DataFrame column or a Bag:
 ``CollectionSource``), or documents held in this process (an iterable, Arrow text, a Hugging Face
-dataset: ``MemorySource``). Every source can be sampled (``sample``: its first documents, which a
-split pattern of one's own is checked on) and gives ``Part``s (``sources.part``) that read as
-documents. Where the parts are counted follows from the source: documents held here on threads
-of this process, a collection on its cluster, files on a cluster, or here when they are small.
+dataset: ``MemorySource``). The jobs never ask which: every source answers the same questions.
+``plan`` gives its ``Part``s (``sources.part``), which read as documents; ``reads_on`` says where
+they can be read (``"here"``: documents held in this process; ``"cluster"``: a collection, on its
+cluster; ``"anywhere"``: files, here when they are small); ``size`` and ``largest_part`` say how
+large it is before it is read (``UNKNOWN_SIZE``: taken as large), ``known_bytes`` what its stores
+told, ``totals`` and ``unit`` what a progress bar counts; ``sample`` gives its first documents,
+which a split pattern of one's own is checked on, ``first_look`` reads its start as a task will,
+``data`` what a part's task is handed, and ``stable_keys`` whether its parts' shards may be reused
+by a later run.
 """
 
 from __future__ import annotations
