@@ -128,19 +128,9 @@ class Counter:
         view = readonly(np.frombuffer(data, np.uint8))
         piece, position, self._order = 0, 0, None
         while piece < len(bounds) // 2:
-            piece, position, self.used, self.n = self._loop(
-                view,
-                bounds,
-                piece,
-                position,
-                self.classes,
-                self.arena,
-                self.used,
-                self.starts,
-                self.n,
-                self.records,
-                self.pending,
-            )
+            # The class table, then the counts so far and the arrays that hold them, in the loop's order.
+            state = (self.classes, self.arena, self.used, self.starts, self.n, self.records, self.pending)
+            piece, position, self.used, self.n = self._loop(view, bounds, piece, position, *state)
             if piece < len(bounds) // 2:
                 self._grow(need=int(bounds[2 * piece + 1]) - position)
 

@@ -225,15 +225,9 @@ class State:
         self.pool_written = self.pool_used  # how far the pool's pages hold memory (its highest use)
         self.heap_counts = np.empty(len(self.pairs), np.int64)
         self.heap_ids = np.empty(len(self.pairs), np.int32)
+        tokens = (self.token_bytes, self.offsets, self.sizes)  # each token's bytes: ties compare them
         self.heap_size = heapify(
-            self.pairs,
-            self.pairs_used,
-            self.heap_counts,
-            self.heap_ids,
-            self.token_bytes,
-            self.offsets,
-            self.sizes,
-            longest,
+            self.pairs, self.pairs_used, self.heap_counts, self.heap_ids, *tokens, longest
         )
         self.gained_pairs = np.empty(1024, np.int32)  # a merge's new holders, before their lists are laid
         self.gained_words = np.empty(1024, positions)
