@@ -42,8 +42,8 @@ def count_loop(pattern: int):
 
     # ``pattern`` is a constant of the closure, and the loop branches on it where it scans: numba drops
     # the other patterns' branches before it inlines a scanner, so a job compiles its own scanner only
-    # (as fast to compile as a loop written for one pattern; calling ``scan.next_token`` here would
-    # inline all three first: four times the compile time). Only the number is closed over: numba's
+    # (as fast to compile as a loop written for one pattern; a scanner that took the number as it runs
+    # would inline all three first: four times the compile time). Only the number is closed over: numba's
     # cache key for a closure hashes what it closes over, the same in every process, so a new process
     # loads the loop from the cache (a scanner closed over, or passed in, would be compiled again).
     def count_pieces(data, bounds, piece, position, table, arena, used, starts, n, records, pending):
