@@ -2,9 +2,9 @@
 confirms a match.
 
 Takes a byte array and a range of it; gives a 64-bit hash and the range's first eight bytes as one
-integer (``word_hash``), and whether two ranges hold the same bytes (``same_bytes``): a table
-confirms a match byte by byte, so a hash collision never merges two pre-tokens. ``compare_bytes``
-orders two ranges as Arrow sorts binary (the reduce's sorted runs, the merge loop's ties).
+integer (``word_hash``), and the order of two ranges as Arrow sorts binary (``compare_bytes``: the
+reduce's sorted runs, the merge loop's ties), 0 where they hold the same bytes: a table confirms a
+match byte by byte, so a hash collision never merges two pre-tokens.
 """
 
 from __future__ import annotations
@@ -13,15 +13,6 @@ import numpy as np
 from numba import njit
 
 LOW = np.int64(0xFFFFFFFF)  # the low 32 bits of an int64
-
-
-@njit(cache=True, nogil=True, inline="always")
-def same_bytes(a, start_a, b, start_b, length):
-    """Whether ``a[start_a:start_a + length]`` and ``b[start_b:start_b + length]`` hold the same bytes."""
-    for k in range(length):  # noqa: SIM110 (numba: a plain loop, not a generator)
-        if a[start_a + k] != b[start_b + k]:
-            return False
-    return True
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from bpe_dask.compiled.hashing import same_bytes, word_hash
+from bpe_dask.compiled.hashing import compare_bytes, word_hash
 from bpe_dask.compiled.prefetch import prefetch
 
 # A length fits in 32 bits: a word lies within one block of text (``bpe-dask.block-size``).
@@ -52,12 +52,10 @@ def find(data, i, end, h, key, arena, records):
         held = records[r + META]
         if held == 0:
             return r, meta
-        if (
-            held == meta
-            and records[r + KEY] == key
-            and (length <= 8 or same_bytes(arena, records[r + AT] + 8, data, i + 8, length - 8))
-        ):
-            return r, meta
+        if held == meta and records[r + KEY] == key:
+            at = records[r + AT]  # where its bytes lie: compared past the eighth, as the key holds those
+            if length <= 8 or compare_bytes(arena, at + 8, at + length, data, i + 8, end) == 0:
+                return r, meta
         slot = (slot + 1) & mask
 
 
