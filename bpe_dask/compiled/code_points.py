@@ -87,9 +87,10 @@ def run_end(data, i, hi, table, mask, kind):
 
 @njit(cache=True, nogil=True, inline="always")
 def spaces(data, i, hi, table):
-    """The whitespace run at byte ``i``: where it ends, where its last character starts, and where
-    its last ``\\r`` or ``\\n`` ends (-1: it has none)."""
-    last, newline = i, -1
+    """The whitespace run at byte ``i``: where it ends; where ``\\s+(?!\\S)|\\s+`` ends, which leaves
+    the run's last character to start the next pre-token unless the run reaches the end of the piece
+    or is that one character; and where its last ``\\r`` or ``\\n`` ends (-1: it has none)."""
+    start, last, newline = i, i, -1
     while i < hi:
         cp, width = decode(data, i)
         if table[cp] & CLASS != SPACE:
@@ -98,4 +99,5 @@ def spaces(data, i, hi, table):
             newline = i + 1
         last = i
         i += width
-    return i, last, newline
+    spaced = i if i == hi or last == start else last
+    return i, spaced, newline

@@ -34,9 +34,4 @@ def next_token_gpt2(data, i, hi, table):
             return run_end(data, i + 1, hi, table, CLASS, table[following])
     if kind != SPACE:  # \p{L}+, \p{N}+ or [^\s\p{L}\p{N}]+
         return run_end(data, i, hi, table, CLASS, kind)
-    # \s+(?!\S) | \s+ : the whitespace run, less its last character when something follows it
-    # (which then starts the next pre-token), unless the run is that one character
-    end, last, _ = spaces(data, i, hi, table)
-    if end == hi or last == i:
-        return end
-    return last
+    return spaces(data, i, hi, table)[1]  # \s+(?!\S) | \s+

@@ -92,14 +92,10 @@ def next_token_gpt4(data, i, hi, table):
             return run_end(data, j + following_width, hi, table, CLASS, LETTER)
     if kind == OTHER or (cp == _SPACE and after == OTHER):  #  ?[^\s\p{L}\p{N}]++[\r\n]*+
         return _newlines(data, run_end(data, j, hi, table, CLASS, OTHER), hi, False)
-    end, last, newline = spaces(data, i, hi, table)
+    end, spaced, newline = spaces(data, i, hi, table)
     if end == hi:  # \s++$
         return end
-    if newline >= 0:  # \s*[\r\n]
-        return newline
-    if last > i:  # \s+(?!\S): the last whitespace character starts the next pre-token
-        return last
-    return end  # \s
+    return newline if newline >= 0 else spaced  # \s*[\r\n], else \s+(?!\S) or \s
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -146,9 +142,5 @@ def next_token_o200k(data, i, hi, table):
         return _newlines(
             data, run_end(data, j, hi, table, CLASS, OTHER), hi, True
         )  #  ?[^\s\p{L}\p{N}]+[\r\n/]*
-    end, last, newline = spaces(data, i, hi, table)
-    if newline >= 0:  # \s*[\r\n]+
-        return newline
-    if end == hi or last == i:  # \s+(?!\S) to the end of the piece, or \s+ of one character
-        return end
-    return last  # \s+(?!\S): the last whitespace character starts the next pre-token
+    _, spaced, newline = spaces(data, i, hi, table)
+    return newline if newline >= 0 else spaced  # \s*[\r\n]+, else \s+(?!\S) or \s+
