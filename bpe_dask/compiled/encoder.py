@@ -93,10 +93,8 @@ class Encoder:
         """A ``word_table`` of records, its byte arena, id arena and their use (arena use, id-arena use,
         entries), and the ring of pre-tokens scanned ahead."""
         entries = min(self.first_entries, self.cache_entries)
-        arena, ids_arena = (
-            np.empty(max(16 * entries, ROOM), np.uint8),
-            np.empty(max(4 * entries, ROOM), np.int64),
-        )
+        arena = np.empty(max(16 * entries, ROOM), np.uint8)
+        ids_arena = np.empty(max(4 * entries, ROOM), np.int64)
         pending = np.empty(AHEAD * PENDING, np.int64)
         return table(2 * entries), arena, ids_arena, np.zeros(3, np.int64), pending
 
