@@ -177,7 +177,7 @@ def _rows(
         raise BpeDaskError(f"vocab_sizes must be a list of whole numbers, got {vocab_sizes!r}")
     sizes = sorted(set(vocab_sizes or ()))
     # the bytes and special tokens; every id
-    bounds = {name: (256 + len(t.special_tokens), len(t.vocab)) for name, t in loaded.items()}
+    bounds = {name: (t.vocabulary.first_size, len(t.vocab)) for name, t in loaded.items()}
     for size in sizes:
         if all(size < first for first, _ in bounds.values()):
             name = min(bounds, key=lambda n: bounds[n][0])

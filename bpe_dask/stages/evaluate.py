@@ -82,7 +82,7 @@ def pieces_at(tokenizer: Tokenizer, vocab_size: int) -> np.ndarray:
     >>> pieces_at(Tokenizer(vocab, [(b"h", b"i"), (b"hi", b"!")]), 257)[[104, 256, 257]].tolist()
     [1, 1, 2]
     """
-    kept = vocab_size - 256 - len(tokenizer.special_tokens)
+    kept = vocab_size - tokenizer.vocabulary.first_size
     pieces = np.ones(max(tokenizer.vocab) + 1, np.int64)
     token_id = tokenizer.token_id
     for a, b in tokenizer.merges[kept:]:  # in the order learned: what a merge joins is done before it
