@@ -338,11 +338,11 @@ def test_only_what_may_be_transient_is_tried_again(error, transient, monkeypatch
         return "done"
 
     if transient:
-        assert retries.retrying(task) == "done"
+        assert retries.Retries.configured().run(task) == "done"
         assert len(calls) == 2
     else:
         with pytest.raises(type(error)):
-            retries.retrying(task)
+            retries.Retries.configured().run(task)
         assert len(calls) == 1
 
 

@@ -1,6 +1,6 @@
 """Retries: which failures are worth a second try, and trying again.
 
-``retrying`` runs a task again after a failure that may be transient (``is_transient``: a dropped
+``Retries.run`` runs a task again after a failure that may be transient (``is_transient``: a dropped
 connection, a timeout, a throttled or unavailable store), in place, ``bpe-dask.retries`` times at
 most, pausing ``bpe-dask.retry-pause`` and twice as long each next time; anything else (a user
 error, a missing file, a bug such as a ``KeyError``, a ``MemoryError``) fails at once with its own
@@ -96,8 +96,3 @@ class Retries:
                 time.sleep(pause)
                 pause *= 2
         return task(*args, **kwargs)  # the last try: its failure, whatever it is, is raised
-
-
-def retrying(task: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """``task(*args, **kwargs)`` with this process's retry settings (``Retries.configured``)."""
-    return Retries.configured().run(task, *args, **kwargs)
