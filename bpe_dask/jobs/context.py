@@ -117,14 +117,14 @@ class Job:
                     unregister_plugins(client, self.plugins)
 
     def preflight(
-        self, client: Client, work_dir: str | None, source: object = None, outputs: Sequence[str | None] = ()
+        self, client: Client, work_dir: str | None, source: Source, outputs: Sequence[str | None] = ()
     ) -> None:
-        """Check before any task that every worker can read the inputs (of a ``FileSource``) and
+        """Check before any task that every worker can read the inputs (the source's ``files``) and
         write the work directory (if the tasks write one) and the ``outputs`` the tasks write (all
         absolute by now: ``storage.absolute``)."""
-        inputs = [f.url for f in getattr(source, "files", [])]
+        inputs = [f.url for f in source.files]
         urls = [*inputs, *[u for u in (work_dir, *outputs) if u]]
-        packages = required_packages(urls, [f.compression for f in getattr(source, "files", [])])
+        packages = required_packages(urls, [f.compression for f in source.files])
         places = [Place(url, "input") for url in inputs[:1]]
         if work_dir and self.options.work_dir:
             places.append(Place(work_dir, "work_dir=", True))

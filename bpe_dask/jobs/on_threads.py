@@ -79,7 +79,7 @@ class _Pool:
         state.parts += 1
         state.read += read_bytes(part, tally.read)
         if self.progress is not None:  # a batch of documents counts as its documents, bad ones too
-            self.progress.task_done(tally.read, units=getattr(part, "units", 1))
+            self.progress.task_done(tally.read, units=part.units)
 
     def run(self, parts: Iterable[Part]) -> None:
         if len(self.states) == 1:

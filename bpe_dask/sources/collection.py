@@ -58,7 +58,8 @@ class CollectionPart:
     index: int
     dask_key: str
     policy: RecordPolicy = STRICT
-    size = None  # known once read: its text
+    size = text_bytes = None  # known once read
+    units = 1
     stand_alone = True
 
     @property
@@ -191,6 +192,7 @@ class CollectionSource:
     known_bytes = 0  # its size is known only once its partitions are read
     size = UNKNOWN_SIZE
     has_records = True
+    files = ()  # none the workers must reach: its partitions are computed on its cluster
 
     @classmethod
     def of(cls, collection: object, text_column: str, policy: RecordPolicy) -> CollectionSource:

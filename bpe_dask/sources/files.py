@@ -39,6 +39,7 @@ class FilePart:
 
     range: Partition
     index: int = 0
+    units = 1
 
     @property
     def size(self) -> int | None:

@@ -32,7 +32,7 @@ class MemoryPart:
     batch: Batch
     policy: RecordPolicy
     index: int = 0
-    size = None  # known once read: its text
+    size = text_bytes = None  # known once read
     stand_alone = True
 
     @property
@@ -77,6 +77,7 @@ class MemorySource:
     unit = "documents"
     known_bytes = 0  # its size is known only once its documents are read
     has_records = True
+    files = ()  # none: its documents are here
 
     @classmethod
     def of_iterable(

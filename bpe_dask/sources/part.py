@@ -50,7 +50,9 @@ class Part(Protocol):
     """One unit of work of a source.
 
     ``index`` is its place in the source (the order ids are written in, and which failure is named
-    first); ``size`` the input bytes it covers, ``None`` where they are known only once it is read;
+    first); ``size`` the input bytes it covers, and ``text_bytes`` the text it holds, each ``None``
+    where known only once it is read; ``units`` what a progress bar counts it as (one part, or a
+    batch's documents);
     ``key()`` a digest of what it holds and how it is read (its shards' names: a re-run reuses
     them); ``where`` names it in messages; ``place`` is what an encoded shard records of it
     (the input, start, end, and what they count)."""
@@ -59,6 +61,12 @@ class Part(Protocol):
 
     @property
     def size(self) -> int | None: ...
+
+    @property
+    def text_bytes(self) -> int | None: ...
+
+    @property
+    def units(self) -> int: ...
 
     @property
     def stand_alone(self) -> bool: ...

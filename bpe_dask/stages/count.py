@@ -135,7 +135,7 @@ def count_part(
     engine is picked for the part's text: its size where known, else its first two batches."""
     bad = BadRecords() if bad is None else bad
     pretokenizer = settings.pretokenizer()
-    text_bytes = getattr(part, "text_bytes", None)
+    text_bytes = part.text_bytes
     held: list[Documents] = []
     if counter is None and text_bytes is not None:
         counter = new_counter(settings, text_bytes)
