@@ -164,3 +164,42 @@ def test_a_local_cluster_job_on_an_empty_cache_compiles_each_function_once(tmp_p
     compiled = collections.Counter(Path(path).name.split("-")[0] for path in saved)
     assert {"count.count_loop.locals.count_pieces_0", "sum_sorted._merge_two"} <= set(compiled), compiled
     assert set(compiled.values()) == {1}, compiled  # each once
+
+
+STALE = r"""
+import json, sys
+import numpy as np
+from bpe_dask import compiled
+from bpe_dask.compiled import cache
+text = b"Hello world, it's 2024; don't STOP. " * 20
+counter = compiled.Counter("gpt2", capacity=64)
+counter.add(text, np.array([0, len(text)], np.int64))
+assert compiled.__file__.startswith(sys.argv[1])  # the copy, not the tree the tests run from
+print(json.dumps(sorted(cache.cache_use().compiled)))
+"""
+
+
+def test_a_change_to_a_file_the_loops_inline_is_compiled_not_served_from_the_cache(tmp_path):
+    """numba stamps a cached function with its own file only, though the counting loop inlines the
+    scanners and helpers of other files (numba issue 1833): edited there, a package would run its
+    old machine code, as a working copy after `git pull` did. Here a copy of the package runs the
+    gpt2 counting loop, then again (loaded: nothing compiled), then once more after a comment is
+    added to ``code_points.py``, which the loop inlines and whose own functions are not called from
+    Python: the loop must be compiled again."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(REPO / "bpe_dask", copy / "bpe_dask", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(copy), "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+
+    def compiled() -> list[str]:
+        command = [sys.executable, "-c", STALE, str(copy)]  # from tmp_path: not the tree's bpe_dask
+        done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=tmp_path,
+                              timeout=timing.seconds(600), check=True)  # fmt: skip
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    assert "count[0]" in compiled()
+    assert compiled() == []
+    with open(copy / "bpe_dask" / "compiled" / "code_points.py", "a") as source:
+        source.write("\n# edited\n")
+    assert "count[0]" in compiled()

@@ -7,11 +7,15 @@ encoding loops of each pattern included) and ``cache_use()``: numba's own count 
 function's machine code under ``NUMBA_CACHE_DIR`` if set (in a folder named after the source's
 folder and a hash of its path), else in ``__pycache__`` beside the source; an entry serves a
 process with the same source (path and content), numba and Python versions, and CPU (name and
-features: ``NUMBA_CPU_NAME=generic`` makes code for any CPU of the architecture).
+features: ``NUMBA_CPU_NAME=generic`` makes code for any CPU of the architecture). numba stamps an
+entry with its own file's content alone, though the loops inline functions of the package's other
+files (numba issue 1833): here every file of the package is stamped with all of them
+(``stamp_with_the_package``), so that a change anywhere in it is never answered with old code.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import pkgutil
@@ -22,7 +26,44 @@ from typing import Any
 
 import numba
 from llvmlite import binding
+from numba.core import caching
 from numba.core.registry import CPUDispatcher
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def stamp_with_the_package() -> None:
+    """Put before each of numba's cache locators that stamp a function with its source file a copy
+    that, for a function of this package, adds a digest of every file of the package to the stamp:
+    an entry is then fresh only while none of them has changed. Run once, before any function of
+    the package is compiled (its ``__init__`` imports this module first)."""
+    files = sorted(name for name in os.listdir(HERE) if name.endswith(".py"))
+    digest = hashlib.sha256()
+    for name in files:
+        with open(os.path.join(HERE, name), "rb") as source:
+            digest.update(name.encode() + b"\0" + source.read())
+    package = digest.hexdigest()
+
+    class PackageStamped:
+        def get_source_stamp(self) -> tuple:
+            return super().get_source_stamp(), package
+
+        @classmethod
+        def from_function(cls, py_func: Any, py_file: str) -> Any:
+            if os.path.dirname(os.path.abspath(py_file)) != HERE:
+                return None  # another package's function: numba's own locators take it
+            return super().from_function(py_func, py_file)
+
+    locators = caching.CacheImpl._locator_classes
+    stamped = [
+        type(f"PackageStamped{locator.__name__}", (PackageStamped, locator), {})
+        for locator in locators
+        if issubclass(locator, caching._SourceFileBackedLocatorMixin)
+    ]
+    locators[:0] = stamped
+
+
+stamp_with_the_package()
 
 
 def functions() -> dict[str, Any]:
