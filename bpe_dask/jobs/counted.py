@@ -32,7 +32,6 @@ class Counted:
     read_bytes: int = 0
     documents: int | None = None  # counted on threads here: how many documents
     threads: int | None = None  # counted on threads here: on how many
-    seconds: float = 0.0
     shards: list[str] = field(default_factory=list)  # the map tasks' shards, in the work directory
 
     @classmethod

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -53,13 +52,10 @@ def count_here(
     progress: MapProgress | None = None,
 ) -> Counted:
     """Count ``parts`` on one thread per counter of ``counters`` (one: in this thread)."""
-    started = time.perf_counter()
     pool = _Pool(settings, store, [_Counting(c) for c in counters], progress)
     with phase(progress):
         pool.run(parts)
-    counted = pool.result()
-    counted.seconds = time.perf_counter() - started
-    return counted
+    return pool.result()
 
 
 class _Pool:
