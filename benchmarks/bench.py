@@ -726,10 +726,11 @@ CONTENDERS = {
 REPEAT = 1  # runs per contender; the fastest counts (set by --repeat)
 
 
-def run(name: str, *args) -> dict:
-    """Run one contender in fresh Python processes, REPEAT times; the fastest run's result."""
+def run(name: str, *args, repeat: int | None = None) -> dict:
+    """Run one contender in fresh Python processes, ``repeat`` (else REPEAT) times; the fastest run's
+    result."""
     results = []
-    for _ in range(REPEAT):
+    for _ in range(repeat or REPEAT):
         command = [sys.executable, __file__, "run", name, json.dumps(args)]
         done = subprocess.run(command, check=True, capture_output=True, text=True)
         results.append(json.loads(done.stdout.strip().splitlines()[-1]))
@@ -1299,15 +1300,12 @@ def suite_continued(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         argv = ["train", corpus_file(args.kind, "65MB", seed=1), "--vocab-size", str(args.base_size),
                 "--special-token", EOT, "--out", str(base), "-q"]  # fmt: skip
         subprocess.run([sys.executable, "-m", "bpe_dask", *argv], check=True)
-    global REPEAT
-    repeat, REPEAT = REPEAT, 1  # one run of each in turn
     runs: dict[str, list[dict]] = {"scratch": [], "continued": []}
-    for _ in range(repeat):
-        runs["scratch"].append(run("bpe_dask_train_tokens", path, args.workers, args.vocab_size))
+    for _ in range(REPEAT):  # one run of each in turn
+        runs["scratch"].append(run("bpe_dask_train_tokens", path, args.workers, args.vocab_size, repeat=1))
         runs["continued"].append(
-            run("bpe_dask_train_tokens", path, args.workers, args.vocab_size, "gpt2", str(base))
+            run("bpe_dask_train_tokens", path, args.workers, args.vocab_size, "gpt2", str(base), repeat=1)
         )
-    REPEAT = repeat
     best = {label: min(results, key=lambda r: r["seconds"]) for label, results in runs.items()}
     rows = []
     for label, result in best.items():
