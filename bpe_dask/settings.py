@@ -19,7 +19,7 @@ said to (``given_from``: the command line's DASK_SCHEDULER_ADDRESS).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -88,45 +88,45 @@ def snapshot() -> dict[str, Any]:
 
 def size(name: str, settings: dict | None = None) -> int:
     """A setting in bytes (or characters): ``65536``, ``"64KiB"``, ``"8MB"``."""
-    value = setting(name, settings)
-    try:
-        number = value if isinstance(value, int) and not isinstance(value, bool) else parse_bytes(str(value))
-    except (ValueError, TypeError):
-        number = 0
-    if number < 1:
-        raise BpeDaskError(f"{_named(name, value)} must be a positive size (e.g. 8MiB), got {value!r}")
-    return number
+    return _checked(name, settings, _bytes, 1, "a positive size (e.g. 8MiB)")
 
 
 def count(name: str, settings: dict | None = None, least: int = 0) -> int:
     """A setting that is a whole number of at least ``least``."""
-    value = setting(name, settings)
-    try:
-        number = int(str(value))
-    except ValueError:
-        number = least - 1
-    if number < least:
-        raise BpeDaskError(f"{_named(name, value)} must be a whole number, {least} or more, got {value!r}")
-    return number
+    return _checked(name, settings, lambda value: int(str(value)), least, f"a whole number, {least} or more")
 
 
 def seconds(name: str, settings: dict | None = None) -> float:
     """A setting that is a duration: ``0.5``, ``"500ms"``, ``"2s"``."""
+    return _checked(name, settings, _seconds, 0, "a duration (e.g. 500ms)")
+
+
+def _checked(name: str, settings: dict | None, read: Callable[[Any], Any], least: int, kind: str) -> Any:
+    """The setting ``name`` as ``read`` gives it, if that is at least ``least``; else a one-line error
+    saying it must be ``kind``."""
     value = setting(name, settings)
     try:
-        number = float(parse_timedelta(value, default="seconds"))
+        number = read(value)
     except (ValueError, TypeError, KeyError):
-        number = -1.0
-    if number < 0:
-        raise BpeDaskError(f"{_named(name, value)} must be a duration (e.g. 500ms), got {value!r}")
+        number = None
+    if number is None or number < least:
+        raise BpeDaskError(f"{_named(name, value)} must be {kind}, got {value!r}")
     return number
+
+
+def _bytes(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else parse_bytes(str(value))
+
+
+def _seconds(value: Any) -> float:
+    return float(parse_timedelta(value, default="seconds"))
 
 
 def dask_seconds(key: str) -> float:
     """A duration of Dask's own config (``distributed.comm.timeouts.connect``), in seconds."""
     value = dask.config.get(key)
     try:
-        return float(parse_timedelta(value, default="seconds"))
+        return _seconds(value)
     except (ValueError, TypeError, KeyError):
         said = f"{key}{source_of(key, value)}"
         raise BpeDaskError(f"{said} must be a duration (e.g. 30s), got {value!r}") from None
