@@ -112,11 +112,18 @@ class JobOptions:
         check_engine(self.engine)
         if self.merge_on not in MERGE_PLACES:
             raise BpeDaskError(f"merge_on must be auto, client or worker, got {self.merge_on!r}")
-        if self.scheduler_file is not None:
-            self._check_scheduler_file()
-        places = [name for name in ("client", "scheduler", "workers") if getattr(self, name)]
+        if self.scheduler_file is not None and not isinstance(self.scheduler_file, (str, os.PathLike)):
+            raise BpeDaskError(f"scheduler_file must be a path, got {self.scheduler_file!r}")
+        places = [
+            name for name in ("scheduler_file", "client", "scheduler", "workers") if getattr(self, name)
+        ]
         if len(places) > 1:
             raise UsageError(f"give one place to run: {places[0]}= or {places[1]}=, not both")
+        if self.scheduler_file is not None:
+            # A scheduler file's path is this machine's, and what it holds is checked now, before any
+            # work (and read again when the job connects).
+            set_(self, "scheduler_file", os.path.abspath(os.path.expanduser(self.scheduler_file)))
+            scheduler_address(self.scheduler_file)
         if self.in_process and self.wants_cluster:
             raise BpeDaskError("in_process=True counts here: it cannot take client, scheduler or workers")
         check_replacement_character(self.special_tokens, self.utf8_errors)
@@ -125,17 +132,6 @@ class JobOptions:
     def roles(self) -> dict[str, str | None]:
         """The special tokens given for transformers' roles (``tokenizer_formats.token_roles``)."""
         return {role: getattr(self, role) for role in ROLES}
-
-    def _check_scheduler_file(self) -> None:
-        """A scheduler file names the one place to run; its path is this machine's, and what it holds
-        is checked now, before any work (and read again when the job connects)."""
-        if not isinstance(self.scheduler_file, (str, os.PathLike)):
-            raise BpeDaskError(f"scheduler_file must be a path, got {self.scheduler_file!r}")
-        others = [name for name in ("client", "scheduler", "workers") if getattr(self, name)]
-        if others:
-            raise UsageError(f"give one place to run: scheduler_file= or {others[0]}=, not both")
-        object.__setattr__(self, "scheduler_file", os.path.abspath(os.path.expanduser(self.scheduler_file)))
-        scheduler_address(self.scheduler_file)
 
     @property
     def wants_cluster(self) -> bool:
