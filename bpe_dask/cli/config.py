@@ -94,14 +94,8 @@ PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer", "tokenizers", "schedul
 # Numbers a flag gives as text; a TOML file has numbers of its own, so a quoted one is a mistake
 # (a vocabulary size may be "32k", as on the command line).
 NUMBER_OPTIONS = {"vocab_size", "inherit", "min_frequency", "max_token_length", "workers"}
-DEFAULTS: dict[str, Any] = {
-    "inputs": [],
-    "overwrite": False,
-    "quiet": False,
-    "merge_on": "auto",
-    "ship_package": False,
-    "utf8_errors": "strict",
-}
+# The command line's own defaults; an option not given takes the job's (``JobOptions``'s, the job's own).
+DEFAULTS: dict[str, Any] = {"quiet": False}
 
 
 def load_config(path: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ not of their kind: ``UsageError``), 130 when interrupted, 143 when terminated.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import functools
 import json
@@ -17,7 +18,7 @@ import os
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any, NoReturn
 
@@ -25,7 +26,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from bpe_dask import interrupts
 from bpe_dask.cli.config import COMMAND_LINE, ENVIRONMENT, PLACES, flag_of, resolve
-from bpe_dask.cli.parser import build_parser
+from bpe_dask.cli.parser import REQUIRED, build_parser
 from bpe_dask.cluster.failures import quiet_dask_errors
 from bpe_dask.credentials import hide_credentials
 from bpe_dask.errors import BpeDaskError, UsageError
@@ -72,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     with interrupts.handled():
         try:
-            return _run(args)
+            return _run(args, parser.commands[args["command"]])
         except BaseException as error:
             if interrupts.received() is None and not isinstance(error, KeyboardInterrupt):
                 raise
@@ -87,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 RESOURCE_TRACKER_WARNINGS = "ignore::UserWarning:multiprocessing.resource_tracker"
 
 
-def _run(args: dict[str, Any]) -> int:
+def _run(args: dict[str, Any], flags: argparse.ArgumentParser) -> int:
     command, config_path, verbose = args.pop("command"), args.pop("config"), args.pop("verbose")
     counts = args.pop("counts", None)  # merge's, which no config file gives
     try:
@@ -99,7 +100,7 @@ def _run(args: dict[str, Any]) -> int:
         # On a terminal, log records print above the progress bar, not after it on its line.
         above_bars = logging_redirect_tqdm() if sys.stderr.isatty() else contextlib.nullcontext()
         with _place_named(options, command), above_bars:
-            report = _job(command, options)
+            report = _job(command, options, flags)
     except BpeDaskError as error:
         interrupts.check()  # an error the signal caused (the cluster closing under a task) is the signal
         message = as_flags(hide_credentials(str(error)), keyword_flags())  # a URL's, whoever said it
@@ -134,36 +135,28 @@ def _place_named(options: dict[str, Any], command: str) -> contextlib.AbstractCo
     return contextlib.nullcontext()
 
 
-# Each command's job: the options it requires (the job's first arguments), then its other options
-# that are not ``JobOptions`` fields.
-LIMITS = ("init_from", "inherit", "min_frequency", "max_token_length")
-JOBS: dict[str, tuple[Callable[..., Any], tuple[str, ...], tuple[str, ...]]] = {
-    "train": (train, ("inputs", "vocab_size", "out"), ("special_tokens", *LIMITS)),
-    "count": (count_words, ("inputs", "out"), ("special_tokens",)),
-    "merge": (merge, ("vocab_size", "out"), ("counts", "special_tokens", *LIMITS)),
-    "encode": (
-        encode,
-        ("inputs", "tokenizer", "out"),
-        ("special_tokens", "format", "document_separator", "trust_pattern"),
-    ),
-    "evaluate": (evaluate, ("inputs", "tokenizers"), ("vocab_sizes", "out", "trust_pattern")),
-}
-JOB_OPTIONS = {f.name for f in fields(JobOptions)} - {"special_tokens"}  # a job's own argument
+# Each command's job. It takes the options its command's flags name (``parser``), and the
+# ``JobOptions`` a config file gives besides; the special tokens are a job's own argument, not for
+# ``evaluate``, which has no flag for them.
+JOBS = {"train": train, "count": count_words, "merge": merge, "encode": encode, "evaluate": evaluate}
+JOB_OPTIONS = {f.name for f in fields(JobOptions)} - {"special_tokens"}
+CLI_ONLY = ("help", "config", "quiet", "verbose")  # never a job's option, nor named in a message
 
 
-def _job(command: str, options: dict[str, Any]) -> dict:
+def _job(command: str, options: dict[str, Any], flags: argparse.ArgumentParser) -> dict:
     """Run the job of ``command`` with the options it takes (none given: the job's defaults, the
     special tokens included: the tokenizer's, or those the counts were made with); progress unless
     ``-q``. ``count`` reports the counts table, ``evaluate`` prints its table on stdout (the result;
     the log goes to stderr)."""
-    job, required, extras = JOBS[command]
     if command == "evaluate" and not options.get("tokenizers") and options.get("tokenizer"):
         options["tokenizers"] = [options["tokenizer"]]  # ``tokenizer = "DIR"`` in a config file
-    for name in required:
+    required = next(group for group in flags._action_groups if group.title == REQUIRED)
+    for name in [action.dest for action in required._group_actions]:
         if not options.get(name):
-            raise UsageError(f"{flag_of(name)} is required (on the command line or in --config)")
-    taken = JOB_OPTIONS | {*required, *extras}
-    result = job(**{k: v for k, v in options.items() if k in taken}, show_progress=not options["quiet"])
+            raise UsageError(f"{flag_of(name)} is {REQUIRED}")
+    taken = JOB_OPTIONS | {action.dest for action in flags._actions} - set(CLI_ONLY)
+    given = {k: v for k, v in options.items() if k in taken}
+    result = JOBS[command](**given, show_progress=not options["quiet"])
     if command == "count":
         return {
             **result.report(),
@@ -204,9 +197,8 @@ def keyword_flags() -> dict[str, str]:
     ('--on-bad-record', '--special-token', '--tokenizer', False)
     """
     actions = [action for command in build_parser().commands.values() for action in command._actions]
-    unnamed = ("help", "config", "quiet", "verbose")  # never named in a message
     # Each keyword has one flag, whichever command takes it; its long form is its last name (-q, --quiet).
-    return {a.dest: a.option_strings[-1] for a in actions if a.option_strings and a.dest not in unnamed}
+    return {a.dest: a.option_strings[-1] for a in actions if a.option_strings and a.dest not in CLI_ONLY}
 
 
 class _FlagsFormatter(logging.Formatter):

@@ -196,6 +196,7 @@ RUN_FLAGS = (
 CLUSTER = (*PLACE_FLAGS, *RUN_FLAGS, *COMMON)
 CHECKS = ("--trust-pattern", "--strict-pattern")
 
+REQUIRED = "required (on the command line or in --config)"  # the title of a command's required options
 Flag = str | tuple[str, dict[str, Any]]  # a flag, or a flag and what the command adds to it
 
 
@@ -306,7 +307,7 @@ def _command(
     """The command ``name``: its ``required`` options (on the command line or in ``--config``; the
     inputs, or a counts table, first, as a positional argument) shown first, then the others."""
     parser = commands.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".")
-    group = parser.add_argument_group("required (on the command line or in --config)")
+    group = parser.add_argument_group(REQUIRED)
     parser._action_groups.insert(0, parser._action_groups.pop())  # shown first
     if not required:  # a command of no input
         parser._action_groups.remove(group)
