@@ -29,7 +29,7 @@ from bpe_dask.jobs.counting import Placement, count_source, counting_run, start_
 from bpe_dask.jobs.merging import Goal, Limits, Merged, Merges, Vocab, merge_counts, merges_on_worker
 from bpe_dask.jobs.on_cluster import forget_shards
 from bpe_dask.jobs.options import JobOptions, PathLike, positive_int
-from bpe_dask.jobs.report import input_bytes, read_report, training_report
+from bpe_dask.jobs.report import read_report, training_report
 from bpe_dask.jobs.tokenizer_output import (
     check_tokenizer_dir,
     compression_curve,
@@ -146,8 +146,8 @@ def _train(
         if out:  # the tokenizer's files take a moment (tiktoken checks its ranks): made as the cluster closes
             tokenizer = (merged, opts.special_tokens, opts.pattern, curve, opts.roles())
             files = plotting.draw(tokenizer_files, *tokenizer)
-    warn_if_empty(merged.unique_words, input_bytes(source, counted.read_bytes))
-    read = read_report(source, counted, opts.utf8_errors, opts.pattern)  # 6. report
+    warn_if_empty(merged.unique_words, counted.input_bytes)
+    read = read_report(counted, opts.utf8_errors, opts.pattern)  # 6. report
     report = training_report(read, merged, goal, timings)
     report["merge_ran_on"] = "worker" if on_worker else "client"
     if workers_peak is not None:
