@@ -137,7 +137,7 @@ def test_the_counts_are_let_go_before_the_merge_loop_runs(tmp_path, monkeypatch)
 
     def counting(*args, **kwargs):
         result = count_here(*args, **kwargs)
-        counted.append(weakref.ref(result.counts))
+        counted.append(weakref.ref(result.table()))
         return result
 
     alive: list[bool] = []

@@ -270,7 +270,7 @@ def test_train_lets_the_reduced_table_go_before_its_merge_loop_runs(tmp_path, mo
 
     def counting(*args, **kwargs):
         result = count_on_cluster(*args, **kwargs)
-        counted.append(weakref.ref(result.counts))
+        counted.append(weakref.ref(result.table()))
         return result
 
     alive: list[bool] = []

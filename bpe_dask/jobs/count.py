@@ -10,60 +10,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
-from bpe_dask.io.counts_table import read_counts
 from bpe_dask.io.in_memory import DEFAULT_BATCH_SIZE
 from bpe_dask.io.outputs import check_output_file
-from bpe_dask.io.storage import Store, absolute
+from bpe_dask.io.storage import absolute
+from bpe_dask.jobs.counted import CountResult
 from bpe_dask.jobs.counting import count_source, counting_run, start_counting
 from bpe_dask.jobs.on_cluster import forget_shards
 from bpe_dask.jobs.options import JobOptions, PathLike, positive_int
-from bpe_dask.jobs.report import input_bytes
-from bpe_dask.stages.counters import SpecialsSeen
-
-
-@dataclass
-class CountResult:
-    """The word counts (in memory, or in the Parquet file ``path``) and how they were made.
-
-    >>> _ = open("corpus.txt", "w").write("the cat the hat")
-    >>> result = count_words("corpus.txt")
-    >>> result.table().column_names, result.table().num_rows, result.report()["input_bytes"]
-    (['token', 'count'], 4, 15)
-    """
-
-    input_files: list[str]
-    input_bytes: int
-    partitions: int
-    partitions_reused: int = 0
-    bad_records_skipped: int = 0
-    specials: SpecialsSeen = field(default_factory=SpecialsSeen)  # the special tokens the inputs held
-    text_bytes: int = 0  # the UTF-8 bytes of the text counted (decompressed; records' texts only)
-    seconds: float = 0.0
-    path: str | None = None
-    store: Store = field(default_factory=Store, repr=False)  # where ``path`` is
-    _table: pa.Table | None = field(default=None, repr=False)
-
-    def table(self) -> pa.Table:
-        if self._table is None:
-            self._table = read_counts(self.path, self.store)
-        return self._table
-
-    def report(self) -> dict:
-        return {
-            "inputs": self.input_files,
-            "input_bytes": self.input_bytes,
-            "text_bytes": self.text_bytes,
-            "partitions": self.partitions,
-            "partitions_reused": self.partitions_reused,
-            "partitions_computed": self.partitions - self.partitions_reused,
-            "bad_records_skipped": self.bad_records_skipped,
-            "special_tokens_seen": self.specials.count,
-        }
 
 
 def count_words(
@@ -117,17 +72,5 @@ def count_with(
     with counting_run(job, source, where, out, outputs=[out]) as run:
         counted = count_source(job, source, where, run, out, job.options.overwrite)  # 4. count
     forget_shards(source, counted.shards, job.store)  # the counts are out (or handed back): done
-    table, path = (None, counted.counts) if isinstance(counted.counts, str) else (counted.counts, None)
-    return CountResult(
-        source.shown,
-        input_bytes(source, counted.read_bytes),
-        counted.parts,
-        counted.reused,
-        counted.bad.count,
-        counted.specials,
-        counted.text_bytes,
-        time.perf_counter() - started,
-        path,
-        job.store,
-        table,
-    )
+    counted.seconds = time.perf_counter() - started
+    return counted

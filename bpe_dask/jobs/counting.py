@@ -1,4 +1,4 @@
-"""The count stage of a job: a source in, its word counts out (``Counted``), on threads here or on a
+"""The count stage of a job: a source in, its word counts out (``CountResult``), on threads here or on a
 cluster, whatever the kind of source.
 
 ``placement`` decides, before any cluster starts, where the parts are counted and with what, the
@@ -31,7 +31,7 @@ from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import write_counts
 from bpe_dask.io.storage import Store
 from bpe_dask.jobs.context import Job, Run, report_bad_records
-from bpe_dask.jobs.counted import Counted
+from bpe_dask.jobs.counted import CountResult
 from bpe_dask.jobs.on_cluster import count_on_cluster
 from bpe_dask.jobs.on_threads import count_here
 from bpe_dask.jobs.options import JobOptions
@@ -165,7 +165,7 @@ def _in_memory(source: Source, settings: CountSettings, opts: JobOptions) -> Pla
 
 def count_source(
     job: Job, source: Source, where: Placement, run: Run, out: str | None = None, overwrite: bool = True
-) -> Counted:
+) -> CountResult:
     """Count ``source`` where ``where`` says, in ``run``; the counts are also written to ``out`` (a
     Parquet file, the settings recorded), which they may replace with ``overwrite``."""
     started = time.perf_counter()
@@ -180,20 +180,22 @@ def count_source(
         counted = count_here(parts, settings, job.store, counters, progress)
         if out:  # as the reduce records it: the settings, and the special tokens seen
             recorded = {**settings.recorded(), "special_tokens_seen": vars(counted.specials)}
-            write_counts(counted.counts, out, job.store, recorded, overwrite)
-            counted.counts = out
+            write_counts(counted.hand_over(), out, job.store, recorded, overwrite)
+            counted.path = out
     else:
         largest = source.largest_part(threads, opts.chunk_size)
         log.info("counting with %s: %s", _engines(settings, largest), plural(len(parts), "partition"))
         counted = count_on_cluster(
             run.client, source, parts, settings, run.work, job.store, out, overwrite, progress
         )
+    counted.input_files, counted.store = source.shown, job.store
+    counted.input_bytes = input_bytes(source, counted.read_bytes)
     log.info(
         "%s of text in %s of input, %s (%d reused), counted in %.2f s",
         format_bytes(counted.text_bytes),
-        format_bytes(input_bytes(source, counted.read_bytes)),
-        plural(counted.parts, "partition"),
-        counted.reused,
+        format_bytes(counted.input_bytes),
+        plural(counted.partitions, "partition"),
+        counted.partitions_reused,
         time.perf_counter() - started,
     )
     report_bad_records(counted.bad)

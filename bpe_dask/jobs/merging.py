@@ -1,9 +1,9 @@
 """The merge stage of a job: the counts in, what the merge loop learned out, run here or on a worker.
 
-``merge_counts`` runs the merge loop where the counts are: ``merge_on_cluster`` as one Dask task on
-the worker with the most memory, which reads the counts where it runs and reports progress to the
-client; ``merge_here`` on the client with a progress bar; ``merge_table`` is the loop
-(``stages.merge``) in this process. ``Goal`` is what the loop is asked for (the vocabulary size,
+``merge_counts`` runs the merge loop where the counts are, with a progress bar: ``merge_on_cluster``
+as one Dask task on the worker with the most memory, which reads the counts where it runs and
+reports progress to the client; else on the client. ``merge_table`` is the loop (``stages.merge``)
+in this process. ``Goal`` is what the loop is asked for (the vocabulary size,
 special tokens, the base it starts from, the ``Limits`` that may stop it early, the engine);
 ``Merged`` is what it learned, and what it cost.
 """
@@ -28,8 +28,6 @@ from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import read_counts
 from bpe_dask.io.storage import Store
 from bpe_dask.jobs.context import Job, Run
-from bpe_dask.jobs.counted import Counted
-from bpe_dask.jobs.options import JobOptions
 from bpe_dask.rules.reference import Merges, Vocab
 from bpe_dask.rules.vocabulary import Vocabulary, start
 from bpe_dask.stages.merge import laid_out, train_merges
@@ -166,14 +164,6 @@ def merge_on_worker(counts_url: str, goal: Goal, store: Store) -> Merged:
     return merge_table(partial(read_counts, counts_url, store), goal, report)
 
 
-def merge_counts(job: Job, run: Run, counted: Counted, goal: Goal) -> Merged:
-    """The merge loop over what was counted: on the cluster's roomiest worker where the counts are in
-    a file (``merges_on_worker``), else here, the table handed over to the loop."""
-    if isinstance(counted.counts, str) and run.client is not None:
-        return merge_on_cluster(run.client, counted.counts, goal, job)
-    return merge_here(counted.hand_over, goal, job.options)  # read there, then let go
-
-
 def merges_on_worker(job: Job, run: Run) -> bool:
     """Whether the merge loop runs on a worker: when asked to, or by default on a cluster that is not
     an embedded LocalCluster, so that the client never holds the word counts."""
@@ -183,43 +173,46 @@ def merges_on_worker(job: Job, run: Run) -> bool:
     )
 
 
-def merge_on_cluster(client: Client, counts_url: str, goal: Goal, job: Job) -> Merged:
-    """Run the merge loop on the worker with the most memory: it is the job's one big task."""
+def merge_counts(job: Job, client: Client | None, counts: str | Callable[[], pa.Table], goal: Goal) -> Merged:
+    """The merge loop over the counts, with a progress bar unless ``-q``: on the cluster's roomiest
+    worker where ``counts`` is a file's URL and there is a ``client`` (``merges_on_worker``), else
+    here, the counts read from that file, or handed over (``Counted.hand_over``) to the loop."""
+    bar = progress.MergeProgress(goal.merges) if job.options.show_progress else None
+    with progress.phase(bar):
+        if isinstance(counts, str) and client is not None:
+            merged = merge_on_cluster(client, counts, goal, job.store, bar)
+        else:
+            reading = partial(read_counts, counts, job.store) if isinstance(counts, str) else counts
+            merged = merge_table(reading, goal, progress.every(0.2, goal.merges, bar) if bar else None)
+        if bar is not None:  # its last state, where the loop stopped short of the goal
+            bar(merged.learned)
+        return merged
+
+
+def merge_on_cluster(
+    client: Client, counts_url: str, goal: Goal, store: Store, bar: progress.MergeProgress | None
+) -> Merged:
+    """Run the merge loop on the worker with the most memory (it is the job's one big task), its
+    progress shown by ``bar``."""
     workers = workers_of(client)
     roomiest = max(workers, key=lambda w: workers[w].get("memory_limit") or 0, default=None)
-    bar = None
-    if job.options.show_progress:
-        bar = progress.MergeProgress(goal.merges)
+    if bar is not None:
         progress.subscribe(client, bar)
     log.info("running the merge loop on %s", roomiest or "the first worker to join")
     future = client.submit(
         merge_on_worker,
         counts_url,
         goal,
-        job.store,
+        store,
         key=f"merge-{tokenize(counts_url, goal)}",
         workers=[roomiest] if roomiest else None,  # none left: wherever one joins
         allow_other_workers=True,
         pure=False,
         priority=100,
     )
-    with failures_explained(client), progress.phase(bar):
+    with failures_explained(client):
         try:
-            merged = interrupts.wait(future.result)
+            return interrupts.wait(future.result)
         except BaseException:
             future.release()  # it stops (``stop_if_cancelled``), also where the client goes on (the API)
             raise
-        if bar is not None:  # its last state, where the loop stopped short of the goal
-            bar(merged.learned)
-        return merged
-
-
-def merge_here(counts: pa.Table | Callable[[], pa.Table], goal: Goal, opts: JobOptions) -> Merged:
-    """The merge loop on the client, with a progress bar unless ``-q``; ``counts`` as ``merge_table``'s."""
-    bar = progress.MergeProgress(goal.merges) if opts.show_progress else None
-    report = progress.every(0.2, goal.merges, bar) if bar is not None else None
-    with progress.phase(bar):
-        merged = merge_table(counts, goal, report)
-        if bar is not None:  # its last state, where the loop stopped short of the goal
-            bar(merged.learned)
-        return merged

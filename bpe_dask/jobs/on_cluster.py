@@ -25,7 +25,7 @@ from bpe_dask.cluster.progress import MapProgress
 from bpe_dask.cluster.tasks import run_tasks
 from bpe_dask.io.outputs import remove_files
 from bpe_dask.io.storage import Store
-from bpe_dask.jobs.counted import Counted
+from bpe_dask.jobs.counted import CountResult
 from bpe_dask.sources.part import Part
 from bpe_dask.sources.source import Source
 from bpe_dask.stages.count import CountSettings, count_part_to_shard
@@ -84,7 +84,7 @@ def count_on_cluster(
     out: str | None = None,
     overwrite: bool = True,
     progress: MapProgress | None = None,
-) -> Counted:
+) -> CountResult:
     """Map and reduce on the cluster: the summed counts, written to ``out`` (its URL is handed back)
     or, with no ``out``, handed back as a table; ``overwrite``: whether the sum may replace a file
     ``out`` holds."""
@@ -97,7 +97,7 @@ def count_on_cluster(
     sizes = [part.size for part in parts]  # None: told by the shard, once counted
     *done, counts = run_tasks(client, [*shards, final], progress, sizes, lambda shard: (shard.text_bytes, 0))
     remove_files(partial_sums, store)
-    return Counted.of_shards(counts, done)
+    return CountResult.of_shards(counts, done)
 
 
 def _reuse(path: str, part: Part, store: Store, settings: CountSettings):

@@ -1,4 +1,4 @@
-"""The runner on threads: parts in, counted on threads of this process, one ``Counted`` out.
+"""The runner on threads: parts in, counted on threads of this process, one ``CountResult`` out.
 
 What documents held in memory are counted with, and small files with no cluster asked for. The
 thread that iterates the parts (an iterable's, which need not be thread-safe) only hands them to a
@@ -25,7 +25,7 @@ from bpe_dask.cluster.progress import MapProgress, phase
 from bpe_dask.io.counts_table import words_bytes
 from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.storage import Store
-from bpe_dask.jobs.counted import Counted
+from bpe_dask.jobs.counted import CountResult
 from bpe_dask.sources.part import Part, read_bytes
 from bpe_dask.stages.count import CountSettings, PretokenCounter, Seen, count_part
 from bpe_dask.stages.counters import SpecialsSeen
@@ -50,7 +50,7 @@ def count_here(
     store: Store,
     counters: list[PretokenCounter],
     progress: MapProgress | None = None,
-) -> Counted:
+) -> CountResult:
     """Count ``parts`` on one thread per counter of ``counters`` (one: in this thread)."""
     pool = _Pool(settings, store, [_Counting(c) for c in counters], progress)
     with phase(progress):
@@ -130,15 +130,14 @@ class _Pool:
                     self.failed_at = min(index for index, _ in self.failed)
                 self.stop.set()
 
-    def result(self) -> Counted:
+    def result(self) -> CountResult:
         tables = [state.counter.sorted_table() for state in self.states]
         table = sum_sorted(tables, self.settings.engine)
         specials, bad = SpecialsSeen(), BadRecords()
         for state in self.states:
             specials.merge(state.counter.specials)
             bad.merge(state.bad)
-        return Counted(
-            table,
+        return CountResult(
             sum(s.parts for s in self.states),
             0,
             bad,
@@ -147,4 +146,5 @@ class _Pool:
             sum(s.read for s in self.states),
             sum(s.seen.documents for s in self.states),
             len(self.states),
+            _table=table,
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from bpe_dask.jobs.counted import Counted
+from bpe_dask.jobs.counted import CountResult
 from bpe_dask.jobs.merging import Goal, Merged
 from bpe_dask.rules.patterns import unicode_tables
 from bpe_dask.sources.source import Source
@@ -24,15 +24,15 @@ def input_bytes(source: Source, read_bytes: int = 0) -> int:
     return source.known_bytes + read_bytes
 
 
-def read_report(source: Source, counted: Counted, utf8_errors: str, pattern: str) -> dict:
-    """What a job read of ``source``, as its report says."""
+def read_report(counted: CountResult, utf8_errors: str, pattern: str) -> dict:
+    """What a job read, as its report says."""
     report = {
-        "inputs": source.shown,
-        "input_bytes": input_bytes(source, counted.read_bytes),
+        "inputs": counted.input_files,
+        "input_bytes": counted.input_bytes,
         "text_bytes": counted.text_bytes,
-        "partitions": counted.parts,
-        "partitions_reused": counted.reused,
-        "partitions_computed": counted.parts - counted.reused,
+        "partitions": counted.partitions,
+        "partitions_reused": counted.partitions_reused,
+        "partitions_computed": counted.partitions - counted.partitions_reused,
         "utf8_errors": utf8_errors,
         "bad_records_skipped": counted.bad.count,
         "pattern": pattern,

@@ -19,26 +19,17 @@ from dask.base import tokenize
 from bpe_dask import interrupts
 from bpe_dask.cluster.tasks import other_processes_peak_rss_bytes
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.counts_table import read_counts, recorded_settings
+from bpe_dask.io.counts_table import recorded_settings
 from bpe_dask.io.in_memory import DEFAULT_BATCH_SIZE
 from bpe_dask.io.storage import Store, absolute
 from bpe_dask.io.tokenizer_files import read_base
 from bpe_dask.io.tokenizer_formats import check_special_token_names
 from bpe_dask.jobs.context import Job
 from bpe_dask.jobs.counting import Placement, count_source, counting_run, start_counting
-from bpe_dask.jobs.merging import (
-    Goal,
-    Limits,
-    Merged,
-    Merges,
-    Vocab,
-    merge_counts,
-    merge_here,
-    merges_on_worker,
-)
+from bpe_dask.jobs.merging import Goal, Limits, Merged, Merges, Vocab, merge_counts, merges_on_worker
 from bpe_dask.jobs.on_cluster import forget_shards
 from bpe_dask.jobs.options import JobOptions, PathLike, positive_int
-from bpe_dask.jobs.report import input_bytes, read_report, training_report
+from bpe_dask.jobs.report import read_report, training_report
 from bpe_dask.jobs.tokenizer_output import (
     check_tokenizer_dir,
     compression_curve,
@@ -149,14 +140,14 @@ def _train(
         timings = {"count": time.perf_counter() - started}
         if out:  # its library loads while the merge loop runs
             plotting.start()
-        merged = merge_counts(job, run, counted, goal)  # 5. merge
+        merged = merge_counts(job, run.client, counts_file or counted.hand_over, goal)  # 5. merge
         workers_peak = other_processes_peak_rss_bytes(run.client) if run.client is not None else None
         curve = compression_curve(merged, opts.special_tokens, counted.specials)
         if out:  # the tokenizer's files take a moment (tiktoken checks its ranks): made as the cluster closes
             tokenizer = (merged, opts.special_tokens, opts.pattern, curve, opts.roles())
             files = plotting.draw(tokenizer_files, *tokenizer)
-    warn_if_empty(merged.unique_words, input_bytes(source, counted.read_bytes))
-    read = read_report(source, counted, opts.utf8_errors, opts.pattern)  # 6. report
+    warn_if_empty(merged.unique_words, counted.input_bytes)
+    read = read_report(counted, opts.utf8_errors, opts.pattern)  # 6. report
     report = training_report(read, merged, goal, timings)
     report["merge_ran_on"] = "worker" if on_worker else "client"
     if workers_peak is not None:
@@ -214,7 +205,7 @@ def merge(
     opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
     job = Job.start(opts, None, [counts, out])
     check_tokenizer_dir(out, opts.overwrite, job.store)
-    merged = merge_here(lambda: read_counts(counts, job.store), goal, opts)
+    merged = merge_counts(job, None, counts, goal)  # read here
     warn_if_empty(merged.unique_words, None)
     read = {"counts": counts, "counted_with": recorded, "pattern": opts.pattern}
     report = training_report(read, merged, goal, {})
