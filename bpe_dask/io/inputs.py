@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 import fsspec
@@ -131,8 +131,8 @@ def expand_inputs(
     footers = {} if footers is None else footers
     files: dict[str, InputFile] = {}
     for spec in inputs:
-        listing = _expand_one(str(spec), store)
-        found = [_with_format(file, reading) for file in listing.files]
+        listing = _expand_one(str(spec), store, reading)
+        found = listing.files
         if not found and not listing.skipped:
             raise BpeDaskError(f"no input files match {spec!r}")
         for file in found:
@@ -201,31 +201,23 @@ def _ids_beside(file: InputFile, store: Store) -> str | None:
     return f"{what} (as {PurePosixPath(path).name} beside it says)" if what else None
 
 
-def _with_format(file: InputFile, reading: Reading) -> InputFile:
-    form = reading.format_of(path_of(file.url), file.compression)
-    if form == "parquet" and file.compression:
-        raise BpeDaskError(
-            f"{file.name}: a Parquet file cannot be read compressed as a whole ({file.compression})"
-        )
-    return replace(file, format=form, reading=reading)
-
-
 def _url(path: str, store: Store) -> str:
     fs, stripped = store.fs(path)
     return fs.unstrip_protocol(stripped)
 
 
-def _expand_one(spec: str, store: Store) -> _Listing:
+def _expand_one(spec: str, store: Store, reading: Reading) -> _Listing:
     fs, path = store.fs(spec)
     try:
-        return _list_files(fs, path, spec)
+        return _list_files(fs, path, spec, reading)
     except BpeDaskError:
         raise
     except Exception as error:  # an unreachable store, bad credentials, no such bucket, ...
         raise BpeDaskError(f"cannot read {shown(spec)}: {describe(error)}") from None
 
 
-def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str) -> _Listing:
+def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str, reading: Reading) -> _Listing:
+    """The files ``spec`` (``path`` in ``fs``) names, each with its format as ``reading`` says."""
     top, skipped = "", []
     if is_http(path) and not (_WEB_GLOB_CHARS & set(path) or path.endswith("/")):
         # A URL names a file: asking fsspec whether it is a directory would GET it and, were it
@@ -256,7 +248,13 @@ def _list_files(fs: fsspec.AbstractFileSystem, path: str, spec: str) -> _Listing
             info = file_info(fs, name)
         size = info.get("size")
         compression = infer_compression(path_of(name))
-        files.append(InputFile(url, int(size or 0), _version_of(info), compression, sized=size is not None))
+        form = reading.format_of(path_of(name), compression)
+        file = InputFile(url, int(size or 0), _version_of(info), compression, form, reading, size is not None)
+        if form == "parquet" and compression:
+            raise BpeDaskError(
+                f"{file.name}: a Parquet file cannot be read compressed as a whole ({compression})"
+            )
+        files.append(file)
     return _Listing(files, top, tuple(skipped))
 
 

@@ -8,7 +8,7 @@ fails with one line, and neither leaves anything that blocks a later run:
 - a local file: written beside its name, then hard-linked into place (``link`` fails if the name
   exists) or, with ``overwrite``, renamed over it;
 - a file in an object store: a multipart upload, invisible until completed, and completed with
-  ``If-None-Match: *`` unless ``overwrite``; a failed write aborts the upload (``output_file``);
+  ``If-None-Match: *`` unless ``overwrite``; a failed write aborts the upload;
 - a local directory: a hidden sibling renamed into place (``rename`` fails onto a directory that
   holds anything), the previous one moved aside first with ``overwrite`` and removed after;
 - a directory in an object store (which has no rename): staged under a hidden sibling prefix, then,
@@ -46,10 +46,6 @@ class OutputExists(BpeDaskError):
     """The output holds results (maybe another job's, committed meanwhile) and ``overwrite`` is off."""
 
 
-def _nothing() -> None:
-    pass
-
-
 def taken(url: str) -> OutputExists:
     return OutputExists(f"output {url} already holds results; pass overwrite=True to replace them")
 
@@ -58,42 +54,60 @@ def taken(url: str) -> OutputExists:
 
 
 @contextmanager
-def atomic_file(
+def output_file(
     url: str,
     store: Store = LOCAL,
-    overwrite: bool = True,
-    before_commit: Callable[[], None] = _nothing,
+    overwrite: bool = False,
+    before_commit: Callable[[], None] = lambda: None,
     work: bool = False,
-) -> Iterator[tuple[fsspec.AbstractFileSystem, str]]:
-    """A hidden temporary path beside ``url`` to write, committed to ``url`` if the block succeeds
-    (exclusively unless ``overwrite``: ``OutputExists`` if something is there by then). An object
-    store commits by a server-side move, so there only ``overwrite`` (the work directory's shards,
-    named by their content) is offered; ``output_file`` is the exclusive way.
+) -> Iterator[IO[bytes]]:
+    """A file to write that becomes ``url`` only if the block succeeds (exclusively unless
+    ``overwrite``: ``OutputExists`` if something is there by then); streamed, so any size.
+
+    Locally a hidden temporary file beside ``url``, committed by ``commit_local_file``; its name
+    (``f.name``) lets other writers fill it too, at their own offsets. In an object store a
+    multipart upload to ``url`` itself, which nobody sees until it completes, completed exclusively
+    unless ``overwrite`` (``If-None-Match: *``) and aborted if the block fails (fsspec would
+    otherwise complete it on ``close``, even while an exception goes by, leaving half a file).
 
     ``work``: a file of a job's work directory, ``WORK/FOLDER/NAME``, of which only ``FOLDER`` is
     made if missing, never ``WORK``, which the job made and removes as it ends: a task that
     finishes after that (on a cluster the job does not own) fails, rather than make it again to
     stay behind."""
     fs, path = store.fs(url)
-    if not overwrite and not is_local(url):
-        raise ValueError("an exclusive commit in an object store is output_file's")
-    parent, _, name = path.rpartition("/")
-    if work and is_local(url):
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(parent)
-    else:
-        fs.makedirs(parent, exist_ok=True)
-    partial = f"{parent}/.partial-{uuid.uuid4().hex}-{name}"
-    try:
-        yield fs, partial
-        before_commit()
-        if is_local(url):
-            commit_local_file(partial, path, overwrite, url)
+    if is_local(url):
+        parent, _, name = path.rpartition("/")
+        if work:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(parent)
         else:
-            fs.mv(partial, path)
+            fs.makedirs(parent, exist_ok=True)
+        partial = f"{parent}/.partial-{uuid.uuid4().hex}-{name}"
+        try:
+            with open(partial, "wb") as f:  # closed before the commit
+                yield f
+            before_commit()
+            commit_local_file(partial, path, overwrite, url)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(partial)
+            raise
+        return
+    f = fs.open(path, "wb" if overwrite else "xb")
+    try:
+        yield f
+        before_commit()
     except BaseException:
-        if fs.exists(partial):
-            fs.rm_file(partial)
+        discard = getattr(f, "discard", None)
+        if discard is not None:
+            discard()
+            f.closed = True  # discarded: nothing left for fsspec to flush when the object goes
+        raise
+    try:
+        f.close()
+    except (FileExistsError, OSError) as error:
+        if isinstance(error, FileExistsError) or getattr(error, "errno", None) == errno.EINVAL:
+            raise taken(url) from None
         raise
 
 
@@ -116,50 +130,6 @@ def commit_local_file(partial: str, path: str, overwrite: bool, url: str) -> Non
         os.rename(partial, path)
         return
     os.unlink(partial)
-
-
-@contextmanager
-def output_file(
-    url: str,
-    store: Store = LOCAL,
-    overwrite: bool = False,
-    before_commit: Callable[[], None] = _nothing,
-    work: bool = False,
-) -> Iterator[IO[bytes]]:
-    """A file to write that becomes ``url`` only if the block succeeds; streamed, so any size.
-
-    Locally a hidden temporary file, committed by ``commit_local_file``; in an object store a
-    multipart upload to ``url`` itself, which nobody sees until it completes, completed exclusively
-    unless ``overwrite`` (``If-None-Match: *``) and aborted if the block fails (fsspec would
-    otherwise complete it on ``close``, even while an exception goes by, leaving half a file).
-    ``work``: as ``atomic_file``'s."""
-    if is_local(url):
-        with atomic_file(url, store, overwrite, before_commit, work) as (_, partial):  # noqa: SIM117
-            with open(partial, "wb") as f:  # closed before the commit
-                yield f
-        return
-    fs, path = store.fs(url)
-    f = fs.open(path, "wb" if overwrite else "xb")
-    try:
-        yield f
-        before_commit()
-    except BaseException:
-        discard = getattr(f, "discard", None)
-        if discard is not None:
-            discard()
-            f.closed = True  # discarded: nothing left for fsspec to flush when the object goes
-        raise
-    try:
-        f.close()
-    except (FileExistsError, OSError) as error:
-        if isinstance(error, FileExistsError) or getattr(error, "errno", None) == errno.EINVAL:
-            raise taken(url) from None
-        raise
-
-
-def write_bytes_atomically(data: bytes, url: str, store: Store = LOCAL, work: bool = False) -> None:
-    with atomic_file(url, store, work=work) as (fs, partial):
-        fs.pipe_file(partial, data)
 
 
 # --- directories ------------------------------------------------------------------------------------

@@ -27,10 +27,9 @@ import fsspec
 from fsspec.utils import get_protocol
 
 from bpe_dask import settings as config
-from bpe_dask.credentials import hide_credentials
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.retries import Retries
-from bpe_dask.io.web import reason
+from bpe_dask.io.web import reason, said
 
 # Which package each protocol needs, for messages and for checking the workers.
 PROTOCOL_PACKAGES = {
@@ -150,6 +149,6 @@ def required_packages(urls: Iterable[str], compressions: Iterable[str | None] = 
 
 def describe(error: BaseException) -> str:
     """An exception as one line: its type where the message alone would be unclear, and an HTTP
-    request's failure by its status (``web.reason``)."""
-    text = reason(error) or hide_credentials(" ".join(str(error).split())) or type(error).__name__
+    request's failure by its status (``web.reason``), any other by its message (``web.said``)."""
+    text = reason(error) or said(error)
     return text if len(text) < 300 else text[:297] + "..."

@@ -47,7 +47,7 @@ def file_info(fs: fsspec.AbstractFileSystem, path: str) -> dict:
     try:
         return fs.info(path)
     except Exception as error:
-        why = reason(error) or _said(error)
+        why = reason(error) or said(error)
         if _status(error) in (404, 410):
             raise BpeDaskError(f"input not found: {shown(path)} ({why})") from None
         raise BpeDaskError(f"cannot read {shown(path)}: {why}") from None
@@ -70,7 +70,7 @@ def serves_ranges(fs: fsspec.AbstractFileSystem, path: str) -> bool:
         return sync(fs.loop, probe)
     except Exception as error:
         kind = TransientError if is_transient(error) else BpeDaskError  # tried again by the caller's retries
-        raise kind(f"cannot read {shown(path)}: {reason(error) or _said(error)}") from None
+        raise kind(f"cannot read {shown(path)}: {reason(error) or said(error)}") from None
 
 
 WHOLE_READ_BLOCK = 1 << 20
@@ -118,7 +118,7 @@ def reason(error: BaseException) -> str | None:
     if "ClientConnectorError" in names:  # aiohttp's: refused, no such host, ...
         os_error = getattr(cause, "os_error", None)
         why = (
-            "connection refused" if isinstance(os_error, ConnectionRefusedError) else _said(os_error or cause)
+            "connection refused" if isinstance(os_error, ConnectionRefusedError) else said(os_error or cause)
         )
         return f"cannot connect to {cause.host}:{cause.port} ({why})"
     if isinstance(error, FileNotFoundError) and cause is error:  # a 404 as fsspec's files raise it
@@ -151,5 +151,6 @@ def _status(error: BaseException) -> int | None:
     return None
 
 
-def _said(error: BaseException) -> str:
+def said(error: BaseException) -> str:
+    """Any exception's message in one line, credentials hidden; its type where it has none."""
     return hide_credentials(" ".join(str(error).split())) or type(error).__name__

@@ -21,7 +21,7 @@ from bpe_dask.cluster.tasks import is_embedded, run_tasks
 from bpe_dask.credentials import shown
 from bpe_dask.errors import UsageError
 from bpe_dask.io.outputs import check_output_dir, check_output_file
-from bpe_dask.io.publish import atomic_file, staged_directory
+from bpe_dask.io.publish import output_file, staged_directory
 from bpe_dask.io.storage import Store, is_local
 from bpe_dask.io.written import INDEX, REPORT
 from bpe_dask.jobs.context import Job
@@ -137,14 +137,13 @@ def publish_bin(client: Client, job: Job, shards: list[EncodedShard], out: str, 
     itemsize = 2 if report["dtype"] == "uint16" else 4
     if is_local(out) and is_embedded(client):
         unsidecar = partial_function(remove_sidecar, out, store) if overwrite else (lambda: None)
-        with atomic_file(out, store, overwrite, unsidecar) as (_, partial):
-            with open(partial, "wb") as f:
-                f.truncate(report["tokens"] * itemsize)
+        with output_file(out, store, overwrite, unsidecar) as f:
+            f.truncate(report["tokens"] * itemsize)  # then each task writes its shard into f.name
             offsets = [0]
             for shard in shards[:-1]:
                 offsets.append(offsets[-1] + shard.tokens * itemsize)
             writes = [
-                dask.delayed(write_at, pure=False)(shard, partial, offset, store)
+                dask.delayed(write_at, pure=False)(shard, f.name, offset, store)
                 for shard, offset in zip(shards, offsets, strict=True)
             ]
             run_tasks(client, writes)
@@ -152,5 +151,5 @@ def publish_bin(client: Client, job: Job, shards: list[EncodedShard], out: str, 
         stop = f"bpe-dask-stop-{uuid.uuid4().hex}"  # set if the job stops while the task streams
         streaming = dask.delayed(stream_shards, pure=False)(shards, out, store, overwrite, stop)
         run_tasks(client, [streaming], stop=stop)
-    with atomic_file(f"{out}.json", store) as (fs, partial):
-        fs.pipe_file(partial, (json.dumps(report, indent=2) + "\n").encode())
+    with output_file(f"{out}.json", store, overwrite=True) as f:
+        f.write((json.dumps(report, indent=2) + "\n").encode())

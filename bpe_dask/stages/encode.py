@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from bpe_dask.io.documents import BadRecords
-from bpe_dask.io.publish import atomic_file, output_file, write_bytes_atomically
+from bpe_dask.io.publish import output_file
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.written import ENCODED
 from bpe_dask.sources.part import Part, PartReading, read_bytes
@@ -114,9 +114,10 @@ def encode_part_to_shard(
         tokens, read = sum(len(ids) for ids in parts), read_bytes(part, progress.read)
         # Beside the shard, written first: what a re-run that reuses the shard reports of it.
         sidecar = {"text_bytes": text_bytes, "bad_records": vars(bad), "read_bytes": read}
-        write_bytes_atomically(json.dumps(sidecar).encode(), f"{path}.json", store, work=True)
+        with output_file(f"{path}.json", store, overwrite=True, work=True) as f:
+            f.write(json.dumps(sidecar).encode())
         header = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": (tokens,)}
-        with atomic_file(path, store, work=True) as (fs, partial), fs.open(partial, "wb") as f:
+        with output_file(path, store, overwrite=True, work=True) as f:
             np.lib.format.write_array_header_1_0(f, header)  # then the ids, block by block: np.save's layout
             for ids in parts:
                 f.write(ids.data)

@@ -48,7 +48,7 @@ def combine(
     counting ``settings`` in it,
     with the special tokens all the ``shards`` held (``special_tokens_seen``, for the compression
     curve of a later ``merge``). With no ``out`` the sum is returned, for a client that wants it in
-    memory anyway. ``work``: ``out`` is in the work directory (``io.publish.atomic_file``).
+    memory anyway. ``work``: ``out`` is in the work directory (``io.publish.output_file``).
 
     Sorted counts make the same input give the same file, and the merge loop run faster: words
     that share bytes sit together in memory, so a pair's holders do too.
