@@ -4,8 +4,9 @@ a part per partition out, each a task of the collection's own graph.
 Each element is a document, as a Parquet record is. The parts are built on the collection's own
 graph (``to_delayed``), so nothing is collected to the client: the task that reads a part is
 handed the partition's data (a pandas Series, or the list of a Bag's partition) as it is computed
-on the cluster. A Series of valid text with no nulls goes on as Arrow's own buffers; anything else
-element by element, by ``io.documents``' rule. A Series that is not text is refused before any
+on the cluster. A Series Arrow makes a column of text is read as every Arrow column is
+(``io.documents.column_documents``: valid text from its own buffers); anything else element by
+element, by the same rule. A Series that is not text is refused before any
 work, one of numbers Dask's ``dataframe.convert-string`` turned into strings too (``_stringified``).
 A part's key is its partition's Dask key and how it is read: a re-run of the same graph finds its
 shards. Nothing here imports ``dask.dataframe``, nor pandas until handed a Dask Series (which has
