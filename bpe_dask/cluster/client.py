@@ -218,11 +218,8 @@ def _local_client(
         if has_bokeh():  # without it, the link would lead to a page asking for bokeh
             attach_on_first_visit(cluster)
             link = f" (dashboard: {client.dashboard_link})"
-        if in_threads:
-            what = f"{workers} thread{'' if workers == 1 else 's'} in this process (compiled tasks)"
-        else:
-            what = how_many(workers, processes=True)
-        log.info("started a LocalCluster of %s%s", what, link)
+        where = " in this process (compiled tasks)" if in_threads else ""
+        log.info("started a LocalCluster of %s%s%s", how_many(workers, not in_threads), where, link)
         try:
             yield client
         except BaseException:

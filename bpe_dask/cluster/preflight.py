@@ -75,43 +75,33 @@ class QuietUserErrors(WorkerPlugin):
 
     The error still reaches the client, which reports it in one line. Each job's is its own (a
     name of its own): two jobs on one cluster each take theirs off as they end, not the other's.
+    On the workers of the embedded LocalCluster (``embedded``), whose stderr is the job's, Dask's
+    warnings pass too, its errors do not (they reach the user as the job's one line), unless ``-v``.
     """
 
     PREFIX = "bpe-dask-quiet-user-errors"
 
-    def __init__(self) -> None:
+    def __init__(self, embedded: bool = False) -> None:
         import uuid
 
-        self.name = f"{self.PREFIX}-{uuid.uuid4().hex[:12]}"
-
-    def setup(self, worker) -> None:
-        import logging
-
-        from bpe_dask.errors import BpeDaskError  # present: the package check has passed
-
-        user_errors = tuple(f"{kind.__name__}(" for kind in (BpeDaskError, *BpeDaskError.__subclasses__()))
-        self._filter = lambda record: not any(name in record.getMessage() for name in user_errors)
-        logging.getLogger("distributed.worker").addFilter(self._filter)
-
-    def teardown(self, worker) -> None:  # the job is over: a shared cluster's workers log as before
-        import logging
-
-        logging.getLogger("distributed.worker").removeFilter(getattr(self, "_filter", None))
-
-
-class QuietDaskErrors(WorkerPlugin):
-    """On the workers of the embedded LocalCluster, whose stderr is the job's: Dask's warnings
-    pass, its errors do not (they reach the user as the job's one line), unless ``-v``."""
-
-    name = "bpe-dask-quiet-dask-errors"
+        self.name, self.embedded = f"{self.PREFIX}-{uuid.uuid4().hex[:12]}", embedded
 
     def setup(self, worker) -> None:
         import logging
 
         from bpe_dask.cluster.failures import quiet_dask_errors
+        from bpe_dask.errors import BpeDaskError  # present: the package check has passed
 
-        if logging.getLogger("distributed").getEffectiveLevel() > logging.DEBUG:
+        user_errors = tuple(f"{kind.__name__}(" for kind in (BpeDaskError, *BpeDaskError.__subclasses__()))
+        self._filter = lambda record: not any(name in record.getMessage() for name in user_errors)
+        logging.getLogger("distributed.worker").addFilter(self._filter)
+        if self.embedded and logging.getLogger("distributed").getEffectiveLevel() > logging.DEBUG:
             quiet_dask_errors()
+
+    def teardown(self, worker) -> None:  # the job is over: a shared cluster's workers log as before
+        import logging
+
+        logging.getLogger("distributed.worker").removeFilter(getattr(self, "_filter", None))
 
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -171,10 +161,9 @@ def check_workers(
         )
     for place in places:
         _check_place(client, place, store)
-    plugins = [QuietUserErrors(), *([QuietDaskErrors()] if embedded else [])]
-    for plugin in plugins:
-        client.register_plugin(plugin)
-    return [plugin.name for plugin in plugins]
+    plugin = QuietUserErrors(embedded)
+    client.register_plugin(plugin)
+    return [plugin.name]
 
 
 def unregister_plugins(client: Client, names: Iterable[str]) -> None:

@@ -107,16 +107,7 @@ def python_batches(
         raise BpeDaskError(f"expected an iterable of str or bytes, got {type(iterable).__name__}") from None
     items: list = []
     first = size = 0
-    while True:
-        index = first + len(items)
-        try:
-            item = next(iterator)
-        except StopIteration:
-            break
-        except Exception as error:
-            raise InputError(
-                f"the iterable raised {type(error).__name__} at element {index}: {describe(error)}"
-            ) from error
+    for index, item in enumerate(_guarded(iterator, "the iterable")):
         if isinstance(item, (list, tuple)):  # Hugging Face's trainer takes batches of texts: say how
             raise InputError(
                 f"element {index} of the iterable is a {type(item).__name__}, not str or bytes (batches of "
@@ -255,20 +246,23 @@ def _check_text(kind: pa.DataType, what: str) -> None:
         raise BpeDaskError(f"{what} holds {kind}, not text ({TEXT_TYPES})")
 
 
-def _guarded(batches: Iterable) -> Iterator:
-    """``batches``, where an exception the source raises becomes one line saying so."""
-    iterator, done = iter(batches), 0
+def _guarded(items: Iterable, what: str = "the dataset") -> Iterator:
+    """``items``, where an exception the source raises becomes one line saying so, and where: at which
+    element of ``the iterable``, or after how many rows of a dataset's batches."""
+    iterator, done = iter(items), 0
     while True:
         try:
-            batch = next(iterator)
+            item = next(iterator)
         except StopIteration:
             return
         except Exception as error:
-            raise InputError(
-                f"the dataset raised {type(error).__name__} after giving {done:,} rows: {describe(error)}"
-            ) from error
-        done += batch.num_rows if hasattr(batch, "num_rows") else len(next(iter(batch.values()), ()))
-        yield batch
+            where = f"at element {done}" if what == "the iterable" else f"after giving {done:,} rows"
+            raise InputError(f"{what} raised {type(error).__name__} {where}: {describe(error)}") from error
+        if what == "the iterable":
+            done += 1
+        else:
+            done += item.num_rows if hasattr(item, "num_rows") else len(next(iter(item.values()), ()))
+        yield item
 
 
 def _columns(tables: Iterable, text_column: str) -> Iterator[pa.Array]:

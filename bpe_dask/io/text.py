@@ -26,6 +26,7 @@ from bpe_dask.io.plan import ByteRange
 from bpe_dask.io.retries import is_transient
 from bpe_dask.io.storage import LOCAL, Store, describe
 from bpe_dask.io.web import is_http
+from bpe_dask.rules.cuts import character_start
 from bpe_dask.rules.pretokenize import NoCutError, Pretokenizer, SplitPattern
 
 UTF8_ERRORS = ("strict", "replace")
@@ -132,7 +133,7 @@ def _last_cut(held: bytes, judged: int, cuts: Pretokenizer) -> tuple[int | None,
     been judged), as ``SafeCuts.recut`` finds it in text, and the byte it has judged up to now. Its
     last ``CUT_WINDOW`` bytes are decoded first: the last cut is nearly always in them."""
     context = cuts.context
-    window = _character_start(held, max(0, len(held) - CUT_WINDOW))
+    window = character_start(held, max(0, len(held) - CUT_WINDOW))
     if window > judged:
         text = held[window:].decode("utf-8")
         # A cut at p sees ``context`` characters on each side: room before the window's first
@@ -141,7 +142,7 @@ def _last_cut(held: bytes, judged: int, cuts: Pretokenizer) -> tuple[int | None,
         cut = cuts.last_cut(text, context, hi) if hi > context else None
         if cut is not None:
             return window + len(text[:cut].encode("utf-8")), window + len(text[:hi].encode("utf-8"))
-    start = _character_start(held, max(0, judged - 4 * context - 4))  # ``context`` characters before it
+    start = character_start(held, max(0, judged - 4 * context - 4))  # ``context`` characters before it
     text = held[start:].decode("utf-8")
     lo, hi = max(1, len(held[start:judged].decode("utf-8"))), len(text) - context + 1
     if hi <= lo:
@@ -154,13 +155,6 @@ def _last_cut(held: bytes, judged: int, cuts: Pretokenizer) -> tuple[int | None,
 def _characters_in(data: bytes) -> int:
     """How many characters the UTF-8 ``data`` holds: its bytes that are not continuation bytes."""
     return int(np.count_nonzero((np.frombuffer(data, np.uint8) & 0xC0) != 0x80))
-
-
-def _character_start(data: bytes, p: int) -> int:
-    """``p``, moved past UTF-8 continuation bytes to where a character starts."""
-    while p < len(data) and 0x80 <= data[p] < 0xC0:
-        p += 1
-    return p
 
 
 def _decoded(

@@ -29,7 +29,7 @@ from bpe_dask.jobs.counted import CountResult
 from bpe_dask.sources.part import Part, read_bytes
 from bpe_dask.stages.count import CountSettings, PretokenCounter, Seen, count_part
 from bpe_dask.stages.counters import SpecialsSeen
-from bpe_dask.stages.read_events import ReadTally
+from bpe_dask.stages.read_events import ReadReporter
 from bpe_dask.stages.reduce import sum_sorted
 
 
@@ -70,7 +70,7 @@ class _Pool:
         self.stop = threading.Event()  # a part failed, or the iterating thread stopped: iterate no more
 
     def count(self, state: _Counting, part: Part) -> None:
-        tally = ReadTally(None)
+        tally = ReadReporter()
         count_part(part, self.settings, self.store, state.counter, state.bad, tally, seen=state.seen)
         state.parts += 1
         state.read += read_bytes(part, tally.read)

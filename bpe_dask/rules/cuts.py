@@ -94,8 +94,8 @@ class SafeCuts:
         """The byte offset of the first safe cut in bytes ``[lo, hi)`` of UTF-8 ``data``, which may begin
         and end mid-character, preferring the start of a special token as ``first_cut`` does. Invalid
         bytes are judged as the class "other" (why: docs/exactness.md#long-texts-and-documents)."""
-        first = _character_start(data, 0)  # skip the tail of a character cut off by the window
-        lo, hi = _character_start(data, max(lo, first + 1)), _character_start(data, hi)
+        first = character_start(data, 0)  # skip the tail of a character cut off by the window
+        lo, hi = character_start(data, max(lo, first + 1)), character_start(data, hi)
         if lo >= hi:
             return None
         text = data[first:].decode("utf-8", "surrogateescape")
@@ -168,8 +168,12 @@ def _is_undecodable(char: str) -> bool:
     return "\udc80" <= char <= "\udcff"
 
 
-def _character_start(data: bytes, p: int) -> int:
-    """``p``, moved past UTF-8 continuation bytes (at most three) to where a character starts."""
+def character_start(data: bytes, p: int) -> int:
+    """``p``, moved past UTF-8 continuation bytes (at most three) to where a character starts.
+
+    >>> character_start("éé".encode("utf-8"), 1)  # within the first "é": the second starts at 2
+    2
+    """
     end = min(len(data), p + 3)
     while p < end and 0x80 <= data[p] < 0xC0:
         p += 1

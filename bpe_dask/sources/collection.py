@@ -4,8 +4,9 @@ a part per partition out, each a task of the collection's own graph.
 Each element is a document, as a Parquet record is. The parts are built on the collection's own
 graph (``to_delayed``), so nothing is collected to the client: the task that reads a part is
 handed the partition's data (a pandas Series, or the list of a Bag's partition) as it is computed
-on the cluster. A Series of valid text with no nulls goes on as Arrow's own buffers; anything else
-element by element, by ``io.documents``' rule. A Series that is not text is refused before any
+on the cluster. A Series Arrow makes a column of text is read as every Arrow column is
+(``io.documents.column_documents``: valid text from its own buffers); anything else element by
+element, by the same rule. A Series that is not text is refused before any
 work, one of numbers Dask's ``dataframe.convert-string`` turned into strings too (``_stringified``).
 A part's key is its partition's Dask key and how it is read: a re-run of the same graph finds its
 shards. Nothing here imports ``dask.dataframe``, nor pandas until handed a Dask Series (which has
@@ -20,16 +21,26 @@ from dataclasses import dataclass
 from typing import Any
 
 import dask
-import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from dask.delayed import Delayed
 
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.io.documents import STRICT, BadRecords, Documents, NotText, RecordPolicy, is_text_type, utf8_of
+from bpe_dask.io.documents import (
+    STRICT,
+    BadRecords,
+    Documents,
+    NotText,
+    RecordPolicy,
+    column_documents,
+    is_text_type,
+    utf8_of,
+    with_offsets,
+)
 from bpe_dask.io.sample import SAMPLE_BYTES, first_texts
 from bpe_dask.io.text import ReadProgress
 from bpe_dask.rules.pretokenize import Pretokenizer
-from bpe_dask.sources.part import UNKNOWN_SIZE, PartReading
+from bpe_dask.sources.part import UNKNOWN_SIZE, DocumentSource, PartReading
 
 UNIT = "partitions"  # what an encoded shard's start and end count
 
@@ -100,9 +111,13 @@ class CollectionPart:
         self, data: Iterable, policy: RecordPolicy, bad: BadRecords, size: int
     ) -> Iterator[Documents]:
         if _is_series(data):
-            array = _arrow_text(data)
-            if array is not None:
-                yield from _array_documents(array, size)
+            array = _text_array(data)
+            if array is not None:  # from Arrow's buffers, a batch of rows at a time (``column_documents``)
+                total = pc.sum(pc.binary_length(array)).as_py() or 0
+                step = max(1, size * len(array) // max(1, total))
+                for first in range(0, len(array), step):
+                    where = lambda k, first=first: f"{self.where}, element {first + k}"  # noqa: E731
+                    yield column_documents(array.slice(first, step), policy, bad, where)
                 return
             data = data.astype(object)  # one element at a time: NA and NaN stay themselves
         batch: list[bytes] = []
@@ -133,36 +148,16 @@ def _is_series(data: object) -> bool:
     return isinstance(data, pandas.Series)
 
 
-def _arrow_text(series) -> pa.Array | None:
-    """The Series as an Arrow array of text, if it is valid text with no nulls; else None."""
+def _text_array(series) -> pa.Array | None:
+    """The Series as an Arrow array of text, with offsets; None where Arrow cannot make one of it (mixed
+    types, lone surrogates) or makes one that is not text."""
     try:
         array = pa.array(series, from_pandas=True)
     except (pa.ArrowException, UnicodeError, TypeError, ValueError):
-        return None  # mixed types, lone surrogates: element by element
+        return None
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()
-    if pa.types.is_dictionary(array.type):
-        array = array.dictionary_decode()
-    if array.null_count or not is_text_type(array.type):
-        return None
-    try:
-        array.cast(pa.large_string()).validate(full=True)  # bytes, or strings Arrow took unchecked
-    except pa.ArrowInvalid:
-        return None
-    return array.cast(pa.large_binary())
-
-
-def _array_documents(array: pa.Array, batch_bytes: int) -> Iterator[Documents]:
-    """Documents from an Arrow array of valid UTF-8, a batch of rows at a time, from its buffers."""
-    offsets = np.frombuffer(array.buffers()[1], np.int64)[array.offset : array.offset + len(array) + 1]
-    data = array.buffers()[2]
-    rows = len(array)
-    total = int(offsets[-1] - offsets[0])
-    step = max(1, batch_bytes * rows // max(1, total))
-    for first in range(0, rows, step):
-        ends = offsets[first : min(rows, first + step) + 1]
-        chunk = b"" if data is None else bytes(memoryview(data)[ends[0] : ends[-1]])
-        yield Documents(chunk, (ends[1:] - ends[0]).astype(np.int64))
+    return with_offsets(array) if is_text_type(array.type) else None
 
 
 def sample_part(data: Iterable, part: CollectionPart, size: int = SAMPLE_BYTES) -> list[str]:
@@ -176,7 +171,7 @@ def sample_part(data: Iterable, part: CollectionPart, size: int = SAMPLE_BYTES) 
 
 
 @dataclass(frozen=True)
-class CollectionSource:
+class CollectionSource(DocumentSource):
     """A collection's partitions, each a task of its graph whose result is one partition's
     elements, and a description of it for messages and reports."""
 
@@ -189,10 +184,7 @@ class CollectionSource:
     # that did not finish may reuse them.
     stable_keys = False
     unit = UNIT
-    known_bytes = 0  # its size is known only once its partitions are read
     size = UNKNOWN_SIZE
-    has_records = True
-    files = ()  # none the workers must reach: its partitions are computed on its cluster
 
     @classmethod
     def of(cls, collection: object, text_column: str, policy: RecordPolicy) -> CollectionSource:
@@ -227,10 +219,6 @@ class CollectionSource:
             )
         return cls(description, tuple(collection.to_delayed()), policy)
 
-    @property
-    def shown(self) -> list[str]:
-        return [self.description]
-
     def plan(
         self, pretokenizer: Pretokenizer, chunk_size: int | None = None, threads: int | None = None
     ) -> list[CollectionPart]:
@@ -239,9 +227,6 @@ class CollectionSource:
             CollectionPart(self.description, i, str(d.key), self.policy)
             for i, d in enumerate(self.partitions)
         ]
-
-    def first_look(self, utf8_errors: str, pretokenizer: Pretokenizer) -> None:
-        """Nothing to read here: the collection's partitions are on its cluster."""
 
     def sample(self, run: Callable[[list[Delayed]], list]) -> tuple[list[str], str]:
         """The first documents of the first partition, computed on the cluster by ``run``, and what
@@ -255,9 +240,6 @@ class CollectionSource:
     def totals(self, parts: list[CollectionPart]) -> tuple[int, None]:
         """A progress bar's totals: the partitions (their bytes are known once read)."""
         return len(parts), None
-
-    def largest_part(self, threads: int, chunk_size: int | None) -> int:
-        return self.size
 
     def identity(self) -> list[str]:
         """What the collection is: its partitions' keys (``CollectionPart.key``)."""

@@ -130,10 +130,7 @@ class FileSource:
         """The files' sizes, as far as their stores tell them."""
         return sum(f.size for f in self.files)
 
-    @property
-    def size(self) -> int:
-        """The input's bytes before it is read: the files' sizes."""
-        return self.known_bytes
+    size = known_bytes  # the input's bytes before it is read: the files' sizes
 
     @property
     def empty(self) -> bool:

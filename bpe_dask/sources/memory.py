@@ -22,7 +22,7 @@ from bpe_dask.io.in_memory import Batch, arrow_batches, python_batches
 from bpe_dask.io.sample import SAMPLE_BYTES, first_texts
 from bpe_dask.io.text import ReadProgress
 from bpe_dask.rules.pretokenize import Pretokenizer
-from bpe_dask.sources.part import UNKNOWN_SIZE, PartReading
+from bpe_dask.sources.part import UNKNOWN_SIZE, DocumentSource, PartReading
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class MemoryPart:
 
 
 @dataclass
-class MemorySource:
+class MemorySource(DocumentSource):
     """Batches of documents held here, what the report names as the input, and how many documents
     there are when that is known (``length``)."""
 
@@ -75,9 +75,6 @@ class MemorySource:
     reads_on = "here"  # the iterable is read once, in this process
     stable_keys = True  # it writes no shards
     unit = "documents"
-    known_bytes = 0  # its size is known only once its documents are read
-    has_records = True
-    files = ()  # none: its documents are here
 
     @classmethod
     def of_iterable(
@@ -91,10 +88,6 @@ class MemorySource:
         return cls(batches, describe_input(data), rows, policy)
 
     @property
-    def shown(self) -> list[str]:
-        return [self.description]
-
-    @property
     def size(self) -> int:
         """The input's bytes before it is counted: those read ahead, where that is all of it; else
         taken as large."""
@@ -103,9 +96,6 @@ class MemorySource:
     def totals(self, parts: object) -> tuple[int | None, None]:
         """A progress bar's totals: the documents, where their number is known."""
         return self.length, None
-
-    def largest_part(self, threads: int, chunk_size: int | None) -> int:
-        return self.size
 
     def data(self, part: MemoryPart) -> None:
         """Nothing: its batches are counted in this process."""
@@ -124,9 +114,6 @@ class MemorySource:
         except Exception as error:  # raised where its next batch would have been, once these are counted
             self.more, self.batches = False, _raising(error)
         return held
-
-    def first_look(self, utf8_errors: str, pretokenizer: Pretokenizer) -> None:
-        """Nothing to read before the job starts: its documents were read ahead as it was placed."""
 
     def sample(self, run: object = None) -> tuple[list[str], str]:
         """The first documents held (bad ones left out, invalid UTF-8 as U+FFFD): the sample the split

@@ -93,3 +93,26 @@ def read_bytes(part: Part, progress_read: int) -> int:
     file served with no size, a partition of a collection, a batch in memory): what was read of
     it; 0 for a part of known size, which its source counts already."""
     return progress_read if part.size is None else 0
+
+
+class DocumentSource:
+    """What a source of documents (a Dask collection, or documents held here) answers as every such
+    source does, unlike files: its size is known only once read (``known_bytes``), and its largest
+    part no better than its ``size``; every document is a record; no files the workers must reach,
+    nor any to look at before the job starts; reports name it by its ``description``."""
+
+    description: str
+    known_bytes = 0
+    has_records = True
+    files = ()
+
+    @property
+    def shown(self) -> list[str]:
+        return [self.description]
+
+    def largest_part(self, threads: int, chunk_size: int | None) -> int:
+        return self.size
+
+    def first_look(self, utf8_errors: str, pretokenizer: Pretokenizer) -> None:
+        """Nothing to read before the job starts: a collection's partitions are on its cluster, and
+        documents held here were read ahead as the job was placed."""

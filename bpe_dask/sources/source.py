@@ -65,11 +65,10 @@ def source_of(
 
 def input_urls(inputs: Any) -> list[str]:
     """The paths and URLs among ``inputs``, when they are paths (none for other sources)."""
-    if isinstance(inputs, (str, os.PathLike)) or (
-        isinstance(inputs, (list, tuple)) and all(isinstance(i, (str, os.PathLike)) for i in inputs)
-    ):
-        return input_list(inputs) if inputs else []
-    return []
+    try:
+        return input_list(inputs)
+    except BpeDaskError:
+        return []
 
 
 def input_list(inputs: Any) -> list[str]:

@@ -31,7 +31,7 @@ from bpe_dask.io.text import ReadProgress, check_utf8_errors
 from bpe_dask.rules.pretokenize import Pretokenizer, split_pattern
 from bpe_dask.sources.part import Part, PartReading, read_bytes
 from bpe_dask.stages.counters import COMPILED_MIN_BYTES, CompiledCounter, RegexCounter
-from bpe_dask.stages.read_events import ReadTally, reporter
+from bpe_dask.stages.read_events import reporter
 from bpe_dask.stages.shards import Shard, read_shard, write_shard
 
 PretokenCounter = RegexCounter | CompiledCounter
@@ -246,7 +246,7 @@ def _count_part_to_shard(part: Part, settings: CountSettings, path: str, store: 
     if fs.exists(fs_path):
         return read_shard(path, store)
     bad = BadRecords()
-    progress = ReadTally(reporter(store, part.size or 0))
+    progress = reporter(store, part.size or 0)
     counter = count_part(part, settings, store, bad=bad, progress=progress, data=data)
     progress.check()  # the job stopped while this task read: write nothing into its removed work directory
     return write_shard(counter, bad, path, store, read_bytes(part, progress.read))

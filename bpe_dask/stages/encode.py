@@ -26,7 +26,7 @@ from bpe_dask.io.publish import output_file
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.written import ENCODED
 from bpe_dask.sources.part import Part, PartReading, read_bytes
-from bpe_dask.stages.read_events import ReadTally, reporter, stopped
+from bpe_dask.stages.read_events import reporter, stopped
 from bpe_dask.tokenizer import Tokenizer, encoding_of
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range encodes to.
@@ -102,7 +102,7 @@ def encode_part_to_shard(
             return read_encoded_shard(path, tokenizer, part.place, store)
         dtype = np.dtype(dtype_for(tokenizer))
         bad = BadRecords()
-        progress = ReadTally(reporter(store, part.size or 0))  # how far the reading has got, to the client
+        progress = reporter(store, part.size or 0)  # how far the reading has got, to the client
         # UTF-8 as it lies, which the compiled encoder takes as it is; decoded where it is to be mended.
         reading = PartReading(tokenizer.pretokenizer, store, utf8_errors, as_utf8=utf8_errors == "strict")
         end = [tokenizer.token_id(separator)] if separator is not None and part.stand_alone else []

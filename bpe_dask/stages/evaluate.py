@@ -43,7 +43,7 @@ from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.sources.part import Part, read_bytes
 from bpe_dask.stages.count import CountSettings, Seen, count_part
-from bpe_dask.stages.read_events import ReadTally, reporter
+from bpe_dask.stages.read_events import reporter
 from bpe_dask.tokenizer import Tokenizer, encoding_of
 
 
@@ -112,7 +112,7 @@ def measure_part(
 
 def _measure_part(part: Part, measures: Sequence[Measure], settings: CountSettings, store: Store) -> Measured:
     bad, seen = BadRecords(), Seen()
-    progress = ReadTally(reporter(store, part.size or 0))  # how far the reading has got, to the client
+    progress = reporter(store, part.size or 0)  # how far the reading has got, to the client
     counter = count_part(part, settings, store, bad=bad, progress=progress, seen=seen)
     data, offsets, counts = as_arrays(counter.table())
     specials = counter.specials.count

@@ -6,15 +6,16 @@ events through Dask's own channel (the worker's ``log_event``): ``{"key": the ta
 read so far, "documents": records read so far}``, one when the first block has been handed on and
 then at most one every ``bpe-dask.progress-interval``; a task that is one block sends none, and a
 task of records also sends its last count, so the documents add up. Outside a Dask task (counting
-in this process) there is no reporter. A task tried again in place reports from 0 again: the
-client keeps each task's latest report, and a finished task's exact size replaces them.
+in this process) the reporter only keeps how far the reading got. A task tried again in place
+reports from 0 again: the client keeps each task's latest report, and a finished task's exact size
+replaces them.
 
 Asked at every block, it also stops the task once its worker is closing (``WorkerClosing``) or the
 scheduler let go of it (``TaskCancelled``: its job stopped): nothing else stops a running task.
 ``stop_if_cancelled`` does the same for a task that reads no blocks.
 
 >>> from bpe_dask.io.storage import LOCAL
->>> reporter(LOCAL, 100) is None  # not in a Dask task
+>>> reporter(LOCAL, 100).send is None  # not in a Dask task
 True
 >>> sent = []
 >>> report = ReadReporter(lambda topic, message: sent.append(message["bytes"]), "count-1", 3600, 100)
@@ -53,7 +54,17 @@ class TaskCancelled(Reschedule):
 
 
 class ReadReporter:
-    """A ``ReadProgress`` for one task of ``size`` bytes: sends an event once its first block has been
+    """A ``ReadProgress`` that keeps how far the reading got (``read``: the bytes of an input whose
+    server did not say its size, which the job's report counts once they have been read), and, in a
+    Dask task (``send``), tells the client.
+
+    >>> tally = ReadReporter()  # outside a Dask task
+    >>> for done in (0, 40, 100):
+    ...     tally(done)
+    >>> tally.read
+    100
+
+    For one task of ``size`` bytes it sends an event once its first block has been
     handed on (so the client knows counting has begun, and that the wait before it was not counting),
     then whenever ``interval`` seconds have passed since the last, and, for records, once at the end.
     Once all of it is read it sends nothing more (but the last count of records): it is about to
@@ -67,10 +78,10 @@ class ReadReporter:
 
     def __init__(
         self,
-        send: Callable[[str, dict], None],
-        key: object,
-        interval: float,
-        size: int,
+        send: Callable[[str, dict], None] | None = None,
+        key: object = None,
+        interval: float = 0.0,
+        size: int = 0,
         closing: Callable[[], bool] = lambda: False,
         cancelled: Callable[[], bool] = lambda: False,
     ) -> None:
@@ -78,6 +89,7 @@ class ReadReporter:
         self.cancelled = cancelled
         self.last = time.monotonic()
         self.sent = (0, 0)
+        self.read = 0
 
     def check(self) -> None:
         """Stop the task (``WorkerClosing``) if its worker is closing. Asked at every block, and before
@@ -90,6 +102,9 @@ class ReadReporter:
             raise TaskCancelled(f"the task {self.key} was cancelled: its job stopped")
 
     def __call__(self, done: int, documents: int = 0, last: bool = False) -> None:
+        self.read = max(self.read, done)
+        if self.send is None:
+            return
         self.check()
         now = time.monotonic()
         if last:
@@ -108,14 +123,14 @@ class ReadReporter:
                 log.debug("could not report progress", exc_info=True)
 
 
-def reporter(store: Store, size: int) -> ReadReporter | None:
+def reporter(store: Store, size: int) -> ReadReporter:
     """A reporter for the Dask task running in this thread, over ``size`` bytes, with the job's
-    ``progress-interval``; ``None`` outside a Dask task."""
+    ``progress-interval``; outside a Dask task, one that sends nothing."""
     try:
         worker = get_worker()
         key = worker.get_current_task()
     except (ValueError, KeyError):
-        return None
+        return ReadReporter()
     interval = config.seconds("progress-interval", store.settings)
     closing = lambda: worker.status not in WORKER_ANY_RUNNING  # noqa: E731
     return ReadReporter(worker.log_event, key, interval, size, closing, lambda: is_cancelled(worker, key))
@@ -138,32 +153,6 @@ def stop_if_cancelled() -> None:
         return
     if is_cancelled(worker, key):
         raise TaskCancelled(f"the task {key} was cancelled: its job stopped")
-
-
-class ReadTally:
-    """A ``ReadProgress`` that keeps how far the reading got (``read``), and passes each report on to
-    ``then`` (a ``ReadReporter``, or ``None``): the bytes of an input whose server did not say its
-    size, which the job's report counts once they have been read.
-
-    >>> tally = ReadTally(None)
-    >>> for done in (0, 40, 100):
-    ...     tally(done)
-    >>> tally.read
-    100
-    """
-
-    def __init__(self, then: ReadReporter | None) -> None:
-        self.then, self.read = then, 0
-
-    def __call__(self, done: int, documents: int = 0, last: bool = False) -> None:
-        self.read = max(self.read, done)
-        if self.then is not None:
-            self.then(done, documents, last)
-
-    def check(self) -> None:
-        """``ReadReporter.check``, in a Dask task."""
-        if self.then is not None:
-            self.then.check()
 
 
 def stopped(stop: str | None) -> bool:
