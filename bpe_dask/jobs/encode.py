@@ -39,7 +39,7 @@ from bpe_dask.stages.encode import (
     ids_path,
     read_encoded_shard,
 )
-from bpe_dask.tokenizer import Tokenizer, encoding_of
+from bpe_dask.tokenizer import Tokenizer, uses_compiled
 from bpe_dask.version import __version__
 
 log = logging.getLogger(__name__)
@@ -103,9 +103,9 @@ def encode(
 def _placement(job: Job, source: Source, tokenizer: Tokenizer) -> tuple[bool, WarmUp]:
     """Whether a LocalCluster the job starts runs the tasks in threads of this process (the compiled
     encoder releases the GIL), and what its workers warm up: an encode task's loop, where it runs."""
-    in_threads = job.starts_cluster and encoding_of(tokenizer).uses_compiled(source.size)
+    in_threads = job.starts_cluster and uses_compiled(tokenizer, source.size)
     largest = source.largest_part(planned_workers(job.options.workers), job.options.chunk_size)
-    compiled = in_threads or encoding_of(tokenizer).uses_compiled(largest)
+    compiled = in_threads or uses_compiled(tokenizer, largest)
     warm_up = WarmUp((tokenizer.pretokenizer.pattern.name,), ("encode",))
     return in_threads, warm_up if compiled else NO_WARM_UP
 

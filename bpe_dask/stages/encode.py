@@ -27,7 +27,7 @@ from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.io.written import ENCODED
 from bpe_dask.sources.part import Part, PartReading, read_bytes
 from bpe_dask.stages.read_events import ReadTally, reporter, stopped
-from bpe_dask.tokenizer import Tokenizer, encoding_of
+from bpe_dask.tokenizer import Tokenizer, encode_utf8_documents
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range encodes to.
 ENCODING_VERSION = 2  # 2: each shard has its sidecar (text bytes, bad records)
@@ -108,7 +108,7 @@ def encode_part_to_shard(
         end = [tokenizer.token_id(separator)] if separator is not None and part.stand_alone else []
         parts, text_bytes = [], 0  # (a text holds its own separators)
         for documents in part.documents(reading, bad, progress, data):
-            parts.append(encoding_of(tokenizer).documents(documents.data, documents.ends, end, dtype))
+            parts.append(encode_utf8_documents(tokenizer, documents.data, documents.ends, end, dtype))
             text_bytes += len(documents.data)
         progress.check()  # as a count task: nothing written once the job has stopped
         tokens, read = sum(len(ids) for ids in parts), read_bytes(part, progress.read)
