@@ -13,6 +13,7 @@ import json
 import logging
 import uuid
 from functools import partial as partial_function
+from itertools import accumulate
 
 import dask
 from distributed import Client
@@ -23,13 +24,12 @@ from bpe_dask.errors import UsageError
 from bpe_dask.io.outputs import check_output_dir, check_output_file
 from bpe_dask.io.publish import atomic_file, staged_directory
 from bpe_dask.io.storage import Store, is_local
-from bpe_dask.io.written import INDEX, REPORT
+from bpe_dask.io.written import ENCODED, INDEX, REPORT
 from bpe_dask.jobs.context import Job
 from bpe_dask.stages.encode import (
     EncodedShard,
     copy_shard,
     dtype_for,
-    is_encoded_file,
     remove_sidecar,
     shard_name,
     stream_shards,
@@ -85,7 +85,7 @@ def check_output(out: str, fmt: str, overwrite: bool, store: Store) -> list[str]
     if fmt == "bin":
         check_output_file(out, overwrite, store)
         return [out, f"{out}.json"]  # and its sidecar, which a folder of inputs may hold
-    check_output_dir(out, overwrite, is_encoded_file, store)
+    check_output_dir(out, overwrite, ENCODED.owns, store)  # shards, index.json, report.json
     return [out]
 
 
@@ -140,9 +140,7 @@ def publish_bin(client: Client, job: Job, shards: list[EncodedShard], out: str, 
         with atomic_file(out, store, overwrite, unsidecar) as (_, partial):
             with open(partial, "wb") as f:
                 f.truncate(report["tokens"] * itemsize)
-            offsets = [0]
-            for shard in shards[:-1]:
-                offsets.append(offsets[-1] + shard.tokens * itemsize)
+            offsets = accumulate((shard.tokens * itemsize for shard in shards[:-1]), initial=0)
             writes = [
                 dask.delayed(write_at, pure=False)(shard, partial, offset, store)
                 for shard, offset in zip(shards, offsets, strict=True)
