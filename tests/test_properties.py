@@ -31,7 +31,7 @@ from bpe_dask.rules.patterns import PATTERNS
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.stages.count import CountSettings, counts_compiled
 from bpe_dask.stages.merge import merge_engine
-from bpe_dask.tokenizer import encoding_of
+from bpe_dask.tokenizer import uses_compiled
 
 # --- what the properties draw -----------------------------------------------------------------------
 
@@ -464,7 +464,7 @@ def test_small_inputs_reach_the_engine_named(engine):
     assert counts_compiled(CountSettings(engine=engine), 1) == compiled
     assert merge_engine(engine, 1) == engine
     tokenizer = bpe_dask.Tokenizer({i: bytes([i]) for i in range(256)}, [], [], "gpt2", engine)
-    assert encoding_of(tokenizer).uses_compiled(1) == compiled
+    assert uses_compiled(tokenizer, 1) == compiled
 
 
 # --- continued training ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 
 from bpe_dask import Tokenizer, train_bpe
 from bpe_dask.io import tokenizer_formats
-from bpe_dask.tokenizer import COMPILED_MIN_CHARS, encoding_of
+from bpe_dask.tokenizer import COMPILED_MIN_CHARS, uses_compiled
 from conftest import CS336_DIR
 
 EOT = "<|endoftext|>"
@@ -264,7 +264,7 @@ def test_the_numba_engine_is_refused_for_a_pattern_of_ones_own_and_auto_falls_ba
         Tokenizer(ours.vocab, ours.merges, [EOT], r"\S+|\s+", engine="numba")
     text = multilingual_text(800) * (COMPILED_MIN_CHARS // 4000 + 1)
     assert len(text) > COMPILED_MIN_CHARS
-    assert not encoding_of(Tokenizer(ours.vocab, ours.merges, [EOT], r"\S+|\s+")).uses_compiled(len(text))
+    assert not uses_compiled(Tokenizer(ours.vocab, ours.merges, [EOT], r"\S+|\s+"), len(text))
     assert Tokenizer.load(trained_dirs["gpt4"]).encode(text) == ours.encode(text)  # auto: compiled
     assert Tokenizer.load(trained_dirs["o200k"], engine="numba").encode(text) == (
         Tokenizer.load(trained_dirs["o200k"], engine="python").encode(text)

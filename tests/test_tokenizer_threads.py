@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from bpe_dask import Tokenizer, encode, train_bpe
+from bpe_dask import tokenizer as tokenizer_module
 from bpe_dask.compiled import Encoder
-from bpe_dask.tokenizer import encoding
 
 EOT = "<|endoftext|>"
 
@@ -45,7 +45,7 @@ def small_caches(monkeypatch):
     other."""
     monkeypatch.setattr(Encoder, "first_entries", 16)
     monkeypatch.setattr(Encoder, "cache_entries", 64)
-    monkeypatch.setattr(encoding, "CACHE_LIMIT", 64)
+    monkeypatch.setattr(tokenizer_module, "CACHE_LIMIT", 64)
 
 
 def _small_caches() -> None:

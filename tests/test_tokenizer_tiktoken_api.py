@@ -230,8 +230,8 @@ def test_bpe_dask_encode_runs_a_pattern_of_ones_own_only_with_trust_pattern(trai
 
 def test_the_tokenizers_public_face_is_what_users_call():
     """Tokenizer exposed the stages' internals (uses_compiled, pretoken_histogram,
-    encode_utf8_documents, merged) beside what users call; they are the Encoding's now
-    (``bpe_dask.tokenizer.encoding_of``), tested there."""
+    encode_utf8_documents, merged) beside what users call; the stages' are functions of
+    ``bpe_dask.tokenizer`` now, taking a tokenizer, tested there."""
     from bpe_dask import Tokenizer
 
     methods = {name for name in dir(Tokenizer) if not name.startswith("_")}

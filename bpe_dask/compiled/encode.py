@@ -72,6 +72,22 @@ def _full(length, records, arena, ids_arena, used):
     )
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _merge_into(data, i, end, out, n, parts, ranks, scratch, byte_ids, keys, pair_ranks, pair_merged):
+    """Merge the pre-token ``data[i:end]`` and write its ids to ``out`` from ``n`` on: a short one in
+    ``parts`` and ``ranks``, a long one in ``scratch`` (``SCRATCH`` int64 a byte at least); returns
+    how many."""
+    if end - i <= SHORT:
+        count = merge_short(data, i, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks)
+        merged = parts
+    else:
+        count = merge_long(data, i, end, byte_ids, keys, pair_ranks, pair_merged, scratch)
+        merged = scratch
+    for k in range(count):  # not a slice assignment: compile_once.py says why
+        out[n + k] = merged[k]
+    return count
+
+
 # Inlined, though only a pre-token missing from the cache comes here: a call in the loop over every
 # pre-token slows it, where inlining costs only compile time, once per install.
 @njit(cache=True, nogil=True, inline="always")
@@ -81,14 +97,7 @@ def _merged(data, i, end, h, key, r, meta, out, n, parts, ranks, scratch, byte_i
     record goes at ``r`` with ``meta``), write its ids to ``out`` from ``n`` on and cache them (the
     cache has room: ``_full``); returns where they end."""
     length = end - i
-    if length <= SHORT:
-        count = merge_short(data, i, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks)
-        merged = parts
-    else:
-        count = merge_long(data, i, end, byte_ids, keys, pair_ranks, pair_merged, scratch)
-        merged = scratch
-    for k in range(count):  # not a slice assignment: compile_once.py says why
-        out[n + k] = merged[k]
+    count = _merge_into(data, i, end, out, n, parts, ranks, scratch, byte_ids, keys, pair_ranks, pair_merged)
     if length > CACHED_MAX:
         return n + count
     if length > 8:  # the bytes ``find`` compares past the key
@@ -97,10 +106,10 @@ def _merged(data, i, end, h, key, r, meta, out, n, parts, ranks, scratch, byte_i
         records[r + AT] = used[0]
         used[0] += length
     if count == 1:
-        records[r + IDS] = (merged[0] << COUNT_BITS) | 1
+        records[r + IDS] = (out[n] << COUNT_BITS) | 1
     else:
         for k in range(count):
-            ids_arena[used[1] + k] = merged[k]
+            ids_arena[used[1] + k] = out[n + k]
         records[r + IDS] = (used[1] << COUNT_BITS) | count
         used[1] += count
     records[r + KEY], records[r + META] = key, meta
@@ -223,16 +232,8 @@ def pretoken_ids(data, offsets, ids, ends, byte_ids, keys, pair_ranks, pair_merg
     n = 0
     for k in range(len(offsets) - 1):
         i, end = offsets[k], offsets[k + 1]
-        if end - i <= SHORT:
-            m = merge_short(data, i, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks)
-            for j in range(m):
-                ids[n + j] = parts[j]
-        else:
-            if SCRATCH * (end - i) > len(scratch):
-                scratch = np.empty(2 * SCRATCH * (end - i), np.int64)
-            m = merge_long(data, i, end, byte_ids, keys, pair_ranks, pair_merged, scratch)
-            for j in range(m):
-                ids[n + j] = scratch[j]
-        n += m
+        if SCRATCH * (end - i) > len(scratch):  # never for a short one, which takes no scratch
+            scratch = np.empty(2 * SCRATCH * (end - i), np.int64)
+        n += _merge_into(data, i, end, ids, n, parts, ranks, scratch, byte_ids, keys, pair_ranks, pair_merged)
         ends[k] = n
     return n

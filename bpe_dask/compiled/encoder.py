@@ -3,10 +3,9 @@ ids of text, documents and batches of texts out.
 
 Takes a tokenizer's byte ids, its merges by ids, a built-in pattern's name and its special tokens' ids;
 gives the ids the pure-Python ``Tokenizer.encode`` gives (the tests hold it to that), by the loops of
-``encode``: of UTF-8 pieces (``Encoder.encode``), of text a ``Pretokenizer`` splits at its special
-tokens (``encode_text``), of documents that each stand alone (``encode_documents``), of many texts in
-a few calls on threads (``encode_texts``), and the ids of counted pre-tokens, each alone
-(``pretoken_ids``).
+``encode``: of UTF-8 pieces (``Encoder.encode``), of documents that each stand alone, split at the
+special tokens of a ``Pretokenizer`` (``encode_documents``), of many texts in one call, as lists
+(``encode_texts``), and the ids of counted pre-tokens, each alone (``pretoken_ids``).
 
 The merge tables are read-only once built and shared; a cache is written as it is read, so each call
 borrows one of its own (``Encoder.encode``): threads may share an encoder.
@@ -16,7 +15,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 
 import numpy as np
@@ -39,7 +37,7 @@ from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.rules.special_tokens import utf8
 
 ROOM = 2 * CACHED_MAX  # the fewest bytes and ids a cache's arenas hold: those of any pre-token it keeps
-BETWEEN = np.int64(1) << 62  # marks a document's end in one call over many texts: no token's id
+BETWEEN = np.int64(1) << 62  # marks a text's end in one call over many texts: no token's id
 
 
 class Encoder:
@@ -83,7 +81,9 @@ class Encoder:
         # What the loops read of the merges, in the order they take it.
         self.tables = (self.byte_ids, self.keys, self.pair_ranks, self.pair_merged)
         ids = [*byte_ids, *(merged for _, merged in merges.values()), *self.special_ids.values()]
-        self._ints = np.arange(max(ids) + 1).astype(object)  # each id's Python int, made once (``as_list``)
+        self._ints = np.arange(max(ids) + 1).astype(
+            object
+        )  # each id's Python int, made once (``encode_texts``)
         if cache_entries is not None:
             self.cache_entries = cache_entries
         self._idle: list[tuple[np.ndarray, ...]] = []  # caches no call holds, kept warm for the next
@@ -158,39 +158,17 @@ class Encoder:
             with self._lock:
                 self._idle.append(cache)
 
-    def as_list(self, ids: np.ndarray) -> list[int]:
-        """``ids`` as a list of Python ints, each id's the encoder's own int: lists of ids share their
-        ints rather than make one per token, which takes a third of the time (under the GIL, which a
-        thread making ints holds) and 8 bytes a token rather than 40.
-
-        >>> Encoder(list(range(256)), {}, "gpt2").as_list(np.array([104, 105]))
-        [104, 105]
-        """
-        return self._ints.take(ids).tolist()
-
-    def encode_text(self, text: str, pretokenizer: Pretokenizer) -> np.ndarray:
-        """The ids (int64) of ``text``, the special tokens ``pretokenizer`` splits out as their ids.
-
-        >>> encoder = Encoder(list(range(256)), {(104, 105): (0, 256)}, "gpt2", special_ids={"<|e|>": 257})
-        >>> encoder.encode_text("hi<|e|>hi", Pretokenizer(["<|e|>"])).tolist()
-        [256, 257, 256]
-        """
-        data = utf8(text)
-        bounds = pretokenizer.piece_bounds(data)
-        between = [data[bounds[k] : bounds[k + 1]].decode("utf-8") for k in range(1, len(bounds) - 1, 2)]
-        specials = np.array([self.special_ids[token] for token in between], np.int64)
-        return self.encode(data, bounds, specials)
-
     def encode_documents(
         self, data: bytes, ends: np.ndarray, between_documents: int, pretokenizer: Pretokenizer
     ) -> np.ndarray:
         """The ids (int64) of UTF-8 documents back to back in ``data``, the ``k``-th ending at
-        ``ends[k]``, in one call: no pre-token crosses from one into the next, and
-        ``between_documents`` (unless negative) is written after each but the last.
+        ``ends[k]``, the special tokens ``pretokenizer`` splits out as their ids, in one call: no
+        pre-token crosses from one document into the next, and ``between_documents`` (unless
+        negative) is written after each but the last.
 
-        >>> encoder = Encoder(list(range(256)), {}, "gpt2")
-        >>> encoder.encode_documents(b"ab", np.array([1, 2]), 99, Pretokenizer()).tolist()
-        [97, 99, 98]
+        >>> encoder = Encoder(list(range(256)), {}, "gpt2", special_ids={"<|e|>": 257})
+        >>> encoder.encode_documents(b"a<|e|>b", np.array([1, 7]), 99, Pretokenizer(["<|e|>"])).tolist()
+        [97, 99, 257, 98]
         """
         bounds, is_boundary = pretokenizer.document_bounds(data, ends)
         gaps = zip(bounds[1:-1:2].tolist(), bounds[2:-1:2].tolist(), is_boundary.tolist(), strict=True)
@@ -198,34 +176,18 @@ class Encoder:
         specials = [between_documents if edge else special_id[data[a:b].decode()] for a, b, edge in gaps]
         return self.encode(data, bounds, np.array(specials, np.int64))
 
-    def encode_texts(
-        self, texts: list[str], pretokenizer: Pretokenizer, num_threads: int, group_chars: int
-    ) -> list[list[int]]:
-        """The ids of each of ``texts``, in order, as ``encode_text`` gives them: texts in groups of
-        about equal size (``group_chars`` characters at least), each group one call (``BETWEEN``
-        marks where a text ends), the groups on up to ``num_threads`` threads.
+    def encode_texts(self, texts: list[str], pretokenizer: Pretokenizer) -> list[list[int]]:
+        """The ids of each of ``texts``, all in one call (``BETWEEN`` marks where a text ends), cut
+        apart where a mark falls, the special tokens ``pretokenizer`` splits out as their ids.
 
-        >>> encoder = Encoder(list(range(256)), {}, "gpt2")
-        >>> encoder.encode_texts(["a", "", "bc"], Pretokenizer(), num_threads=2, group_chars=2)
-        [[97], [], [98, 99]]
+        Each id is the encoder's own Python int: lists of ids share their ints rather than make one
+        per token, which takes a third of the time (under the GIL, which a thread making ints holds)
+        and 8 bytes a token rather than 40.
+
+        >>> encoder = Encoder(list(range(256)), {(104, 105): (0, 256)}, "gpt2", special_ids={"<|e|>": 257})
+        >>> encoder.encode_texts(["a", "", "hi<|e|>hi"], Pretokenizer(["<|e|>"]))
+        [[97], [], [256, 257, 256]]
         """
-        groups, group, group_size = [], [], 0
-        share = max(group_chars, sum(map(len, texts)) // (4 * max(1, num_threads)))
-        for text in texts:
-            group.append(text)
-            group_size += len(text)
-            if group_size >= share:
-                groups.append(group)
-                group, group_size = [], 0
-        groups += [group] if group else []
-        if num_threads <= 1 or len(groups) <= 1:
-            return [ids for g in groups for ids in self._encode_group(g, pretokenizer)]
-        with ThreadPoolExecutor(min(num_threads, len(groups))) as pool:
-            encoded = pool.map(self._encode_group, groups, [pretokenizer] * len(groups))
-            return [ids for group_ids in encoded for ids in group_ids]
-
-    def _encode_group(self, texts: list[str], pretokenizer: Pretokenizer) -> list[list[int]]:
-        """The ids of each text, all in one call, cut apart where a mark between them falls."""
         encoded = [utf8(text) for text in texts]
         ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
         ids = self.encode_documents(b"".join(encoded), ends, BETWEEN, pretokenizer)

@@ -23,13 +23,12 @@ from bpe_dask.cluster.progress import MapProgress
 from bpe_dask.cluster.tasks import cluster_threads, run_tasks
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.documents import BadRecords
-from bpe_dask.io.storage import Store, absolute
+from bpe_dask.io.storage import absolute
 from bpe_dask.jobs.context import Job, Run, job_tokenizer, report_bad_records
 from bpe_dask.jobs.ids_output import check_output, output_format, publish_bin, publish_shards, say_format
 from bpe_dask.jobs.on_cluster import forget_shards, map_parts
 from bpe_dask.jobs.options import JobOptions, PathLike, check_replacement_character
 from bpe_dask.jobs.report import input_bytes
-from bpe_dask.sources.part import Part
 from bpe_dask.sources.source import Source
 from bpe_dask.stages.encode import (
     EncodedShard,
@@ -39,7 +38,7 @@ from bpe_dask.stages.encode import (
     ids_path,
     read_encoded_shard,
 )
-from bpe_dask.tokenizer import Tokenizer, encoding_of
+from bpe_dask.tokenizer import Tokenizer, uses_compiled
 from bpe_dask.version import __version__
 
 log = logging.getLogger(__name__)
@@ -103,9 +102,9 @@ def encode(
 def _placement(job: Job, source: Source, tokenizer: Tokenizer) -> tuple[bool, WarmUp]:
     """Whether a LocalCluster the job starts runs the tasks in threads of this process (the compiled
     encoder releases the GIL), and what its workers warm up: an encode task's loop, where it runs."""
-    in_threads = job.starts_cluster and encoding_of(tokenizer).uses_compiled(source.size)
+    in_threads = job.starts_cluster and uses_compiled(tokenizer, source.size)
     largest = source.largest_part(planned_workers(job.options.workers), job.options.chunk_size)
-    compiled = in_threads or encoding_of(tokenizer).uses_compiled(largest)
+    compiled = in_threads or uses_compiled(tokenizer, largest)
     warm_up = WarmUp((tokenizer.pretokenizer.pattern.name,), ("encode",))
     return in_threads, warm_up if compiled else NO_WARM_UP
 
@@ -140,8 +139,9 @@ def _encode_parts(
     shared = client.scatter(tokenizer, broadcast=True, hash=False)
     key = encoding_key(tokenizer, separator, opts.utf8_errors)
     paths = [ids_path(run.work, part, key) for part in parts]
+    args = [shared, opts.utf8_errors, separator]
     tasks = map_parts(
-        source, parts, _encode, [shared, opts.utf8_errors, separator], "encode", paths, job.store, _reuse
+        source, parts, encode_part_to_shard, args, "encode", paths, job.store, read_encoded_shard
     )
     progress = None
     if opts.show_progress:
@@ -153,22 +153,6 @@ def _encode_parts(
         bad.merge(shard.bad_records)
     report_bad_records(bad)
     return shards
-
-
-def _encode(
-    part: Part,
-    tokenizer: Tokenizer,
-    utf8_errors: str,
-    separator: str | None,
-    path: str,
-    store: Store,
-    data: object = None,
-) -> EncodedShard:
-    return encode_part_to_shard(part, tokenizer, path, store, utf8_errors, separator, data)
-
-
-def _reuse(path: str, part: Part, store: Store, tokenizer: Tokenizer, *_: object) -> EncodedShard:
-    return read_encoded_shard(path, tokenizer, part.place, store)
 
 
 def _report(

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from functools import partial as partial_function
+from functools import partial
+from itertools import accumulate
 
 import dask
 from distributed import Client
@@ -23,13 +24,12 @@ from bpe_dask.errors import UsageError
 from bpe_dask.io.outputs import check_output_dir, check_output_file
 from bpe_dask.io.publish import output_file, staged_directory
 from bpe_dask.io.storage import Store, is_local
-from bpe_dask.io.written import INDEX, REPORT
+from bpe_dask.io.written import ENCODED, INDEX, REPORT
 from bpe_dask.jobs.context import Job
 from bpe_dask.stages.encode import (
     EncodedShard,
     copy_shard,
     dtype_for,
-    is_encoded_file,
     remove_sidecar,
     shard_name,
     stream_shards,
@@ -85,7 +85,7 @@ def check_output(out: str, fmt: str, overwrite: bool, store: Store) -> list[str]
     if fmt == "bin":
         check_output_file(out, overwrite, store)
         return [out, f"{out}.json"]  # and its sidecar, which a folder of inputs may hold
-    check_output_dir(out, overwrite, is_encoded_file, store)
+    check_output_dir(out, overwrite, ENCODED.owns, store)  # shards, index.json, report.json
     return [out]
 
 
@@ -136,12 +136,10 @@ def publish_bin(client: Client, job: Job, shards: list[EncodedShard], out: str, 
     store, overwrite = job.store, job.options.overwrite
     itemsize = 2 if report["dtype"] == "uint16" else 4
     if is_local(out) and is_embedded(client):
-        unsidecar = partial_function(remove_sidecar, out, store) if overwrite else (lambda: None)
+        unsidecar = partial(remove_sidecar, out, store) if overwrite else (lambda: None)
         with output_file(out, store, overwrite, unsidecar) as f:
             f.truncate(report["tokens"] * itemsize)  # then each task writes its shard into f.name
-            offsets = [0]
-            for shard in shards[:-1]:
-                offsets.append(offsets[-1] + shard.tokens * itemsize)
+            offsets = accumulate((shard.tokens * itemsize for shard in shards[:-1]), initial=0)
             writes = [
                 dask.delayed(write_at, pure=False)(shard, f.name, offset, store)
                 for shard, offset in zip(shards, offsets, strict=True)

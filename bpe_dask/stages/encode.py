@@ -24,10 +24,9 @@ import numpy as np
 from bpe_dask.io.documents import BadRecords
 from bpe_dask.io.publish import output_file
 from bpe_dask.io.storage import LOCAL, Store
-from bpe_dask.io.written import ENCODED
 from bpe_dask.sources.part import Part, PartReading, read_bytes
 from bpe_dask.stages.read_events import reporter, stopped
-from bpe_dask.tokenizer import Tokenizer, encoding_of
+from bpe_dask.tokenizer import Tokenizer, encode_utf8_documents
 
 # Part of every shard's name: raise it whenever a change to the code changes what a range encodes to.
 ENCODING_VERSION = 2  # 2: each shard has its sidecar (text bytes, bad records)
@@ -78,28 +77,24 @@ def shard_name(position: int, total: int) -> str:
     return f"{position:0{max(6, len(str(total - 1)))}d}.npy"
 
 
-def is_encoded_file(name: str) -> bool:
-    """The files ``bpe-dask encode`` puts in an output directory: shards, ``index.json``, ``report.json``."""
-    return ENCODED.owns(name)
-
-
 def encode_part_to_shard(
     part: Part,
     tokenizer: Tokenizer,
+    utf8_errors: str,
+    separator: str | None,
     path: str,
     store: Store = LOCAL,
-    utf8_errors: str = "strict",
-    separator: str | None = None,
     data: Any = None,
 ) -> EncodedShard:
     """Encode one part into the shard ``path``, or reuse the shard a previous run finished; a failure
     that may be transient is retried in place. Each document of records ends with ``separator``'s
-    id; ``data`` is what the part's task was handed (``Part.documents``)."""
+    id; ``data`` is what the part's task was handed (``Part.documents``). The arguments are in the
+    order ``on_cluster.map_parts`` gives them to a task."""
 
     def _encode_part_to_shard() -> EncodedShard:
         fs, fs_path = store.fs(path)
         if fs.exists(fs_path):  # its sidecar was written before it
-            return read_encoded_shard(path, tokenizer, part.place, store)
+            return read_encoded_shard(path, part, store, tokenizer)
         dtype = np.dtype(dtype_for(tokenizer))
         bad = BadRecords()
         progress = reporter(store, part.size or 0)  # how far the reading has got, to the client
@@ -108,7 +103,7 @@ def encode_part_to_shard(
         end = [tokenizer.token_id(separator)] if separator is not None and part.stand_alone else []
         parts, text_bytes = [], 0  # (a text holds its own separators)
         for documents in part.documents(reading, bad, progress, data):
-            parts.append(encoding_of(tokenizer).documents(documents.data, documents.ends, end, dtype))
+            parts.append(encode_utf8_documents(tokenizer, documents.data, documents.ends, end, dtype))
             text_bytes += len(documents.data)
         progress.check()  # as a count task: nothing written once the job has stopped
         tokens, read = sum(len(ids) for ids in parts), read_bytes(part, progress.read)
@@ -127,18 +122,16 @@ def encode_part_to_shard(
     return store.retries.run(_encode_part_to_shard)
 
 
-def read_encoded_shard(
-    path: str, tokenizer: Tokenizer, where: tuple[str, int, int, str], store: Store = LOCAL
-) -> EncodedShard:
-    """The finished shard ``path`` of ids of the part ``where`` (input, start, end, unit), as a
-    re-run reuses it."""
+def read_encoded_shard(path: str, part: Part, store: Store, tokenizer: Tokenizer, *_: object) -> EncodedShard:
+    """The finished shard ``path`` of ids of ``part``, as a re-run reuses it (``on_cluster.map_parts``
+    gives it the task's arguments, of which the others decide nothing here)."""
     fs, fs_path = store.fs(path)
     with fs.open(fs_path, "rb") as f:
         ids_bytes = fs.size(fs_path) - _ids_offset(f.read(10), path)
     tokens = ids_bytes // np.dtype(dtype_for(tokenizer)).itemsize
     sidecar = json.loads(fs.cat_file(f"{fs_path}.json"))
     bad = BadRecords(**sidecar["bad_records"])
-    *place, unit = where
+    *place, unit = part.place
     read_bytes = sidecar.get("read_bytes", 0)
     return EncodedShard(path, *place, tokens, True, bad, unit, sidecar["text_bytes"], read_bytes)
 

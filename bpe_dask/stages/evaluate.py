@@ -5,7 +5,7 @@ Takes a part of any source (``sources.part``), what to measure (``Measure``: tok
 one split pattern and one set of special tokens, ``CountSettings``, each at one or more vocabulary
 sizes) and the job's store; reads and counts the part's pre-tokens once, as counting does
 (``count.count_part``). Then, for each tokenizer, it merges each distinct pre-token once and
-tallies the ids it makes times its count (``Encoding.histogram``),
+tallies the ids it makes times its count (``tokenizer.histogram``),
 and adds one token per special token. That is exactly ``len(Tokenizer.encode(text))``, because
 encoding merges every pre-token on its own.
 
@@ -44,7 +44,7 @@ from bpe_dask.io.storage import LOCAL, Store
 from bpe_dask.sources.part import Part, read_bytes
 from bpe_dask.stages.count import CountSettings, Seen, count_part
 from bpe_dask.stages.read_events import reporter
-from bpe_dask.tokenizer import Tokenizer, encoding_of
+from bpe_dask.tokenizer import Tokenizer, histogram
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def _measure_part(part: Part, measures: Sequence[Measure], settings: CountSettin
     specials = counter.specials.count
     tokens = []
     for measure in measures:
-        histogram = encoding_of(measure.tokenizer).histogram(data, offsets, counts)
-        tokens += [int(histogram.sum() if p is None else histogram @ p) + specials for p in measure.pieces]
+        tally = histogram(measure.tokenizer, data, offsets, counts)
+        tokens += [int(tally.sum() if p is None else tally @ p) + specials for p in measure.pieces]
     documents = seen.documents if part.stand_alone else 0
     return Measured(seen.text_bytes, documents, tuple(tokens), bad, read_bytes(part, progress.read))

@@ -35,7 +35,7 @@ from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.stages.counters import CompiledCounter
 from bpe_dask.stages.merge import train_merges
 from bpe_dask.stages.reduce import sum_sorted
-from bpe_dask.tokenizer import Tokenizer, encoding_of
+from bpe_dask.tokenizer import Tokenizer, encode_utf8_documents, histogram
 
 SPECIAL = "<|endoftext|>"
 # A little of everything the scanners tell apart: letters, contractions, digits, punctuation, runs
@@ -119,14 +119,14 @@ def _encode(pretokenizer: Pretokenizer, stages: set[str]) -> None:
     if "encode" in stages:
         tokenizer.encode_array(TEXT, np.uint16)  # what an encode task of text calls
         documents = Documents.of(TEXT.split(SPECIAL))
-        encoding_of(tokenizer).documents(
-            documents.data, documents.ends, [tokenizer.token_id(SPECIAL)], np.uint16
+        encode_utf8_documents(
+            tokenizer, documents.data, documents.ends, [tokenizer.token_id(SPECIAL)], np.uint16
         )
         small = Encoder(list(range(256)), {}, pretokenizer.pattern.name, cache_entries=8)
         small.first_entries = 2  # its cache grows, then is swept where full at its largest (long texts)
-        small.encode_text(TEXT, Pretokenizer(pattern=pretokenizer.pattern))
+        small.encode_texts([TEXT], Pretokenizer(pattern=pretokenizer.pattern))
     if "evaluate" in stages:
-        encoding_of(tokenizer).histogram(*as_arrays(counts))  # what an evaluate task calls
+        histogram(tokenizer, *as_arrays(counts))  # what an evaluate task calls
 
 
 def _counts(pretokenizer: Pretokenizer) -> pa.Table:

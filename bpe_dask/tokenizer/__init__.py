@@ -2,35 +2,58 @@
 
 Takes ``vocab`` (id -> bytes), ``merges`` (in the order learned) and special tokens, as ``train_bpe``
 returns them; ``Tokenizer`` gives ``encode``, ``encode_iterable`` and ``decode`` with the reference
-encoder's semantics (``rules.reference.encode``, GPT-2's), on a Python or a compiled engine
-(``encoding``, which says why threads may share a tokenizer). The interface is CS336's, with
-tiktoken's ``encode_batch``, ``allowed_special`` and ``disallowed_special`` (CS336's defaults: every
-special token is split out as its id, none is refused; docs/exactness.md#special-tokens). Lone
-surrogates become U+FFFD first, as in tiktoken. Its files: ``save``, ``load`` (the formats:
-``io.tokenizer_files``, ``io.tokenizer_formats``).
+encoder's semantics (``rules.reference.encode``, GPT-2's), on a Python or a compiled engine, the one
+``engines.use_compiled`` chooses for the length at hand. The interface is CS336's, with tiktoken's
+``encode_batch``, ``allowed_special`` and ``disallowed_special`` (CS336's defaults: every special
+token is split out as its id, none is refused; docs/exactness.md#special-tokens). Lone surrogates
+become U+FFFD first, as in tiktoken. Its files: ``save``, ``load`` (the formats:
+``io.tokenizer_files``, ``io.tokenizer_formats``). The stages' own calls take a tokenizer:
+``uses_compiled``, ``encode_utf8_documents`` (UTF-8 documents back to back) and ``histogram`` (of
+counted pre-tokens).
+
+Both engines give the reference encoder's ids, which the tests hold them to:
+
+- the Python path merges each distinct pre-token once (``Vocabulary.merged``) and keeps its ids in a
+  cache (emptied when it holds ``CACHE_LIMIT``), a dict read and written one whole entry at a time
+  under the GIL; a pre-token longer than ``LONG_PRETOKEN`` characters goes to the compiled merge,
+  which is O(n log n) where ``merged`` is O(n²), unless the engine is ``python``;
+- the compiled encoder (``compiled.Encoder``) is built once, by whichever thread asks first (the
+  others wait for it), then shared; it lends each call a cache of its own.
+
+So threads may share a ``Tokenizer``. A pickled one leaves its caches and compiled encoder behind:
+they are rebuilt where it lands.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
-from bpe_dask.engines import check_engine, check_engine_supports
+from bpe_dask.engines import check_engine, check_engine_supports, use_compiled
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io import tokenizer_files, tokenizer_formats
 from bpe_dask.io.tokenizer_files import FILES
+from bpe_dask.rules.pattern_limit import finder
 from bpe_dask.rules.pretokenize import GPT2, Pretokenizer, SplitPattern, split_pattern
-from bpe_dask.rules.special_tokens import Allowed, cutter, refuse_disallowed, special_split, utf8
+from bpe_dask.rules.special_tokens import Allowed, cutter, refuse_disallowed, special_split, utf8, valid_text
 from bpe_dask.rules.vocabulary import Vocabulary
-from bpe_dask.tokenizer.encoding import COMPILED_MIN_CHARS, Encoding
 
 if TYPE_CHECKING:
     import numpy.typing as npt
 
-__all__ = ["COMPILED_MIN_CHARS", "FILES", "Tokenizer", "encoding_of"]
+    from bpe_dask.compiled import Encoder
+
+__all__ = ["COMPILED_MIN_CHARS", "FILES", "Tokenizer", "encode_utf8_documents", "histogram", "uses_compiled"]
+
+CACHE_LIMIT = 1 << 20  # pre-tokens the Python path's cache holds before it is emptied
+COMPILED_MIN_CHARS = 1 << 16  # below this, loading compiled code costs more than it saves
+LONG_PRETOKEN = 256  # characters: past this, the pure-Python merge's O(n²) starts to show
 
 
 class Tokenizer:
@@ -77,7 +100,17 @@ class Tokenizer:
         self.special_tokens, self.special_ids = vocabulary.special_tokens, vocabulary.special_ids
         self.pretokenizer = Pretokenizer(self.special_tokens, pattern)
         check_engine_supports(self.engine, self.pretokenizer.pattern.builtin, self.pretokenizer.pattern.spec)
-        self._encoding = Encoding(vocabulary, self.pretokenizer, self.engine)
+        self._cache: dict[str, tuple[int, ...]] = {}
+        self._compiled: Encoder | None = None
+        self._compiling = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        state = {**self.__dict__, "_cache": {}, "_compiled": None}
+        del state["_compiling"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, _compiling=threading.Lock())
 
     def __repr__(self) -> str:
         return (
@@ -259,9 +292,8 @@ class Tokenizer:
         Traceback (most recent call last):
         bpe_dask.rules.special_tokens.DisallowedSpecialTokenError: the text holds '<|endoftext|>', ...
         """
-        pretokenizer, disallowed = special_split(self.pretokenizer, allowed_special, disallowed_special)
-        refuse_disallowed(text, disallowed)
-        return self._encoding.ids(text, pretokenizer)
+        (ids,) = self._ids([text], self._splitting([text], allowed_special, disallowed_special))
+        return ids
 
     def encode_array(
         self,
@@ -277,9 +309,8 @@ class Tokenizer:
         >>> Tokenizer({i: bytes([i]) for i in range(256)}, []).encode_array("hi", "uint16")
         array([104, 105], dtype=uint16)
         """
-        pretokenizer, disallowed = special_split(self.pretokenizer, allowed_special, disallowed_special)
-        refuse_disallowed(text, disallowed)
-        return self._encoding.array(text, pretokenizer, dtype)
+        pretokenizer, data = self._splitting([text], allowed_special, disallowed_special), utf8(text)
+        return encode_utf8_documents(self, data, [len(data)], [], dtype, pretokenizer)
 
     def encode_batch(
         self,
@@ -290,17 +321,23 @@ class Tokenizer:
         disallowed_special: Allowed = (),
     ) -> list[list[int]]:
         """The ids of each text, in order, as ``encode`` gives them, encoded by ``num_threads`` threads
-        (the compiled encoder runs without the GIL), as tiktoken's ``Encoding.encode_batch``.
+        (the compiled encoder runs without the GIL), as tiktoken's ``Encoding.encode_batch``: texts in
+        groups of about equal size (``COMPILED_MIN_CHARS`` characters at least, so no threads for
+        fewer in all), each group one call.
 
         >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
         >>> tokenizer.encode_batch(["hi", "a<|endoftext|>"])
         [[104, 105], [97, 256]]
         """
         texts = list(texts)
-        pretokenizer, disallowed = special_split(self.pretokenizer, allowed_special, disallowed_special)
-        for text in texts:
-            refuse_disallowed(text, disallowed)
-        return self._encoding.batch(texts, pretokenizer, num_threads)
+        pretokenizer = self._splitting(texts, allowed_special, disallowed_special)
+        share = max(COMPILED_MIN_CHARS, sum(map(len, texts)) // (4 * max(1, num_threads)))
+        groups = list(_groups(texts, share))
+        if num_threads <= 1 or len(groups) <= 1:
+            return [ids for group in groups for ids in self._ids(group, pretokenizer)]
+        with ThreadPoolExecutor(min(num_threads, len(groups))) as pool:
+            encoded = pool.map(self._ids, groups, [pretokenizer] * len(groups))
+            return [ids for group_ids in encoded for ids in group_ids]
 
     def encode_documents(
         self, documents: list[str], separator: str | None = None, dtype: npt.DTypeLike = np.uint32
@@ -316,7 +353,7 @@ class Tokenizer:
         encoded = [utf8(text) for text in documents]
         ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
         end = [] if separator is None else [self.token_id(separator)]
-        return self._encoding.documents(b"".join(encoded), ends, end, dtype)
+        return encode_utf8_documents(self, b"".join(encoded), ends, end, dtype)
 
     def encode_iterable(
         self, iterable: Iterable[str], *, allowed_special: Allowed = "all", disallowed_special: Allowed = ()
@@ -325,25 +362,163 @@ class Tokenizer:
 
         Text is held back only until the next safe cut (``recut``; never inside an allowed or
         disallowed special token), so memory stays bounded by the longest stretch without one; pieces
-        between cuts are encoded in batches of about ``COMPILED_MIN_CHARS``, worth the compiled engine
-        (why that is exact: docs/exactness.md#long-texts-and-documents).
+        between cuts are joined into batches of about ``COMPILED_MIN_CHARS``, worth the compiled
+        engine, each refused if it holds a disallowed special token, and encoded alone (why that is
+        exact: docs/exactness.md#long-texts-and-documents).
 
         >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
         >>> list(tokenizer.encode_iterable(["h", "i<|endof", "text|>!"]))
         [104, 105, 256, 33]
         """
         pieces = cutter(self.pretokenizer, allowed_special, disallowed_special).recut(iterable)
+        for group in _groups(pieces, COMPILED_MIN_CHARS):
+            text = "".join(group)
+            yield from self._ids([text], self._splitting([text], allowed_special, disallowed_special))[0]
+
+    def _splitting(
+        self, texts: list[str], allowed_special: Allowed, disallowed_special: Allowed
+    ) -> Pretokenizer:
+        """The pre-tokenizer of an encode call: splitting out the special tokens it allows, after
+        refusing any of ``texts`` that holds one it disallows (``special_split``, made once)."""
         pretokenizer, disallowed = special_split(self.pretokenizer, allowed_special, disallowed_special)
-        yield from self._encoding.stream(pieces, pretokenizer, disallowed)
+        for text in texts:
+            refuse_disallowed(text, disallowed)
+        return pretokenizer
+
+    def _ids(self, texts: list[str], pretokenizer: Pretokenizer) -> list[list[int]]:
+        """The ids of each of ``texts``, its special tokens those ``pretokenizer`` splits out: the one
+        way text becomes lists of ids, for ``encode``, ``encode_batch`` and ``encode_iterable``; on
+        the compiled encoder, all in one call (``Encoder.encode_texts``)."""
+        if uses_compiled(self, sum(map(len, texts))):
+            return self._compiled_encoder().encode_texts(texts, pretokenizer)
+        return [self._encode_python(text, pretokenizer) for text in texts]
+
+    def _compiled_encoder(self) -> Encoder:
+        """The compiled encoder: built once, by whichever thread asks first (the others wait for it)."""
+        if self._compiled is None:
+            with self._compiling:
+                if self._compiled is None:
+                    from bpe_dask.compiled import Encoder
+
+                    vocabulary, name = self.vocabulary, self.pretokenizer.pattern.name
+                    self._compiled = Encoder(
+                        vocabulary.byte_ids, vocabulary.merge_ranks, name, special_ids=vocabulary.special_ids
+                    )
+        return self._compiled
+
+    def _encode_python(self, text: str, pretokenizer: Pretokenizer) -> list[int]:
+        ids: list[int] = []
+        cache, special_ids = self._cache, self.special_ids
+        findall = finder(pretokenizer.pattern).findall
+        try:
+            for piece, is_special in pretokenizer.split(text):
+                if is_special:
+                    ids.append(special_ids[piece])
+                    continue
+                for pretoken in findall(piece):
+                    encoded = cache.get(pretoken)
+                    if encoded is None:
+                        encoded = self._encode_new(pretoken)
+                    ids.extend(encoded)
+        except UnicodeEncodeError:  # a lone surrogate: U+FFFD for it, as tiktoken does
+            return self._encode_python(valid_text(text), pretokenizer)
+        return ids
+
+    def _encode_new(self, pretoken: str) -> tuple[int, ...]:
+        """The ids of a pre-token not in the cache, which keeps them; a long one (a run of one
+        letter) merged by the compiled merge unless the engine is ``"python"``."""
+        if len(self._cache) >= CACHE_LIMIT:
+            self._cache.clear()
+        if len(pretoken) > LONG_PRETOKEN and uses_compiled(self, COMPILED_MIN_CHARS):
+            data = pretoken.encode("utf-8")  # one pre-token: merged whole, whatever its text
+            return tuple(self._compiled_encoder().pretoken_ids(data, np.array([0, len(data)]))[0].tolist())
+        ids = self._cache[pretoken] = self.vocabulary.merged(pretoken.encode("utf-8"))
+        return ids
 
 
-def encoding_of(tokenizer: Tokenizer) -> Encoding:
-    """The ``Encoding`` ``tokenizer`` encodes with, for the stages' own calls: ``documents`` (UTF-8
-    documents back to back), ``histogram`` (of counted pre-tokens) and ``uses_compiled``.
+def uses_compiled(tokenizer: Tokenizer, length: int) -> bool:
+    """Whether ``tokenizer`` encodes text of ``length`` characters with the compiled encoder: always
+    with ``engine="numba"``, and with ``"auto"`` when it is long enough to repay loading it.
+
+    >>> uses_compiled(Tokenizer({i: bytes([i]) for i in range(256)}, []), 1 << 20)
+    True
+    """
+    builtin = tokenizer.pretokenizer.pattern.builtin
+    return use_compiled(tokenizer.engine, length, COMPILED_MIN_CHARS, builtin_pattern=builtin)
+
+
+def encode_utf8_documents(
+    tokenizer: Tokenizer,
+    data: bytes,
+    ends: npt.ArrayLike,
+    end: list[int],
+    dtype: npt.DTypeLike,
+    pretokenizer: Pretokenizer | None = None,
+) -> np.ndarray:
+    """The ids of UTF-8 documents back to back in ``data``, the ``k``-th ending at ``ends[k]``, each
+    followed by the ids ``end`` (none, or a separator's), as a NumPy array of ``dtype``, the special
+    tokens those ``pretokenizer`` (by default the tokenizer's) splits out. Documents stand alone: no
+    pre-token crosses from one into the next.
+
+    >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], engine="python")
+    >>> encode_utf8_documents(tokenizer, b"hi!", [2, 3], [10], np.uint8)
+    array([104, 105,  10,  33,  10], dtype=uint8)
+    """
+    pretokenizer = pretokenizer or tokenizer.pretokenizer
+    if not uses_compiled(tokenizer, len(data)):
+        ids: list[int] = []
+        for a, b in pairwise([0, *np.asarray(ends).tolist()]):
+            ids += tokenizer._encode_python(data[a:b].decode("utf-8"), pretokenizer)
+            ids += end
+        return np.array(ids, dtype)
+    ends = np.asarray(ends, np.int64)
+    ids = tokenizer._compiled_encoder().encode_documents(data, ends, end[0] if end else -1, pretokenizer)
+    return np.concatenate([ids, end]).astype(dtype) if end and len(ends) else ids.astype(dtype)
+
+
+def pretoken_ids(tokenizer: Tokenizer, data: bytes, offsets: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """The ids of pre-tokens, the ``k``-th ``data[offsets[k]:offsets[k + 1]]`` (UTF-8), each alone:
+    the ids back to back (int32), and where each pre-token's start and the last ends (int64).
 
     >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
-    >>> histogram = encoding_of(Tokenizer(vocab, [(b"h", b"i")])).histogram(b"hi hi", [0, 2, 5], [2, 1])
-    >>> histogram[[32, 256]].tolist(), int(histogram.sum())  # " " once, "hi" three times
+    >>> ids, ends = pretoken_ids(Tokenizer(vocab, [(b"h", b"i")], engine="python"), b"hi hi!", [0, 2, 6])
+    >>> ids.tolist(), ends.tolist()
+    ([256, 32, 256, 33], [0, 1, 4])
+    """
+    offsets = np.asarray(offsets, np.int64)
+    if uses_compiled(tokenizer, len(data)):
+        return tokenizer._compiled_encoder().pretoken_ids(data, offsets)
+    words = memoryview(data)
+    merged = [tokenizer.vocabulary.merged(bytes(words[a:b])) for a, b in pairwise(offsets.tolist())]
+    ends = np.zeros(len(offsets), np.int64)
+    np.cumsum([len(m) for m in merged], out=ends[1:])
+    return np.fromiter((i for m in merged for i in m), np.int32, int(ends[-1])), ends
+
+
+def histogram(tokenizer: Tokenizer, data: bytes, offsets: npt.ArrayLike, counts: npt.ArrayLike) -> np.ndarray:
+    """How often each id occurs (int64, indexed by id) in the ids of pre-tokens, the ``k``-th
+    ``data[offsets[k]:offsets[k + 1]]`` (UTF-8), occurring ``counts[k]`` times.
+
+    >>> vocab = {**{i: bytes([i]) for i in range(256)}, 256: b"hi"}
+    >>> tally = histogram(Tokenizer(vocab, [(b"h", b"i")]), b"hi hi", [0, 2, 5], [2, 1])
+    >>> tally[[32, 256]].tolist(), int(tally.sum())  # " " once, "hi" three times
     ([1, 3], 4)
     """
-    return tokenizer._encoding
+    ids, ends = pretoken_ids(tokenizer, data, offsets)
+    weights = np.repeat(np.asarray(counts, np.int64), np.diff(ends))
+    # Sums of float64 weights: exact below 2**53 occurrences of an id.
+    return np.bincount(ids, weights, max(tokenizer.vocab) + 1).astype(np.int64)
+
+
+def _groups(texts: Iterable[str], size: int) -> Iterator[list[str]]:
+    """``texts`` in order, in groups of ``size`` characters or more (the last maybe fewer)."""
+    group: list[str] = []
+    held = 0
+    for text in texts:
+        group.append(text)
+        held += len(text)
+        if held >= size:
+            yield group
+            group, held = [], 0
+    if group:
+        yield group
