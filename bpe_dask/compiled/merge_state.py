@@ -4,12 +4,13 @@ Takes ``Words`` (``word_records``: the words laid out as records), the first voc
 vocabulary size; gives ``State``, the arrays ``merge_loop`` works on, between its batches of merges:
 
 - A pair ``(a, b)`` is the int64 key ``a << 32 | b``, with a record of its own (``pair_map``): its
-  count, and its list of holder words in ``pool``, which names them by position. Before any merge a
-  pair is two bytes: a counting sort over the records makes every list in one go, each word named
-  once per pair it holds. After that a pair gains holders only in the merge that creates it (every
-  pair a merge adds holds the new token), so its list is written then, whole and tight; a merged or
-  vanished pair's list is dead room, which the pool squeezes out in place when it fills. Lists may
-  name words that lost the pair since: a merge skips those, as the pure-Python loop does.
+  count, and its list of holder words in ``pool``, which names them by position. Before any merge,
+  two passes over the records (a counting sort) make every list in one go, each word named once per
+  pair it holds; a pair of two bytes has the record whose id is the pair itself. After that a pair
+  gains holders only in the merge that creates it (every pair a merge adds holds the new token), so
+  its list is written then, whole and tight; a merged or vanished pair's list is dead room, which
+  the pool squeezes out in place when it fills. Lists may name words that lost the pair since: a
+  merge skips those, as the pure-Python loop does.
 - The heap holds one ``(count, pair id)`` entry per pair that may still be chosen, highest count
   first, then the greater pair of byte strings: a pair's count only falls after the merge that
   creates it, so its entry is pushed then (or by ``heapify``, for the byte pairs) and lowered to the
@@ -74,80 +75,39 @@ def heapify(pairs, used, heap_counts, heap_ids, token_bytes, offsets, sizes, lon
 
 
 @njit(cache=True, nogil=True)
-def _byte_pairs(words, used, holders, weighted, last):
-    """How many words of the records before ``used`` hold each byte pair into ``holders``, and its
-    weighted count into ``weighted`` (both zeros, and ``last`` all -1, as they come in)."""
-    width, end = count_width(words), end_mark(words)
-    p = 0
-    while p < used:
-        f = count_of(words, p)
-        r = p + width
-        while words[r + 1] != end:
-            pair = (np.int64(words[r]) << 8) | np.int64(words[r + 1])
-            weighted[pair] += f
-            if last[pair] != p:
-                last[pair] = p
-                holders[pair] += 1
-            r += 1
-        p = r + 2
+def _count_pairs(words, used, pairs, index, last, of_bytes):
+    """Every pair of the records before ``used`` into ``pairs`` (found through ``index``, both empty):
+    its count, and how many words hold it (``LENGTH``, each word once per pair it holds; ``last``, as
+    long as ``pairs``, is the word a pair was last counted for). Returns how many pairs, or -1 when
+    ``pairs`` or its index is too small for them (nothing kept: the caller makes both larger and calls
+    again).
 
-
-@njit(cache=True, nogil=True)
-def _list_byte_pairs(words, used, holders, weighted, pool, pairs, index, fill, last):
-    """Every byte pair of the records before ``used`` into ``pairs`` (and ``index``), with its count
-    (``weighted``) and its list of holders in ``pool``, ``holders`` long, in the order of the pairs'
-    keys (``fill`` and ``last``, of 65,536 elements, are its scratch; ``last`` all -1 as it comes
-    in); returns how many pairs.
-
-    Before any merge a pair is two bytes, one of 65,536: a counting sort, this second pass over the
-    words after ``_byte_pairs``, groups the holders by pair, each word once per pair.
+    Words whose ids are bytes (``of_bytes``, training from the bytes) hold only byte pairs, one of
+    65,536: each has a record first, in the order of their keys, whose id is the pair itself
+    (``a << 8 | b``), so that both passes over the words find it without the index.
     """
     width, end = count_width(words), end_mark(words)
-    fill[0] = 0
-    for pair in range(1, 1 << 16):  # where each pair's list starts (a loop: compiled/compile_once.py)
-        fill[pair] = fill[pair - 1] + holders[pair - 1]
-    p = 0
-    while p < used:
-        r = p + width
-        while words[r + 1] != end:
-            pair = (np.int64(words[r]) << 8) | np.int64(words[r + 1])
-            if last[pair] != p:
-                last[pair] = p
-                pool[fill[pair]] = p
-                fill[pair] += 1
-            r += 1
-        p = r + 2
-    n = np.int64(0)  # not a literal 0: numba would compile ``add`` for it apart
-    for pair in range(1 << 16):
-        if holders[pair]:
-            add(index, pairs, n, (np.int64(pair >> 8) << 32) | (pair & 0xFF))
-            # ``fill`` is where the list ends now: less its length, where it starts
-            pairs[n, COUNT], pairs[n, START] = weighted[pair], fill[pair] - holders[pair]
-            pairs[n, LENGTH] = holders[pair]
-            n += 1
-    return n
-
-
-@njit(cache=True, nogil=True)
-def _id_pairs(words, used, pairs, index, last):
-    """Every pair of the records before ``used``, whatever its ids, into ``pairs`` (found through
-    ``index``, both empty): its count, and how many words hold it (``LENGTH``, each word once per pair
-    it holds; ``last``, as long as ``pairs``, is the word a pair was last counted for). Returns how
-    many pairs, or -1 when ``pairs`` or its index is too small for them (nothing kept: the caller
-    makes both larger and calls again)."""
-    width, end = count_width(words), end_mark(words)
     n = np.int64(0)
+    if of_bytes:
+        for pair in range(1 << 16):
+            add(index, pairs, n, (np.int64(pair >> 8) << 32) | (pair & 0xFF))
+            last[n] = -1
+            n += 1
     p = 0
     while p < used:
         f = count_of(words, p)
         r = p + width
         while words[r + 1] != end:
-            if n == len(pairs) or INDEX_LOAD * n >= len(index):
+            a, b = np.int64(words[r]), np.int64(words[r + 1])
+            if of_bytes:
+                pair = (a << 8) | b
+            elif n == len(pairs) or INDEX_LOAD * n >= len(index):
                 return np.int64(-1)
-            pair, new = add(index, pairs, n, (np.int64(words[r]) << 32) | np.int64(words[r + 1]))
-            if new:
-                last[pair] = -1
-                n += 1
+            else:
+                pair, new = add(index, pairs, n, (a << 32) | b)
+                if new:
+                    last[pair] = -1
+                    n += 1
             pairs[pair, COUNT] += f
             if last[pair] != p:
                 last[pair] = p
@@ -158,8 +118,8 @@ def _id_pairs(words, used, pairs, index, last):
 
 
 @njit(cache=True, nogil=True)
-def _list_id_pairs(words, used, pairs, n, index, pool, last):
-    """The holders of each of the ``n`` pairs ``_id_pairs`` found into ``pool``, the pairs' lists in
+def _list_pairs(words, used, pairs, n, index, pool, last, of_bytes):
+    """The holders of each of the ``n`` pairs ``_count_pairs`` found into ``pool``, the pairs' lists in
     the order of their ids (``last`` all -1 as it comes in); returns the pool's use."""
     start = np.int64(0)
     for pair in range(n):  # where each list starts; its length counts up again as it is filled
@@ -170,7 +130,8 @@ def _list_id_pairs(words, used, pairs, n, index, pool, last):
     while p < used:
         r = p + width
         while words[r + 1] != end:
-            pair = find(index, pairs, (np.int64(words[r]) << 32) | np.int64(words[r + 1]))
+            a, b = np.int64(words[r]), np.int64(words[r + 1])
+            pair = (a << 8) | b if of_bytes else np.int64(find(index, pairs, (a << 32) | b))
             if last[pair] != p:
                 last[pair] = p
                 pool[pairs[pair, START] + pairs[pair, LENGTH]] = p
@@ -218,10 +179,7 @@ class State:
             self.token_bytes[self.bytes_used : self.bytes_used + len(token)] = np.frombuffer(token, np.uint8)
             self.offsets[token_id], self.sizes[token_id] = self.bytes_used, len(token)
             self.bytes_used += len(token)
-        if words.of_bytes:
-            self._first_byte_pairs(used, positions, words.count)
-        else:
-            self._first_id_pairs(used, positions, words.count)
+        self._first_pairs(used, positions, words.count, words.of_bytes)
         self.pool_written = self.pool_used  # how far the pool's pages hold memory (its highest use)
         self.heap_counts = np.empty(len(self.pairs), np.int64)
         self.heap_ids = np.empty(len(self.pairs), np.int32)
@@ -232,37 +190,22 @@ class State:
         self.gained_pairs = np.empty(1024, np.int32)  # a merge's new holders, before their lists are laid
         self.gained_words = np.empty(1024, positions)
 
-    def _first_byte_pairs(self, used: int, positions: np.dtype, words: int) -> None:
-        """The pairs before any merge, of words whose ids are bytes: each pair one of 65,536, counted
-        and listed by two counting passes over tables indexed by the pair itself."""
-        # Room for a pair per word (many more than most tables make), or for the 65,536 byte pairs.
-        self.pairs = np.empty((max(1 << 17, words), 4), np.int64)
-        self.index = np.full(INDEX_LOAD << 16, NO_PAIR, np.int32)
-        # Scratch of the two passes over the byte pairs (numpy's: numba compiles its own allocations)
-        holders, weighted, fill = (np.zeros(1 << 16, np.int64) for _ in range(3))
-        last = np.full(1 << 16, -1, np.int64)  # the word a pair was last counted for
-        _byte_pairs(self.words, used, holders, weighted, last)
-        self._pool_for(holders, positions)
-        last.fill(-1)
-        self.pairs_used = _list_byte_pairs(
-            self.words, used, holders, weighted, self.pool, self.pairs, self.index, fill, last
-        )
-
-    def _first_id_pairs(self, used: int, positions: np.dtype, words: int) -> None:
-        """The pairs before any merge, of words of any ids (continued training): found through the
-        index, which grows (and they are counted again) until they fit."""
-        size = max(1 << 17, words)
+    def _first_pairs(self, used: int, positions: np.dtype, words: int, of_bytes: bool) -> None:
+        """The pairs before any merge, counted and then listed by two passes over the words: found
+        through the index (which grows, and they are counted again, until they fit), or, of words
+        whose ids are bytes, by the pair itself."""
+        size = max(1 << 17, words)  # room for a pair per word (many more than most tables make)
         while True:
             self.pairs = np.empty((size, 4), np.int64)
             self.index = np.full(1 << (INDEX_LOAD * size - 1).bit_length(), NO_PAIR, np.int32)
             last = np.empty(size, np.int64)
-            n = int(_id_pairs(self.words, used, self.pairs, self.index, last))
+            n = int(_count_pairs(self.words, used, self.pairs, self.index, last, of_bytes))
             if n >= 0:
                 break
             size *= 2
         self._pool_for(self.pairs[:n, LENGTH], positions)
         last[:n] = -1
-        _list_id_pairs(self.words, used, self.pairs, n, self.index, self.pool, last)
+        _list_pairs(self.words, used, self.pairs, n, self.index, self.pool, last, of_bytes)
         self.pairs_used = n
 
     def _pool_for(self, holders: np.ndarray, positions: np.dtype) -> None:
