@@ -8,7 +8,7 @@ laid out, are ``merge_state``'s.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from numba import njit
@@ -175,32 +175,24 @@ def _merge_batch(
     )
 
 
-def train_merges(
+def learn_merges(
     words: Words,
     vocab: dict[int, bytes],
     vocab_size: int,
-    progress: Callable[[int], None] | None = None,
-    *,
     min_frequency: int = 0,
     max_token_length: int | None = None,
     stopped: Callable[[str, int], None] | None = None,
-    savings: list[int] | None = None,
-) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+) -> Iterator[tuple[int, int, int]]:
     """Add merges to ``vocab`` (the bytes and special tokens) until it holds ``vocab_size`` tokens or
-    no pair is left, and give it with the merges, as the pure-Python loop does.
+    no pair is left, as the pure-Python loop does (``stages.merge._MergeState.learn_merges``), giving
+    each as it is added, a batch at a time: the two ids it joins and the tokens it saves.
 
     The words are ``words``' records (laid out for ``vocab_size``; they are taken from it and merged
-    in place). ``progress`` is told the number of merges done, for each merge, once its batch is done.
-    A pair that would make a token over ``max_token_length`` bytes is never chosen; the loop stops
-    before a pair that occurs fewer than ``min_frequency`` times. When either ends it before the
-    vocabulary is full, ``stopped`` is told which: ``"min_frequency"`` and that pair's count, or
-    ``"max_token_length"`` and 0. ``savings`` gets each merge's tokens saved (the words' shortening
-    times their counts).
+    in place). ``min_frequency``, ``max_token_length`` and ``stopped`` are ``train_merges``'s.
     """
     longest = UNLIMITED if max_token_length is None else min(max_token_length, UNLIMITED)
     min_frequency = min(min_frequency, UNLIMITED)  # both int64 in compiled code
     state = State(words, vocab, vocab_size, longest)
-    merges: list[tuple[bytes, bytes]] = []
     out_pairs = np.empty((_BATCH, 3), np.int64)  # each merge's pair, and the tokens it saves
     while len(vocab) < vocab_size:
         interrupts.check()  # between batches: compiled code sees no signal, and garbles one raised in it
@@ -212,24 +204,19 @@ def train_merges(
         state.take(given)
         state.give_back()
         for a, b, saved in out_pairs[:made].tolist():
-            if savings is not None:
-                savings.append(saved)
             vocab[len(vocab)] = vocab[a] + vocab[b]
-            merges.append((vocab[a], vocab[b]))
-            if progress is not None:
-                progress(len(merges))
+            yield a, b, saved
         if below:  # the best pair left is too rare
             if stopped is not None:
                 stopped("min_frequency", int(below))
-            break
+            return
         if made < want:
             if state.heap_size == 0:  # no pair left that fits
                 counted = state.pairs[: state.pairs_used, COUNT]
                 if max_token_length is not None and stopped is not None and (counted > 0).any():
                     stopped("max_token_length", 0)
-                break
+                return
             state.room_for(2 * len(vocab) + 2)
-    return vocab, merges
 
 
 def compile_merge_loop(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> None:
@@ -247,7 +234,7 @@ def compile_merge_loop(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> 
         state = State(Words([chunk], len(words), len(data), vocab_size), first, vocab_size)
         state.room_for(len(state.pairs))  # the records copied, the index rebuilt
         state.pool_used = compact(state.pairs, state.pairs_used, state.pool)
-        train_merges(Words([chunk], len(words), len(data), vocab_size), dict(first), vocab_size)
+        list(learn_merges(Words([chunk], len(words), len(data), vocab_size), dict(first), vocab_size))
 
 
 def merge_loop_cached(vocab_sizes: tuple[int, ...]) -> bool:
