@@ -17,7 +17,15 @@ from bpe_dask import interrupts
 from bpe_dask.compiled.cache import cached_versions
 from bpe_dask.compiled.hashing import LOW
 from bpe_dask.compiled.merge_holders import merge_holders
-from bpe_dask.compiled.merge_state import INDEX_LOAD, UNLIMITED, State, fits
+from bpe_dask.compiled.merge_state import (
+    HEAP_SIZE,
+    INDEX_LOAD,
+    PAIRS_USED,
+    POOL_USED,
+    UNLIMITED,
+    State,
+    fits,
+)
 from bpe_dask.compiled.pair_heap import sift_down, sift_up
 from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, START, compact
 from bpe_dask.compiled.word_records import WIDE_VOCAB, Words, count_width, end_mark, token_dtype
@@ -28,35 +36,14 @@ _ZERO = np.int64(0)
 
 @njit(cache=True, nogil=True)
 def _merge_batch(
-    words,
-    pairs,
-    pairs_used,
-    index,
-    pool,
-    pool_used,
-    pool_limit,
-    pool_written,
-    heap_counts,
-    heap_ids,
-    heap_size,
-    gained_pairs,
-    gained_words,
-    token_bytes,
-    offsets,
-    sizes,
-    bytes_used,
-    next_id,
-    last_id,
-    out_pairs,
-    min_frequency,
-    longest,
+    words, pairs, index, pool, heap, gained, tokens, uses, next_id, last_id, out_pairs, min_frequency, longest
 ):
     """Up to ``last_id - next_id`` merges. Stops early, before a merge, when the pairs' records or
     their index might fill up during it (the caller makes room and calls again), or when the best
     pair occurs fewer than ``min_frequency`` times (its count is then returned as ``below``, else 0).
-    Takes the state's arrays and their use first (``merge_state.BATCH_TAKES``); returns how many
-    merges were made, ``below``, then what of the state it changed (``merge_state.BATCH_GIVES``:
-    arrays maybe regrown, and uses). Pairs that would make a token over ``longest`` bytes are never
+    Takes the state's parts first (``merge_state.BATCH_TAKES``), and updates its ``uses`` in place;
+    returns how many merges were made, ``below``, then the parts it may have regrown
+    (``merge_state.BATCH_GIVES``). Pairs that would make a token over ``longest`` bytes are never
     chosen. ``pool_written`` is how far the pool has been written, its highest use.
 
     The pool is used up to ``pool_limit``, then squeezed (``compact``); the limit rises when the live
@@ -66,6 +53,10 @@ def _merge_batch(
     A merge creates pairs only with its new token, at most two per distinct neighbour: at most
     twice the vocabulary's size. Every pair it creates is new, and gains holders now or never.
     """
+    heap_counts, heap_ids = heap
+    gained_pairs, gained_words = gained
+    token_bytes, offsets, sizes = tokens
+    pairs_used, pool_used, pool_limit, pool_written, heap_size, bytes_used = uses
     made, below = 0, np.int64(0)
     width, end = count_width(words), end_mark(words)
     new_pairs = np.empty(2 * last_id + 8, np.int64)
@@ -159,20 +150,9 @@ def _merge_batch(
                 heap_counts[heap_size], heap_ids[heap_size] = pairs[pair, COUNT], pair
                 heap_size += 1
                 sift_up(heap_counts, heap_ids, heap_size - 1, pairs, token_bytes, offsets, sizes)
-    return (
-        made,
-        below,
-        pairs_used,
-        pool,
-        pool_used,
-        pool_limit,
-        pool_written,
-        heap_size,
-        gained_pairs,
-        gained_words,
-        token_bytes,
-        bytes_used,
-    )
+    for k, use in enumerate((pairs_used, pool_used, pool_limit, pool_written, heap_size, bytes_used)):
+        uses[k] = use  # in the order of ``merge_state.PAIRS_USED`` and the rest
+    return made, below, pool, (gained_pairs, gained_words), (token_bytes, offsets, sizes)
 
 
 def learn_merges(
@@ -211,8 +191,8 @@ def learn_merges(
                 stopped("min_frequency", int(below))
             return
         if made < want:
-            if state.heap_size == 0:  # no pair left that fits
-                counted = state.pairs[: state.pairs_used, COUNT]
+            if state.uses[HEAP_SIZE] == 0:  # no pair left that fits
+                counted = state.pairs[: state.uses[PAIRS_USED], COUNT]
                 if max_token_length is not None and stopped is not None and (counted > 0).any():
                     stopped("max_token_length", 0)
                 return
@@ -233,7 +213,7 @@ def compile_merge_loop(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> 
     for vocab_size in vocab_sizes:
         state = State(Words([chunk], len(words), len(data), vocab_size), first, vocab_size)
         state.room_for(len(state.pairs))  # the records copied, the index rebuilt
-        state.pool_used = compact(state.pairs, state.pairs_used, state.pool)
+        state.uses[POOL_USED] = compact(state.pairs, state.uses[PAIRS_USED], state.pool)
         list(learn_merges(Words([chunk], len(words), len(data), vocab_size), dict(first), vocab_size))
 
 

@@ -43,16 +43,15 @@ from bpe_dask.compiled.word_records import Words, count_of, count_width, end_mar
 
 UNLIMITED = 2**62  # the longest token when there is no max_token_length
 INDEX_LOAD = 2  # the pairs' index has at least this many slots per pair
-# The arrays (and their use) that ``merge_loop._merge_batch`` takes first, and that it gives back
-# after how many merges it made and ``below``, each in its order (``State.batch_arrays``, ``take``).
-BATCH_TAKES = (
-    "words pairs pairs_used index pool pool_used pool_limit pool_written heap_counts heap_ids heap_size "
-    "gained_pairs gained_words token_bytes offsets sizes bytes_used"
-)
-BATCH_GIVES = (
-    "pairs_used pool pool_used pool_limit pool_written heap_size gained_pairs gained_words token_bytes "
-    "bytes_used"
-)
+# What each element of ``State.uses`` (int64; a batch of merges updates it in place) is: how many of
+# the pairs' records are used, the pool's use, its limit of use and its highest use (how far its pages
+# hold memory), the heap's size, and how many bytes of the tokens' bytes are used.
+PAIRS_USED, POOL_USED, POOL_LIMIT, POOL_WRITTEN, HEAP_SIZE, BYTES_USED = range(6)
+# The parts of the state that ``merge_loop._merge_batch`` takes first, and those it gives back (arrays
+# it may have regrown) after how many merges it made and ``below``, in order (``State.batch_arrays``,
+# ``take``).
+BATCH_TAKES = "words pairs index pool heap gained tokens uses"
+BATCH_GIVES = "pool gained tokens"
 
 
 @njit(cache=True, nogil=True)
@@ -169,26 +168,23 @@ class State:
         words.sort()
         self.words, used, positions = words.records, words.used, words.positions
         words.records = np.empty(0, self.words.dtype)
-        # The bytes of every token, with room for the ones merges will add.
+        self.uses = np.zeros(6, np.int64)  # ``PAIRS_USED`` and the rest
+        # The bytes of every token, back to back with room for the ones merges will add, where each
+        # starts and how long it is: ties compare them.
         capacity = max(vocab_size, max(vocab) + 1)
-        self.token_bytes = np.zeros(max(1, sum(len(t) for t in vocab.values())) * 4 + 64, np.uint8)
-        self.offsets = np.zeros(capacity, np.int64)
-        self.sizes = np.zeros(capacity, np.int64)
-        self.bytes_used = 0
+        token_bytes = np.zeros(max(1, sum(len(t) for t in vocab.values())) * 4 + 64, np.uint8)
+        offsets, sizes = np.zeros(capacity, np.int64), np.zeros(capacity, np.int64)
+        at = 0
         for token_id, token in vocab.items():
-            self.token_bytes[self.bytes_used : self.bytes_used + len(token)] = np.frombuffer(token, np.uint8)
-            self.offsets[token_id], self.sizes[token_id] = self.bytes_used, len(token)
-            self.bytes_used += len(token)
+            token_bytes[at : at + len(token)] = np.frombuffer(token, np.uint8)
+            offsets[token_id], sizes[token_id] = at, len(token)
+            at += len(token)
+        self.tokens, self.uses[BYTES_USED] = (token_bytes, offsets, sizes), at
         self._first_pairs(used, positions, words.count, words.of_bytes)
-        self.pool_written = self.pool_used  # how far the pool's pages hold memory (its highest use)
-        self.heap_counts = np.empty(len(self.pairs), np.int64)
-        self.heap_ids = np.empty(len(self.pairs), np.int32)
-        tokens = (self.token_bytes, self.offsets, self.sizes)  # each token's bytes: ties compare them
-        self.heap_size = heapify(
-            self.pairs, self.pairs_used, self.heap_counts, self.heap_ids, *tokens, longest
-        )
-        self.gained_pairs = np.empty(1024, np.int32)  # a merge's new holders, before their lists are laid
-        self.gained_words = np.empty(1024, positions)
+        self.heap = (np.empty(len(self.pairs), np.int64), np.empty(len(self.pairs), np.int32))  # counts, ids
+        self.uses[HEAP_SIZE] = heapify(self.pairs, self.uses[PAIRS_USED], *self.heap, *self.tokens, longest)
+        # A merge's new holdings (pair ids, words), before their lists are laid.
+        self.gained = (np.empty(1024, np.int32), np.empty(1024, positions))
 
     def _first_pairs(self, used: int, positions: np.dtype, words: int, of_bytes: bool) -> None:
         """The pairs before any merge, counted and then listed by two passes over the words: found
@@ -206,30 +202,31 @@ class State:
         self._pool_for(self.pairs[:n, LENGTH], positions)
         last[:n] = -1
         _list_pairs(self.words, used, self.pairs, n, self.index, self.pool, last, of_bytes)
-        self.pairs_used = n
+        self.uses[PAIRS_USED] = n
 
     def _pool_for(self, holders: np.ndarray, positions: np.dtype) -> None:
         """The pool (numpy's: huge pages, as in ``Words.sort``) for lists of ``holders`` words: their
         room, then room for the first merges' new lists (an eighth more, or the longest list, which
         the first merge frees) up to its limit of use, and half as much again."""
-        self.pool_used = int(holders.sum())
-        self.pool_limit = self.pool_used + max(self.pool_used // 8, int(holders.max(initial=0))) + 16
-        self.pool = np.empty(self.pool_limit + self.pool_used // 2, positions)
+        used = int(holders.sum())
+        limit = used + max(used // 8, int(holders.max(initial=0))) + 16
+        self.uses[POOL_USED], self.uses[POOL_LIMIT], self.uses[POOL_WRITTEN] = used, limit, used
+        self.pool = np.empty(limit + used // 2, positions)
 
     def batch_arrays(self) -> list:
-        """The arrays and their use that a batch of merges takes (``BATCH_TAKES``), in order.
+        """The parts of the state that a batch of merges takes (``BATCH_TAKES``), in order.
 
         >>> import inspect
         >>> from bpe_dask.compiled import merge_loop
         >>> takes = list(inspect.signature(merge_loop._merge_batch.py_func).parameters)
-        >>> takes[:17] == BATCH_TAKES.split(), takes[17:]
+        >>> takes[:8] == BATCH_TAKES.split(), takes[8:]
         (True, ['next_id', 'last_id', 'out_pairs', 'min_frequency', 'longest'])
         """
         return [getattr(self, name) for name in BATCH_TAKES.split()]
 
     def take(self, given: list) -> None:
         """Hold what a batch of merges gives back (``BATCH_GIVES``, in order): arrays it may have
-        regrown, and their use."""
+        regrown."""
         for name, value in zip(BATCH_GIVES.split(), given, strict=True):
             setattr(self, name, value)
 
@@ -237,26 +234,26 @@ class State:
         """Return to the system the pages of the pool past its use, once a squeeze has left a good
         part of them unused: the pool's use is highest in the first merges, and this leaves the
         memory to the pairs, which grow in the last ones."""
-        unused = (self.pool_written - self.pool_used) * self.pool.itemsize
-        if unused > max(1 << 26, self.pool_used * self.pool.itemsize // 8):
-            free_pages(self.pool, self.pool_used, self.pool_written)
-            self.pool_written = self.pool_used
+        used, written = int(self.uses[POOL_USED]), int(self.uses[POOL_WRITTEN])
+        if (written - used) * self.pool.itemsize > max(1 << 26, used * self.pool.itemsize // 8):
+            free_pages(self.pool, used, written)
+            self.uses[POOL_WRITTEN] = used
 
     def room_for(self, pairs: int) -> None:
         """Grow the pairs' records and the heap (copied), and the index (rebuilt), so that ``pairs``
         more fit."""
-        need = self.pairs_used + pairs
+        used, heap_size = int(self.uses[PAIRS_USED]), int(self.uses[HEAP_SIZE])
+        need = used + pairs
         if need > len(self.pairs):
             size = max(2 * len(self.pairs), need)
             grown = np.empty((size, 4), np.int64)
-            grown[: self.pairs_used] = self.pairs[: self.pairs_used]
+            grown[:used] = self.pairs[:used]
             self.pairs = grown
-            for name in ("heap_counts", "heap_ids"):
-                old = getattr(self, name)
-                new = np.empty(size, old.dtype)
-                new[: self.heap_size] = old[: self.heap_size]
-                setattr(self, name, new)
+            heap = tuple(np.empty(size, part.dtype) for part in self.heap)
+            for new, old in zip(heap, self.heap, strict=True):
+                new[:heap_size] = old[:heap_size]
+            self.heap = heap
         if INDEX_LOAD * need > len(self.index):
             self.index = np.empty(0, np.int32)  # let the old one go first
             self.index = np.full(1 << (INDEX_LOAD * need - 1).bit_length(), NO_PAIR, np.int32)
-            index_pairs(self.pairs, self.pairs_used, self.index)
+            index_pairs(self.pairs, used, self.index)
