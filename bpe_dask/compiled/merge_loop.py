@@ -34,6 +34,16 @@ _BATCH = 256  # merges per compiled call, between progress reports
 _ZERO = np.int64(0)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _grown(array, size, keep):
+    """A new array of ``size`` elements that starts with the first ``keep`` of ``array`` (copied in a
+    loop: compiled/compile_once.py says why)."""
+    grown = np.empty(size, array.dtype)
+    for k in range(keep):
+        grown[k] = array[k]
+    return grown
+
+
 @njit(cache=True, nogil=True)
 def _merge_batch(
     words, pairs, index, pool, heap, gained, tokens, uses, next_id, last_id, out_pairs, min_frequency, longest
@@ -95,10 +105,7 @@ def _merge_batch(
         # The new token's bytes.
         need = sizes[a] + sizes[b]
         if bytes_used + need > len(token_bytes):
-            grown = np.zeros(2 * len(token_bytes) + need, np.uint8)
-            for k in range(bytes_used):  # copies in loops: see compiled/compile_once.py
-                grown[k] = token_bytes[k]
-            token_bytes = grown
+            token_bytes = _grown(token_bytes, 2 * len(token_bytes) + need, bytes_used)
         for k in range(sizes[a]):
             token_bytes[bytes_used + k] = token_bytes[offsets[a] + k]
         for k in range(sizes[b]):
@@ -116,11 +123,8 @@ def _merge_batch(
             )  # fmt: skip
             if j == n_listed:
                 break
-            more_pairs = np.empty(2 * len(gained_pairs), gained_pairs.dtype)  # until a word fits
-            more_words = np.empty(len(more_pairs), gained_words.dtype)
-            for k in range(n_gained):  # copies in loops: see compiled/compile_once.py
-                more_pairs[k], more_words[k] = gained_pairs[k], gained_words[k]
-            gained_pairs, gained_words = more_pairs, more_words
+            gained_pairs = _grown(gained_pairs, 2 * len(gained_pairs), n_gained)  # until a word fits
+            gained_words = _grown(gained_words, len(gained_pairs), n_gained)
         out_pairs[made - 1, 2] = saved
         # The new pairs' lists, laid tight at the end of the pool: squeezed first if full.
         for k in range(n_new):
@@ -129,10 +133,7 @@ def _merge_batch(
             pool_used = compact(pairs, pairs_used, pool)
             pool_limit = max(pool_limit, pool_used + n_gained + (pool_used + n_gained) // 8)
             if pool_limit > len(pool):
-                grown_pool = np.empty(max(len(pool) + len(pool) // 4, pool_limit), pool.dtype)
-                for k in range(pool_used):
-                    grown_pool[k] = pool[k]
-                pool = grown_pool
+                pool = _grown(pool, max(len(pool) + len(pool) // 4, pool_limit), pool_used)
         for k in range(n_new):
             pair = new_pairs[k]
             pairs[pair, START] = pool_used
