@@ -133,7 +133,7 @@ def bpe_dask_merge(counts: str, vocab_size: int) -> dict:
 
 def merge_breakdown(counts: str, vocab_size: int) -> dict:
     """The compiled merge loop's memory structure by structure, and its time phase by phase, as
-    `bpe-dask merge` runs it (``compiled.merge_loop.train_merges``'s steps, watched between batches).
+    `bpe-dask merge` runs it (``compiled.merge_loop.learn_merges``'s steps, watched between batches).
     Resident memory from /proc (Linux): its peak is reset before each phase, so each phase's peak is
     its own."""
     import gc
@@ -142,7 +142,7 @@ def merge_breakdown(counts: str, vocab_size: int) -> dict:
     import pyarrow as pa
 
     from bpe_dask.compiled import merge_loop
-    from bpe_dask.compiled.merge_state import State
+    from bpe_dask.compiled.merge_state import HEAP_SIZE, State
     from bpe_dask.io.counts_table import read_counts
     from bpe_dask.rules.vocabulary import start
     from bpe_dask.stages.merge import laid_out
@@ -173,30 +173,27 @@ def merge_breakdown(counts: str, vocab_size: int) -> dict:
     vocab = start([EOT])[0]
     state = State(words, vocab, vocab_size)
     item = state.pool.itemsize
-    listed = {"pool": state.pool_used * item, "pairs": state.pairs_used * 32, "index": state.index.nbytes,
-              "heap": state.heap_size * 12}  # fmt: skip
+    pairs, pool, _, _, heap, _ = state.uses.tolist()  # ``PAIRS_USED`` and the rest
+    listed = {"pool": pool * item, "pairs": pairs * 32, "index": state.index.nbytes, "heap": heap * 12}
     started = phase("sorted, byte pairs listed", started, **listed)
     most: dict[str, int] = {}
     out_pairs = np.empty((256, 3), np.int64)
     while len(vocab) < vocab_size:
         first = len(vocab)
-        (made, _, state.pairs_used, state.pool, state.pool_used, state.pool_limit, state.pool_written,
-         state.heap_size, state.gained_pairs, state.gained_words, state.token_bytes,
-         state.bytes_used) = merge_loop._merge_batch(
-            state.words, state.pairs, state.pairs_used, state.index, state.pool, state.pool_used,
-            state.pool_limit, state.pool_written, state.heap_counts, state.heap_ids, state.heap_size,
-            state.gained_pairs, state.gained_words, state.token_bytes, state.offsets, state.sizes,
-            state.bytes_used, first, min(vocab_size, first + 256), out_pairs, 0, 2**62,
-        )  # fmt: skip
-        sizes = {"pool written": state.pool_written * item, "pool live": state.pool_used * item,
-                 "pairs": state.pairs_used * 32, "index": state.index.nbytes, "heap": state.heap_size * 12,
-                 "new holders": state.gained_pairs.nbytes + state.gained_words.nbytes}  # fmt: skip
+        made, _, *given = merge_loop._merge_batch(
+            *state.batch_arrays(), first, min(vocab_size, first + 256), out_pairs, 0, 2**62
+        )
+        state.take(given)
+        pairs, pool, _, written, heap, _ = state.uses.tolist()  # updated in place by the batch
+        sizes = {"pool written": written * item, "pool live": pool * item, "pairs": pairs * 32,
+                 "index": state.index.nbytes, "heap": heap * 12,
+                 "new holders": sum(part.nbytes for part in state.gained)}  # fmt: skip
         most = {k: max(most.get(k, 0), v) for k, v in sizes.items()}
         state.give_back()
         for a, b, _ in out_pairs[:made].tolist():
             vocab[len(vocab)] = vocab[a] + vocab[b]
         if made < min(vocab_size, first + 256) - first:
-            if state.heap_size == 0:
+            if state.uses[HEAP_SIZE] == 0:
                 break
             state.room_for(2 * len(vocab) + 2)
     phase("merge loop (largest of each)", started, records=state.words.nbytes, **most)

@@ -136,14 +136,18 @@ def test_long_words_over_few_letters_squeeze_and_grow_the_holder_pool_and_merge_
     loop's pool of holder lists fills, is squeezed and outgrows its room, which small tables of
     short words never make it do."""
     from bpe_dask.compiled import merge_loop
+    from bpe_dask.compiled.merge_state import BATCH_TAKES, POOL_USED
 
     seen = {"squeezed": 0, "grown": 0}
     merge_batch = merge_loop._merge_batch
+    takes = BATCH_TAKES.split()
 
     def watched(*args):
+        pool, uses = args[takes.index("pool")], args[takes.index("uses")]
+        used = int(uses[POOL_USED])  # the batch updates ``uses`` in place
         done = merge_batch(*args)
-        seen["grown"] += done[3] is not args[4]  # a new pool
-        seen["squeezed"] += done[4] < args[5]  # its use fell: a squeeze
+        seen["grown"] += done[2] is not pool  # a new pool
+        seen["squeezed"] += uses[POOL_USED] < used  # its use fell: a squeeze
         return done
 
     monkeypatch.setattr(merge_loop, "_merge_batch", watched)

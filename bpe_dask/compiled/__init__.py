@@ -2,7 +2,7 @@
 
 What the rest of the package uses, for the built-in split patterns (``gpt2``, ``gpt4``, ``o200k``):
 ``Counter`` counts pre-tokens, ``Encoder`` encodes text, documents and batches of texts,
-``train_merges`` runs the merge loop (on ``Words``, the words laid out as its records), and
+``learn_merges`` runs the merge loop (on ``Words``, the words laid out as its records), and
 ``sum_sorted`` sums sorted count tables; each computes what a rule in ``bpe_dask.rules`` states, and
 gives flat arrays that the callers turn into Arrow tables. ``compile_merge_loop`` compiles the merge
 loop ahead of need. ``table_of`` (with ``pattern_number``) gives the table a pattern's scanner
@@ -16,7 +16,7 @@ from bpe_dask.compiled.cache import functions
 from bpe_dask.compiled.compile_once import share_compiles
 from bpe_dask.compiled.count import Counter
 from bpe_dask.compiled.encoder import Encoder
-from bpe_dask.compiled.merge_loop import compile_merge_loop, train_merges
+from bpe_dask.compiled.merge_loop import compile_merge_loop, learn_merges
 from bpe_dask.compiled.scan import pattern_number, table_of
 from bpe_dask.compiled.sum_sorted import sum_sorted
 from bpe_dask.compiled.word_records import Words
@@ -28,8 +28,8 @@ __all__ = [
     "Encoder",
     "Words",
     "compile_merge_loop",
+    "learn_merges",
     "pattern_number",
     "sum_sorted",
     "table_of",
-    "train_merges",
 ]

@@ -8,7 +8,7 @@ laid out, are ``merge_state``'s.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from numba import njit
@@ -17,7 +17,15 @@ from bpe_dask import interrupts
 from bpe_dask.compiled.cache import cached_versions
 from bpe_dask.compiled.hashing import LOW
 from bpe_dask.compiled.merge_holders import merge_holders
-from bpe_dask.compiled.merge_state import INDEX_LOAD, UNLIMITED, State, fits
+from bpe_dask.compiled.merge_state import (
+    HEAP_SIZE,
+    INDEX_LOAD,
+    PAIRS_USED,
+    POOL_USED,
+    UNLIMITED,
+    State,
+    fits,
+)
 from bpe_dask.compiled.pair_heap import sift_down, sift_up
 from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, START, compact
 from bpe_dask.compiled.word_records import WIDE_VOCAB, Words, count_width, end_mark, token_dtype
@@ -26,37 +34,26 @@ _BATCH = 256  # merges per compiled call, between progress reports
 _ZERO = np.int64(0)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _grown(array, size, keep):
+    """A new array of ``size`` elements that starts with the first ``keep`` of ``array`` (copied in a
+    loop: compiled/compile_once.py says why)."""
+    grown = np.empty(size, array.dtype)
+    for k in range(keep):
+        grown[k] = array[k]
+    return grown
+
+
 @njit(cache=True, nogil=True)
 def _merge_batch(
-    words,
-    pairs,
-    pairs_used,
-    index,
-    pool,
-    pool_used,
-    pool_limit,
-    pool_written,
-    heap_counts,
-    heap_ids,
-    heap_size,
-    gained_pairs,
-    gained_words,
-    token_bytes,
-    offsets,
-    sizes,
-    bytes_used,
-    next_id,
-    last_id,
-    out_pairs,
-    min_frequency,
-    longest,
+    words, pairs, index, pool, heap, gained, tokens, uses, next_id, last_id, out_pairs, min_frequency, longest
 ):
     """Up to ``last_id - next_id`` merges. Stops early, before a merge, when the pairs' records or
     their index might fill up during it (the caller makes room and calls again), or when the best
     pair occurs fewer than ``min_frequency`` times (its count is then returned as ``below``, else 0).
-    Takes the state's arrays and their use first (``merge_state.BATCH_TAKES``); returns how many
-    merges were made, ``below``, then what of the state it changed (``merge_state.BATCH_GIVES``:
-    arrays maybe regrown, and uses). Pairs that would make a token over ``longest`` bytes are never
+    Takes the state's parts first (``merge_state.BATCH_TAKES``), and updates its ``uses`` in place;
+    returns how many merges were made, ``below``, then the parts it may have regrown
+    (``merge_state.BATCH_GIVES``). Pairs that would make a token over ``longest`` bytes are never
     chosen. ``pool_written`` is how far the pool has been written, its highest use.
 
     The pool is used up to ``pool_limit``, then squeezed (``compact``); the limit rises when the live
@@ -66,6 +63,10 @@ def _merge_batch(
     A merge creates pairs only with its new token, at most two per distinct neighbour: at most
     twice the vocabulary's size. Every pair it creates is new, and gains holders now or never.
     """
+    heap_counts, heap_ids = heap
+    gained_pairs, gained_words = gained
+    token_bytes, offsets, sizes = tokens
+    pairs_used, pool_used, pool_limit, pool_written, heap_size, bytes_used = uses
     made, below = 0, np.int64(0)
     width, end = count_width(words), end_mark(words)
     new_pairs = np.empty(2 * last_id + 8, np.int64)
@@ -104,10 +105,7 @@ def _merge_batch(
         # The new token's bytes.
         need = sizes[a] + sizes[b]
         if bytes_used + need > len(token_bytes):
-            grown = np.zeros(2 * len(token_bytes) + need, np.uint8)
-            for k in range(bytes_used):  # copies in loops: see compiled/compile_once.py
-                grown[k] = token_bytes[k]
-            token_bytes = grown
+            token_bytes = _grown(token_bytes, 2 * len(token_bytes) + need, bytes_used)
         for k in range(sizes[a]):
             token_bytes[bytes_used + k] = token_bytes[offsets[a] + k]
         for k in range(sizes[b]):
@@ -125,11 +123,8 @@ def _merge_batch(
             )  # fmt: skip
             if j == n_listed:
                 break
-            more_pairs = np.empty(2 * len(gained_pairs), gained_pairs.dtype)  # until a word fits
-            more_words = np.empty(len(more_pairs), gained_words.dtype)
-            for k in range(n_gained):  # copies in loops: see compiled/compile_once.py
-                more_pairs[k], more_words[k] = gained_pairs[k], gained_words[k]
-            gained_pairs, gained_words = more_pairs, more_words
+            gained_pairs = _grown(gained_pairs, 2 * len(gained_pairs), n_gained)  # until a word fits
+            gained_words = _grown(gained_words, len(gained_pairs), n_gained)
         out_pairs[made - 1, 2] = saved
         # The new pairs' lists, laid tight at the end of the pool: squeezed first if full.
         for k in range(n_new):
@@ -138,10 +133,7 @@ def _merge_batch(
             pool_used = compact(pairs, pairs_used, pool)
             pool_limit = max(pool_limit, pool_used + n_gained + (pool_used + n_gained) // 8)
             if pool_limit > len(pool):
-                grown_pool = np.empty(max(len(pool) + len(pool) // 4, pool_limit), pool.dtype)
-                for k in range(pool_used):
-                    grown_pool[k] = pool[k]
-                pool = grown_pool
+                pool = _grown(pool, max(len(pool) + len(pool) // 4, pool_limit), pool_used)
         for k in range(n_new):
             pair = new_pairs[k]
             pairs[pair, START] = pool_used
@@ -159,48 +151,29 @@ def _merge_batch(
                 heap_counts[heap_size], heap_ids[heap_size] = pairs[pair, COUNT], pair
                 heap_size += 1
                 sift_up(heap_counts, heap_ids, heap_size - 1, pairs, token_bytes, offsets, sizes)
-    return (
-        made,
-        below,
-        pairs_used,
-        pool,
-        pool_used,
-        pool_limit,
-        pool_written,
-        heap_size,
-        gained_pairs,
-        gained_words,
-        token_bytes,
-        bytes_used,
-    )
+    for k, use in enumerate((pairs_used, pool_used, pool_limit, pool_written, heap_size, bytes_used)):
+        uses[k] = use  # in the order of ``merge_state.PAIRS_USED`` and the rest
+    return made, below, pool, (gained_pairs, gained_words), (token_bytes, offsets, sizes)
 
 
-def train_merges(
+def learn_merges(
     words: Words,
     vocab: dict[int, bytes],
     vocab_size: int,
-    progress: Callable[[int], None] | None = None,
-    *,
     min_frequency: int = 0,
     max_token_length: int | None = None,
     stopped: Callable[[str, int], None] | None = None,
-    savings: list[int] | None = None,
-) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
+) -> Iterator[tuple[int, int, int]]:
     """Add merges to ``vocab`` (the bytes and special tokens) until it holds ``vocab_size`` tokens or
-    no pair is left, and give it with the merges, as the pure-Python loop does.
+    no pair is left, as the pure-Python loop does (``stages.merge._MergeState.learn_merges``), giving
+    each as it is added, a batch at a time: the two ids it joins and the tokens it saves.
 
     The words are ``words``' records (laid out for ``vocab_size``; they are taken from it and merged
-    in place). ``progress`` is told the number of merges done, for each merge, once its batch is done.
-    A pair that would make a token over ``max_token_length`` bytes is never chosen; the loop stops
-    before a pair that occurs fewer than ``min_frequency`` times. When either ends it before the
-    vocabulary is full, ``stopped`` is told which: ``"min_frequency"`` and that pair's count, or
-    ``"max_token_length"`` and 0. ``savings`` gets each merge's tokens saved (the words' shortening
-    times their counts).
+    in place). ``min_frequency``, ``max_token_length`` and ``stopped`` are ``train_merges``'s.
     """
     longest = UNLIMITED if max_token_length is None else min(max_token_length, UNLIMITED)
     min_frequency = min(min_frequency, UNLIMITED)  # both int64 in compiled code
     state = State(words, vocab, vocab_size, longest)
-    merges: list[tuple[bytes, bytes]] = []
     out_pairs = np.empty((_BATCH, 3), np.int64)  # each merge's pair, and the tokens it saves
     while len(vocab) < vocab_size:
         interrupts.check()  # between batches: compiled code sees no signal, and garbles one raised in it
@@ -212,24 +185,19 @@ def train_merges(
         state.take(given)
         state.give_back()
         for a, b, saved in out_pairs[:made].tolist():
-            if savings is not None:
-                savings.append(saved)
             vocab[len(vocab)] = vocab[a] + vocab[b]
-            merges.append((vocab[a], vocab[b]))
-            if progress is not None:
-                progress(len(merges))
+            yield a, b, saved
         if below:  # the best pair left is too rare
             if stopped is not None:
                 stopped("min_frequency", int(below))
-            break
+            return
         if made < want:
-            if state.heap_size == 0:  # no pair left that fits
-                counted = state.pairs[: state.pairs_used, COUNT]
+            if state.uses[HEAP_SIZE] == 0:  # no pair left that fits
+                counted = state.pairs[: state.uses[PAIRS_USED], COUNT]
                 if max_token_length is not None and stopped is not None and (counted > 0).any():
                     stopped("max_token_length", 0)
-                break
+                return
             state.room_for(2 * len(vocab) + 2)
-    return vocab, merges
 
 
 def compile_merge_loop(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> None:
@@ -246,8 +214,8 @@ def compile_merge_loop(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> 
     for vocab_size in vocab_sizes:
         state = State(Words([chunk], len(words), len(data), vocab_size), first, vocab_size)
         state.room_for(len(state.pairs))  # the records copied, the index rebuilt
-        state.pool_used = compact(state.pairs, state.pairs_used, state.pool)
-        train_merges(Words([chunk], len(words), len(data), vocab_size), dict(first), vocab_size)
+        state.uses[POOL_USED] = compact(state.pairs, state.uses[PAIRS_USED], state.pool)
+        list(learn_merges(Words([chunk], len(words), len(data), vocab_size), dict(first), vocab_size))
 
 
 def merge_loop_cached(vocab_sizes: tuple[int, ...]) -> bool:

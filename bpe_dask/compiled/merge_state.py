@@ -4,12 +4,13 @@ Takes ``Words`` (``word_records``: the words laid out as records), the first voc
 vocabulary size; gives ``State``, the arrays ``merge_loop`` works on, between its batches of merges:
 
 - A pair ``(a, b)`` is the int64 key ``a << 32 | b``, with a record of its own (``pair_map``): its
-  count, and its list of holder words in ``pool``, which names them by position. Before any merge a
-  pair is two bytes: a counting sort over the records makes every list in one go, each word named
-  once per pair it holds. After that a pair gains holders only in the merge that creates it (every
-  pair a merge adds holds the new token), so its list is written then, whole and tight; a merged or
-  vanished pair's list is dead room, which the pool squeezes out in place when it fills. Lists may
-  name words that lost the pair since: a merge skips those, as the pure-Python loop does.
+  count, and its list of holder words in ``pool``, which names them by position. Before any merge,
+  two passes over the records (a counting sort) make every list in one go, each word named once per
+  pair it holds; a pair of two bytes has the record whose id is the pair itself. After that a pair
+  gains holders only in the merge that creates it (every pair a merge adds holds the new token), so
+  its list is written then, whole and tight; a merged or vanished pair's list is dead room, which
+  the pool squeezes out in place when it fills. Lists may name words that lost the pair since: a
+  merge skips those, as the pure-Python loop does.
 - The heap holds one ``(count, pair id)`` entry per pair that may still be chosen, highest count
   first, then the greater pair of byte strings: a pair's count only falls after the merge that
   creates it, so its entry is pushed then (or by ``heapify``, for the byte pairs) and lowered to the
@@ -42,16 +43,15 @@ from bpe_dask.compiled.word_records import Words, count_of, count_width, end_mar
 
 UNLIMITED = 2**62  # the longest token when there is no max_token_length
 INDEX_LOAD = 2  # the pairs' index has at least this many slots per pair
-# The arrays (and their use) that ``merge_loop._merge_batch`` takes first, and that it gives back
-# after how many merges it made and ``below``, each in its order (``State.batch_arrays``, ``take``).
-BATCH_TAKES = (
-    "words pairs pairs_used index pool pool_used pool_limit pool_written heap_counts heap_ids heap_size "
-    "gained_pairs gained_words token_bytes offsets sizes bytes_used"
-)
-BATCH_GIVES = (
-    "pairs_used pool pool_used pool_limit pool_written heap_size gained_pairs gained_words token_bytes "
-    "bytes_used"
-)
+# What each element of ``State.uses`` (int64; a batch of merges updates it in place) is: how many of
+# the pairs' records are used, the pool's use, its limit of use and its highest use (how far its pages
+# hold memory), the heap's size, and how many bytes of the tokens' bytes are used.
+PAIRS_USED, POOL_USED, POOL_LIMIT, POOL_WRITTEN, HEAP_SIZE, BYTES_USED = range(6)
+# The parts of the state that ``merge_loop._merge_batch`` takes first, and those it gives back (arrays
+# it may have regrown) after how many merges it made and ``below``, in order (``State.batch_arrays``,
+# ``take``).
+BATCH_TAKES = "words pairs index pool heap gained tokens uses"
+BATCH_GIVES = "pool gained tokens"
 
 
 @njit(cache=True, nogil=True)
@@ -74,80 +74,39 @@ def heapify(pairs, used, heap_counts, heap_ids, token_bytes, offsets, sizes, lon
 
 
 @njit(cache=True, nogil=True)
-def _byte_pairs(words, used, holders, weighted, last):
-    """How many words of the records before ``used`` hold each byte pair into ``holders``, and its
-    weighted count into ``weighted`` (both zeros, and ``last`` all -1, as they come in)."""
-    width, end = count_width(words), end_mark(words)
-    p = 0
-    while p < used:
-        f = count_of(words, p)
-        r = p + width
-        while words[r + 1] != end:
-            pair = (np.int64(words[r]) << 8) | np.int64(words[r + 1])
-            weighted[pair] += f
-            if last[pair] != p:
-                last[pair] = p
-                holders[pair] += 1
-            r += 1
-        p = r + 2
+def _count_pairs(words, used, pairs, index, last, of_bytes):
+    """Every pair of the records before ``used`` into ``pairs`` (found through ``index``, both empty):
+    its count, and how many words hold it (``LENGTH``, each word once per pair it holds; ``last``, as
+    long as ``pairs``, is the word a pair was last counted for). Returns how many pairs, or -1 when
+    ``pairs`` or its index is too small for them (nothing kept: the caller makes both larger and calls
+    again).
 
-
-@njit(cache=True, nogil=True)
-def _list_byte_pairs(words, used, holders, weighted, pool, pairs, index, fill, last):
-    """Every byte pair of the records before ``used`` into ``pairs`` (and ``index``), with its count
-    (``weighted``) and its list of holders in ``pool``, ``holders`` long, in the order of the pairs'
-    keys (``fill`` and ``last``, of 65,536 elements, are its scratch; ``last`` all -1 as it comes
-    in); returns how many pairs.
-
-    Before any merge a pair is two bytes, one of 65,536: a counting sort, this second pass over the
-    words after ``_byte_pairs``, groups the holders by pair, each word once per pair.
+    Words whose ids are bytes (``of_bytes``, training from the bytes) hold only byte pairs, one of
+    65,536: each has a record first, in the order of their keys, whose id is the pair itself
+    (``a << 8 | b``), so that both passes over the words find it without the index.
     """
     width, end = count_width(words), end_mark(words)
-    fill[0] = 0
-    for pair in range(1, 1 << 16):  # where each pair's list starts (a loop: compiled/compile_once.py)
-        fill[pair] = fill[pair - 1] + holders[pair - 1]
-    p = 0
-    while p < used:
-        r = p + width
-        while words[r + 1] != end:
-            pair = (np.int64(words[r]) << 8) | np.int64(words[r + 1])
-            if last[pair] != p:
-                last[pair] = p
-                pool[fill[pair]] = p
-                fill[pair] += 1
-            r += 1
-        p = r + 2
-    n = np.int64(0)  # not a literal 0: numba would compile ``add`` for it apart
-    for pair in range(1 << 16):
-        if holders[pair]:
-            add(index, pairs, n, (np.int64(pair >> 8) << 32) | (pair & 0xFF))
-            # ``fill`` is where the list ends now: less its length, where it starts
-            pairs[n, COUNT], pairs[n, START] = weighted[pair], fill[pair] - holders[pair]
-            pairs[n, LENGTH] = holders[pair]
-            n += 1
-    return n
-
-
-@njit(cache=True, nogil=True)
-def _id_pairs(words, used, pairs, index, last):
-    """Every pair of the records before ``used``, whatever its ids, into ``pairs`` (found through
-    ``index``, both empty): its count, and how many words hold it (``LENGTH``, each word once per pair
-    it holds; ``last``, as long as ``pairs``, is the word a pair was last counted for). Returns how
-    many pairs, or -1 when ``pairs`` or its index is too small for them (nothing kept: the caller
-    makes both larger and calls again)."""
-    width, end = count_width(words), end_mark(words)
     n = np.int64(0)
+    if of_bytes:
+        for pair in range(1 << 16):
+            add(index, pairs, n, (np.int64(pair >> 8) << 32) | (pair & 0xFF))
+            last[n] = -1
+            n += 1
     p = 0
     while p < used:
         f = count_of(words, p)
         r = p + width
         while words[r + 1] != end:
-            if n == len(pairs) or INDEX_LOAD * n >= len(index):
+            a, b = np.int64(words[r]), np.int64(words[r + 1])
+            if of_bytes:
+                pair = (a << 8) | b
+            elif n == len(pairs) or INDEX_LOAD * n >= len(index):
                 return np.int64(-1)
-            pair, new = add(index, pairs, n, (np.int64(words[r]) << 32) | np.int64(words[r + 1]))
-            if new:
-                last[pair] = -1
-                n += 1
+            else:
+                pair, new = add(index, pairs, n, (a << 32) | b)
+                if new:
+                    last[pair] = -1
+                    n += 1
             pairs[pair, COUNT] += f
             if last[pair] != p:
                 last[pair] = p
@@ -158,8 +117,8 @@ def _id_pairs(words, used, pairs, index, last):
 
 
 @njit(cache=True, nogil=True)
-def _list_id_pairs(words, used, pairs, n, index, pool, last):
-    """The holders of each of the ``n`` pairs ``_id_pairs`` found into ``pool``, the pairs' lists in
+def _list_pairs(words, used, pairs, n, index, pool, last, of_bytes):
+    """The holders of each of the ``n`` pairs ``_count_pairs`` found into ``pool``, the pairs' lists in
     the order of their ids (``last`` all -1 as it comes in); returns the pool's use."""
     start = np.int64(0)
     for pair in range(n):  # where each list starts; its length counts up again as it is filled
@@ -170,7 +129,8 @@ def _list_id_pairs(words, used, pairs, n, index, pool, last):
     while p < used:
         r = p + width
         while words[r + 1] != end:
-            pair = find(index, pairs, (np.int64(words[r]) << 32) | np.int64(words[r + 1]))
+            a, b = np.int64(words[r]), np.int64(words[r + 1])
+            pair = (a << 8) | b if of_bytes else np.int64(find(index, pairs, (a << 32) | b))
             if last[pair] != p:
                 last[pair] = p
                 pool[pairs[pair, START] + pairs[pair, LENGTH]] = p
@@ -208,85 +168,65 @@ class State:
         words.sort()
         self.words, used, positions = words.records, words.used, words.positions
         words.records = np.empty(0, self.words.dtype)
-        # The bytes of every token, with room for the ones merges will add.
+        self.uses = np.zeros(6, np.int64)  # ``PAIRS_USED`` and the rest
+        # The bytes of every token, back to back with room for the ones merges will add, where each
+        # starts and how long it is: ties compare them.
         capacity = max(vocab_size, max(vocab) + 1)
-        self.token_bytes = np.zeros(max(1, sum(len(t) for t in vocab.values())) * 4 + 64, np.uint8)
-        self.offsets = np.zeros(capacity, np.int64)
-        self.sizes = np.zeros(capacity, np.int64)
-        self.bytes_used = 0
+        token_bytes = np.zeros(max(1, sum(len(t) for t in vocab.values())) * 4 + 64, np.uint8)
+        offsets, sizes = np.zeros(capacity, np.int64), np.zeros(capacity, np.int64)
+        at = 0
         for token_id, token in vocab.items():
-            self.token_bytes[self.bytes_used : self.bytes_used + len(token)] = np.frombuffer(token, np.uint8)
-            self.offsets[token_id], self.sizes[token_id] = self.bytes_used, len(token)
-            self.bytes_used += len(token)
-        if words.of_bytes:
-            self._first_byte_pairs(used, positions, words.count)
-        else:
-            self._first_id_pairs(used, positions, words.count)
-        self.pool_written = self.pool_used  # how far the pool's pages hold memory (its highest use)
-        self.heap_counts = np.empty(len(self.pairs), np.int64)
-        self.heap_ids = np.empty(len(self.pairs), np.int32)
-        tokens = (self.token_bytes, self.offsets, self.sizes)  # each token's bytes: ties compare them
-        self.heap_size = heapify(
-            self.pairs, self.pairs_used, self.heap_counts, self.heap_ids, *tokens, longest
-        )
-        self.gained_pairs = np.empty(1024, np.int32)  # a merge's new holders, before their lists are laid
-        self.gained_words = np.empty(1024, positions)
+            token_bytes[at : at + len(token)] = np.frombuffer(token, np.uint8)
+            offsets[token_id], sizes[token_id] = at, len(token)
+            at += len(token)
+        self.tokens, self.uses[BYTES_USED] = (token_bytes, offsets, sizes), at
+        self._first_pairs(used, positions, words.count, words.of_bytes)
+        self.heap = (np.empty(len(self.pairs), np.int64), np.empty(len(self.pairs), np.int32))  # counts, ids
+        self.uses[HEAP_SIZE] = heapify(self.pairs, self.uses[PAIRS_USED], *self.heap, *self.tokens, longest)
+        # A merge's new holdings (pair ids, words), before their lists are laid.
+        self.gained = (np.empty(1024, np.int32), np.empty(1024, positions))
 
-    def _first_byte_pairs(self, used: int, positions: np.dtype, words: int) -> None:
-        """The pairs before any merge, of words whose ids are bytes: each pair one of 65,536, counted
-        and listed by two counting passes over tables indexed by the pair itself."""
-        # Room for a pair per word (many more than most tables make), or for the 65,536 byte pairs.
-        self.pairs = np.empty((max(1 << 17, words), 4), np.int64)
-        self.index = np.full(INDEX_LOAD << 16, NO_PAIR, np.int32)
-        # Scratch of the two passes over the byte pairs (numpy's: numba compiles its own allocations)
-        holders, weighted, fill = (np.zeros(1 << 16, np.int64) for _ in range(3))
-        last = np.full(1 << 16, -1, np.int64)  # the word a pair was last counted for
-        _byte_pairs(self.words, used, holders, weighted, last)
-        self._pool_for(holders, positions)
-        last.fill(-1)
-        self.pairs_used = _list_byte_pairs(
-            self.words, used, holders, weighted, self.pool, self.pairs, self.index, fill, last
-        )
-
-    def _first_id_pairs(self, used: int, positions: np.dtype, words: int) -> None:
-        """The pairs before any merge, of words of any ids (continued training): found through the
-        index, which grows (and they are counted again) until they fit."""
-        size = max(1 << 17, words)
+    def _first_pairs(self, used: int, positions: np.dtype, words: int, of_bytes: bool) -> None:
+        """The pairs before any merge, counted and then listed by two passes over the words: found
+        through the index (which grows, and they are counted again, until they fit), or, of words
+        whose ids are bytes, by the pair itself."""
+        size = max(1 << 17, words)  # room for a pair per word (many more than most tables make)
         while True:
             self.pairs = np.empty((size, 4), np.int64)
             self.index = np.full(1 << (INDEX_LOAD * size - 1).bit_length(), NO_PAIR, np.int32)
             last = np.empty(size, np.int64)
-            n = int(_id_pairs(self.words, used, self.pairs, self.index, last))
+            n = int(_count_pairs(self.words, used, self.pairs, self.index, last, of_bytes))
             if n >= 0:
                 break
             size *= 2
         self._pool_for(self.pairs[:n, LENGTH], positions)
         last[:n] = -1
-        _list_id_pairs(self.words, used, self.pairs, n, self.index, self.pool, last)
-        self.pairs_used = n
+        _list_pairs(self.words, used, self.pairs, n, self.index, self.pool, last, of_bytes)
+        self.uses[PAIRS_USED] = n
 
     def _pool_for(self, holders: np.ndarray, positions: np.dtype) -> None:
         """The pool (numpy's: huge pages, as in ``Words.sort``) for lists of ``holders`` words: their
         room, then room for the first merges' new lists (an eighth more, or the longest list, which
         the first merge frees) up to its limit of use, and half as much again."""
-        self.pool_used = int(holders.sum())
-        self.pool_limit = self.pool_used + max(self.pool_used // 8, int(holders.max(initial=0))) + 16
-        self.pool = np.empty(self.pool_limit + self.pool_used // 2, positions)
+        used = int(holders.sum())
+        limit = used + max(used // 8, int(holders.max(initial=0))) + 16
+        self.uses[POOL_USED], self.uses[POOL_LIMIT], self.uses[POOL_WRITTEN] = used, limit, used
+        self.pool = np.empty(limit + used // 2, positions)
 
     def batch_arrays(self) -> list:
-        """The arrays and their use that a batch of merges takes (``BATCH_TAKES``), in order.
+        """The parts of the state that a batch of merges takes (``BATCH_TAKES``), in order.
 
         >>> import inspect
         >>> from bpe_dask.compiled import merge_loop
         >>> takes = list(inspect.signature(merge_loop._merge_batch.py_func).parameters)
-        >>> takes[:17] == BATCH_TAKES.split(), takes[17:]
+        >>> takes[:8] == BATCH_TAKES.split(), takes[8:]
         (True, ['next_id', 'last_id', 'out_pairs', 'min_frequency', 'longest'])
         """
         return [getattr(self, name) for name in BATCH_TAKES.split()]
 
     def take(self, given: list) -> None:
         """Hold what a batch of merges gives back (``BATCH_GIVES``, in order): arrays it may have
-        regrown, and their use."""
+        regrown."""
         for name, value in zip(BATCH_GIVES.split(), given, strict=True):
             setattr(self, name, value)
 
@@ -294,26 +234,26 @@ class State:
         """Return to the system the pages of the pool past its use, once a squeeze has left a good
         part of them unused: the pool's use is highest in the first merges, and this leaves the
         memory to the pairs, which grow in the last ones."""
-        unused = (self.pool_written - self.pool_used) * self.pool.itemsize
-        if unused > max(1 << 26, self.pool_used * self.pool.itemsize // 8):
-            free_pages(self.pool, self.pool_used, self.pool_written)
-            self.pool_written = self.pool_used
+        used, written = int(self.uses[POOL_USED]), int(self.uses[POOL_WRITTEN])
+        if (written - used) * self.pool.itemsize > max(1 << 26, used * self.pool.itemsize // 8):
+            free_pages(self.pool, used, written)
+            self.uses[POOL_WRITTEN] = used
 
     def room_for(self, pairs: int) -> None:
         """Grow the pairs' records and the heap (copied), and the index (rebuilt), so that ``pairs``
         more fit."""
-        need = self.pairs_used + pairs
+        used, heap_size = int(self.uses[PAIRS_USED]), int(self.uses[HEAP_SIZE])
+        need = used + pairs
         if need > len(self.pairs):
             size = max(2 * len(self.pairs), need)
             grown = np.empty((size, 4), np.int64)
-            grown[: self.pairs_used] = self.pairs[: self.pairs_used]
+            grown[:used] = self.pairs[:used]
             self.pairs = grown
-            for name in ("heap_counts", "heap_ids"):
-                old = getattr(self, name)
-                new = np.empty(size, old.dtype)
-                new[: self.heap_size] = old[: self.heap_size]
-                setattr(self, name, new)
+            heap = tuple(np.empty(size, part.dtype) for part in self.heap)
+            for new, old in zip(heap, self.heap, strict=True):
+                new[:heap_size] = old[:heap_size]
+            self.heap = heap
         if INDEX_LOAD * need > len(self.index):
             self.index = np.empty(0, np.int32)  # let the old one go first
             self.index = np.full(1 << (INDEX_LOAD * need - 1).bit_length(), NO_PAIR, np.int32)
-            index_pairs(self.pairs, self.pairs_used, self.index)
+            index_pairs(self.pairs, used, self.index)

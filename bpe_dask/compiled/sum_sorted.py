@@ -36,21 +36,17 @@ def _merge_two(data_a, offsets_a, counts_a, data_b, offsets_b, counts_b):
                 data_a, offsets_a[i], offsets_a[i + 1], data_b, offsets_b[j], offsets_b[j + 1]
             )
         if order <= 0:
-            start, end = offsets_a[i], offsets_a[i + 1]
-            into, token = data[used : used + end - start], data_a[start:end]
-            count = counts_a[i]
+            token, count = data_a[offsets_a[i] : offsets_a[i + 1]], counts_a[i]
             i += 1
             if order == 0:
                 count += counts_b[j]
                 j += 1
         else:
-            start, end = offsets_b[j], offsets_b[j + 1]
-            into, token = data[used : used + end - start], data_b[start:end]
-            count = counts_b[j]
+            token, count = data_b[offsets_b[j] : offsets_b[j + 1]], counts_b[j]
             j += 1
-        for k in range(end - start):  # not a slice assignment: compile_once.py says why
-            into[k] = token[k]
-        used += end - start
+        for k in range(len(token)):  # not a slice assignment: compile_once.py says why
+            data[used + k] = token[k]
+        used += len(token)
         counts[n] = count
         n += 1
         offsets[n] = used

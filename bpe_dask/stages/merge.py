@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import add
 from typing import TYPE_CHECKING
 
@@ -65,7 +65,7 @@ def train_merges(
     what ``laid_out`` made of them (for the same ``base``). With a ``base``, training continues from
     it: the merges returned begin with its merges. ``progress`` is called with the number of merges
     learned after each merge. ``engine`` is ``"python"`` (the loop below), ``"numba"`` (the same loop
-    compiled, ``compiled.train_merges``), or ``"auto"``: numba for large tables when it is installed,
+    compiled, ``compiled.learn_merges``), or ``"auto"``: numba for large tables when it is installed,
     where its start-up pays off. The tests check every engine against the plain reference trainer
     (``bpe_dask.rules.reference``).
 
@@ -86,32 +86,16 @@ def train_merges(
     log.info("merging %s words with the %s", f"{word_counts.rows:,}", loop)
     vocab, merges = start(special_tokens, (base.vocab, base.merges) if base else None)
     if compiled:
-        from bpe_dask.compiled import train_merges
+        from bpe_dask.compiled import learn_merges
 
-        limits = {"min_frequency": min_frequency, "max_token_length": max_token_length}
-        vocab, learned = train_merges(
-            word_counts, vocab, vocab_size, progress, **limits, stopped=stopped, savings=savings
+        learned = learn_merges(word_counts, vocab, vocab_size, min_frequency, max_token_length, stopped)
+    else:
+        learned = _MergeState(word_counts, vocab, max_token_length).learn_merges(
+            vocab_size, min_frequency, stopped
         )
-        return vocab, merges + learned
-    state = _MergeState(word_counts, vocab, max_token_length)
-    kept, new_id = len(merges), max(vocab) + 1  # each merge at the next free id (``start``)
-    while len(vocab) < vocab_size:
-        interrupts.check()  # a signal is raised here, between merges, not in whatever C called back
-        best = state.pop_best()
-        if best is None:
-            if state.pair_counts and stopped is not None:  # pairs are left, all too long
-                stopped("max_token_length", 0)
-            break
-        pair, count = best
-        if count < min_frequency:
-            if stopped is not None:
-                stopped("min_frequency", count)
-            break
-        a, b = pair
-        vocab[new_id] = vocab[a] + vocab[b]
+    kept = len(merges)
+    for a, b, saved in learned:  # each merge's token is in ``vocab`` already
         merges.append((vocab[a], vocab[b]))
-        saved = state.merge(pair, new_id)
-        new_id += 1
         if savings is not None:
             savings.append(saved)
         if progress is not None:
@@ -230,6 +214,30 @@ class _MergeState:
         fit never will (tokens keep their bytes), so it gets no heap entry, though it is counted."""
         longest = self.longest
         return longest is None or len(self.vocab[ord(pair[0])]) + len(self.vocab[ord(pair[1])]) <= longest
+
+    def learn_merges(
+        self, vocab_size: int, min_frequency: int, stopped: Callable[[str, int], None] | None
+    ) -> Iterator[tuple[int, int, int]]:
+        """Merge the best pair left into a new token of the vocabulary until it holds ``vocab_size``
+        tokens or no pair is left (``train_merges`` says when ``stopped`` is told why), giving each
+        merge as it is made: the two ids it joins and the tokens it saves."""
+        vocab = self.vocab
+        new_id = max(vocab) + 1  # each merge at the next free id (``start``)
+        while len(vocab) < vocab_size:
+            interrupts.check()  # a signal is raised here, between merges, not in whatever C called back
+            best = self.pop_best()
+            if best is None:
+                if self.pair_counts and stopped is not None:  # pairs are left, all too long
+                    stopped("max_token_length", 0)
+                return
+            (a, b), count = best
+            if count < min_frequency:
+                if stopped is not None:
+                    stopped("min_frequency", count)
+                return
+            vocab[new_id] = vocab[a] + vocab[b]
+            yield a, b, self.merge((a, b), new_id)
+            new_id += 1
 
     def pop_best(self) -> tuple[Pair, int] | None:
         """The most frequent pair that fits (ties to the greater bytes) and its count, skipping stale
