@@ -85,6 +85,9 @@ METHODS = {
     "encode": lambda tokenizer, text: tokenizer.encode(text),
     "encode_array": lambda tokenizer, text: tokenizer.encode_array(text).tolist(),
     "encode_batch": lambda tokenizer, text: tokenizer.encode_batch([text, "", text], num_threads=2)[2],
+    "encode_batch_to_numpy": lambda tokenizer, text: (
+        lambda ids, offsets: ids[offsets[2] : offsets[3]].tolist()
+    )(*tokenizer.encode_batch_to_numpy([text, "", text], num_threads=2)),
     "encode_iterable": lambda tokenizer, text: list(tokenizer.encode_iterable(pieces(text, len(text)))),
 }
 
@@ -203,7 +206,7 @@ def test_a_full_cache_keeps_the_words_found_again(monkeypatch):
     # Each kept word is found again where it was kept, not cached a second time.
     from bpe_dask.compiled.word_table import KEY, META, RECORD
 
-    (records, *_), = tokenizer._compiled._idle
+    ((records, *_),) = tokenizer._compiled._idle
     held = records.reshape(-1, RECORD)[records[META::RECORD] != 0]
     assert len({(key, meta) for key, meta in held[:, [KEY, META]].tolist()}) == len(held)
 
@@ -232,5 +235,5 @@ def test_a_full_cache_whose_words_all_recur_is_emptied(monkeypatch):
     assert len(sweeps) > 5 and all(kept > 3 * 16 // 4 for kept in sweeps), sweeps
     from bpe_dask.compiled.word_table import META, RECORD
 
-    (records, _, _, used, _), = tokenizer._compiled._idle
+    ((records, _, _, used, _),) = tokenizer._compiled._idle
     assert used[2] == int((records[META::RECORD] != 0).sum()) < 16  # what it holds, counted as it holds it

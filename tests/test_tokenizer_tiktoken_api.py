@@ -71,13 +71,34 @@ def test_encode_batch_equals_encode_and_tiktoken(ours, theirs, threads, count):
     assert want == theirs.encode_batch(docs, allowed_special="all")
     assert ours.encode_batch(docs, num_threads=threads) == want
     assert ours.encode_batch(iter(docs), num_threads=threads) == want  # any iterable, as a list
+    assert_flat(ours.encode_batch_to_numpy(iter(docs), num_threads=threads), want)
     if count == 200:
         assert sum(map(len, docs)) > COMPILED_MIN_CHARS  # auto takes the compiled encoder here
+
+
+def assert_flat(flat: tuple[np.ndarray, np.ndarray], want: list[list[int]]) -> None:
+    """``encode_batch_to_numpy``'s arrays hold ``want``, the ids of each text: uint32 ids back to back,
+    int64 offsets, one more than the texts."""
+    ids, offsets = flat
+    assert (ids.dtype, offsets.dtype, len(offsets)) == (np.uint32, np.int64, len(want) + 1)
+    assert [ids[a:b].tolist() for a, b in itertools.pairwise(offsets)] == want
+    assert offsets[0] == 0 and offsets[-1] == len(ids)
 
 
 def test_encode_batch_of_nothing(ours):
     assert ours.encode_batch([]) == []
     assert ours.encode_batch([""]) == [[]]
+    assert_flat(ours.encode_batch_to_numpy([]), [])
+    assert_flat(ours.encode_batch_to_numpy(["", ""], num_threads=2), [[], []])
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_encode_batch_to_numpy_joins_its_groups_in_order(ours, threads):
+    """Many groups (each of ``COMPILED_MIN_CHARS`` characters at least, so over a megabyte of texts
+    makes more groups than threads), empty texts between them: each text's ids where its offsets say."""
+    docs = [text for doc in documents(5, 400) for text in (doc, "")] * 12
+    assert sum(map(len, docs)) > 8 * COMPILED_MIN_CHARS
+    assert_flat(ours.encode_batch_to_numpy(docs, num_threads=threads), ours.encode_batch(docs, num_threads=1))
 
 
 # --- lone surrogates ------------------------------------------------------------------------------
@@ -125,6 +146,7 @@ def refused_everywhere(ours: Tokenizer, text: str, options: dict) -> None:
         lambda: ours.encode(text, **options),
         lambda: ours.encode_array(text, **options),
         lambda: ours.encode_batch(["x", text], **options),
+        lambda: ours.encode_batch_to_numpy(["x", text], **options),
         lambda: list(ours.encode_iterable([text[:5], text[5:]], **options)),
     ]:
         with pytest.raises(BpeDaskError) as refused:
@@ -145,6 +167,7 @@ def test_allowed_and_disallowed_special_as_in_tiktoken(ours, theirs, allowed, di
         assert ours.encode(text, **options) == want, text
         assert ours.encode_array(text, **options).tolist() == want
         assert ours.encode_batch([text, text], **options) == [want, want]
+        assert_flat(ours.encode_batch_to_numpy([text, text], **options), [want, want])
         pieces = [text[i : i + 3] for i in range(0, len(text), 3)]
         assert list(ours.encode_iterable(pieces, **options)) == want
 
@@ -236,7 +259,8 @@ def test_the_tokenizers_public_face_is_what_users_call():
 
     methods = {name for name in dir(Tokenizer) if not name.startswith("_")}
     assert methods == {
-        "decode", "encode", "encode_array", "encode_batch", "encode_documents", "encode_iterable",
+        "decode", "encode", "encode_array", "encode_batch", "encode_batch_to_numpy", "encode_documents",
+        "encode_iterable",
         "files", "from_files", "from_tokenizer_json", "load", "save", "tiktoken_ranks", "token_id",
         "truncated",
     }  # fmt: skip

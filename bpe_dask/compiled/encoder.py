@@ -5,7 +5,8 @@ Takes a tokenizer's byte ids, its merges by ids, a built-in pattern's name and i
 gives the ids the pure-Python ``Tokenizer.encode`` gives (the tests hold it to that), by the loops of
 ``encode``: of UTF-8 pieces (``Encoder.encode``), of documents that each stand alone, split at the
 special tokens of a ``Pretokenizer`` (``encode_documents``), of many texts in one call, as lists
-(``encode_texts``), and the ids of counted pre-tokens, each alone (``pretoken_ids``).
+(``encode_texts``) or one array (``encode_flat``), and the ids of counted pre-tokens, each alone
+(``pretoken_ids``).
 
 The merge tables are read-only once built and shared; a cache is written as it is read, so each call
 borrows one of its own (``Encoder.encode``): threads may share an encoder.
@@ -176,6 +177,14 @@ class Encoder:
         specials = [between_documents if edge else special_id[data[a:b].decode()] for a, b, edge in gaps]
         return self.encode(data, bounds, np.array(specials, np.int64))
 
+    def _marked(self, texts: list[str], pretokenizer: Pretokenizer) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of all of ``texts`` in one call, ``BETWEEN`` after each but the last, and where the
+        marks are."""
+        encoded = [utf8(text) for text in texts]
+        ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
+        ids = self.encode_documents(b"".join(encoded), ends, BETWEEN, pretokenizer)
+        return ids, np.flatnonzero(ids == BETWEEN)
+
     def encode_texts(self, texts: list[str], pretokenizer: Pretokenizer) -> list[list[int]]:
         """The ids of each of ``texts``, all in one call (``BETWEEN`` marks where a text ends), cut
         apart where a mark falls, the special tokens ``pretokenizer`` splits out as their ids.
@@ -188,13 +197,23 @@ class Encoder:
         >>> encoder.encode_texts(["a", "", "hi<|e|>hi"], Pretokenizer(["<|e|>"]))
         [[97], [], [256, 257, 256]]
         """
-        encoded = [utf8(text) for text in texts]
-        ends = np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)))
-        ids = self.encode_documents(b"".join(encoded), ends, BETWEEN, pretokenizer)
-        marks = np.flatnonzero(ids == BETWEEN)
+        ids, marks = self._marked(texts, pretokenizer)
         ids[marks] = 0  # an id, so that all are taken at once; each list leaves the marks out
         ints = self._ints.take(ids)
         return [ints[a + 1 : b].tolist() for a, b in pairwise([-1, *marks.tolist(), len(ids)])]
+
+    def encode_flat(self, texts: list[str], pretokenizer: Pretokenizer) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of ``texts`` back to back (uint32), all in one call, and where each text's ids start
+        and the last's end (int64, one more than the texts): no Python int per token.
+
+        >>> encoder = Encoder(list(range(256)), {(104, 105): (0, 256)}, "gpt2", special_ids={"<|e|>": 257})
+        >>> ids, offsets = encoder.encode_flat(["a", "", "hi<|e|>hi"], Pretokenizer(["<|e|>"]))
+        >>> ids.tolist(), offsets.tolist()
+        ([97, 256, 257, 256], [0, 1, 1, 4])
+        """
+        ids, marks = self._marked(texts, pretokenizer)
+        offsets = np.concatenate([[0], marks - np.arange(len(marks)), [len(ids) - len(marks)]])
+        return np.delete(ids, marks).astype(np.uint32), offsets.astype(np.int64)
 
     def pretoken_ids(self, data: bytes | np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The ids of pre-tokens, their UTF-8 back to back in ``data``, the ``k``-th from ``offsets[k]``
