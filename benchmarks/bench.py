@@ -14,6 +14,7 @@ docs/performance.md holds the current figures and the commands behind each table
     python benchmarks/bench.py encode --size 16MB                           # encoding vs tiktoken
     python benchmarks/bench.py encode --size 16MB --vocab gpt4-32k --job-size ''  # a trained 32K vocabulary
     python benchmarks/bench.py encode --size 16MB --vocab cl100k --job-size ''    # cl100k, unseen text
+    python benchmarks/bench.py encode --size 16MB --vocab gpt2 --unseen --job-size ''  # GPT-2's, so
     python benchmarks/bench.py encode-batch --size 16MB                     # encode_batch vs tiktoken's
     python benchmarks/bench.py encode-batch --size 30MB --vocab cl100k      # and toktok-rs's, quicktok's
     python benchmarks/bench.py cs336                                        # CS336's speed test
@@ -1095,13 +1096,14 @@ def installed(contender: str) -> bool:
 
 
 def encode_unseen_rows(args: argparse.Namespace) -> list[tuple[str, str, str]]:
-    """`encode --vocab cl100k`: the whole file (seed 1) by each encoder in a process of its own, each
-    encoder fresh and warmed on other text (seed 0's first MiB), one call timed; the same ids from all."""
+    """`encode --vocab cl100k` (or `--unseen`, any vocabulary): the whole file (seed 1) by each encoder
+    of the vocabulary in a process of its own, each encoder fresh and warmed on other text (seed 0's
+    first MiB), one call timed; the same ids from all."""
     path, warm = corpus_file(args.kind, args.size, seed=1), corpus_file(args.kind, args.size, seed=0)
     mb = os.path.getsize(path) / 1e6
     results = {}
     for label, contender, form in UNSEEN_ENCODERS:
-        if installed(contender):
+        if (args.vocab == "cl100k" or contender not in BUILT_IN_CL100K) and installed(contender):
             results[label] = run("encode_unseen", path, warm, contender, args.vocab, form)
     ours, ours_array = (results[label] for label, contender, _ in UNSEEN_ENCODERS[:2])
     assert len({r["digest"] for r in results.values()}) == 1, {k: r["digest"] for k, r in results.items()}
@@ -1132,9 +1134,9 @@ def page_timed(result: dict) -> str:
 def suite_encode(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     """Tokenizer.encode against tiktoken on one file; linearity; bpe-dask encode on 1 and 2 workers.
     With ``--vocab gpt4-32k``, the whole-file rows only, on held-out text (seed 1); with ``--vocab
-    cl100k``, the whole-file rows of every encoder of it (``encode_unseen_rows``)."""
+    cl100k`` (or ``--unseen``), the whole-file rows of every encoder of it (``encode_unseen_rows``)."""
     vocab = args.vocab
-    if vocab == "cl100k":
+    if vocab == "cl100k" or args.unseen:
         return encode_unseen_rows(args)
     path = corpus_file(args.kind, args.size, seed=0 if vocab == "gpt2" else 1)
     size = os.path.getsize(path)
@@ -1673,6 +1675,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     encoding.add_argument(
         "--job-size", default="260MB", help="input of the bpe-dask encode runs ('' skips them)"
+    )
+    encoding.add_argument(
+        "--unseen", action="store_true", help="as cl100k's rows: fresh encoders, warmed on other text"
     )
     batch = commands.add_parser("encode-batch", help="Tokenizer.encode_batch vs tiktoken's, 1 and 2 threads")
     batch.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))

@@ -16,6 +16,7 @@ import contextlib
 import datetime
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import threading
@@ -111,7 +112,7 @@ def measured_line(load: LoadWatch) -> str:
     """The page's line above a table: date, machine, load, and the code and versions measured."""
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
     return (f"Measured {today} on {machine()}, load {load.range()}; bpe-dask {commit()}, {versions()}. "
-            f"Command: `python benchmarks/bench.py {' '.join(sys.argv[1:])}`.")  # fmt: skip
+            f"Command: `python benchmarks/bench.py {shlex.join(sys.argv[1:])}`.")  # fmt: skip
 
 
 def header(cells: tuple[str, ...]) -> str:
