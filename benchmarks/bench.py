@@ -1,16 +1,22 @@
 """Benchmarks: bpe-dask phase by phase, against its peers and a plain baseline.
 
-The peers: rustbpe, Hugging Face `tokenizers` and bpeasy (training), tiktoken and riptoken (encoding).
+The peers: rustbpe, Hugging Face `tokenizers`, bpeasy, gigabpe and ffbpe (training), tiktoken, riptoken,
+toktok-rs and quicktok-v1 (encoding; the last two have cl100k_base built in, whose ranks bpe-openai's
+wheel holds for the others).
 docs/performance.md holds the current figures and the commands behind each table.
 
     python benchmarks/bench.py --markdown peers --size 65MB             # a table as the page has it
+    python benchmarks/bench.py --repeat 2 --markdown peers --size 65MB --peers rustbpe,gigabpe,ffbpe
 
     python benchmarks/bench.py all --size 65MB --vocab-size 32000          # everything, one table
     python benchmarks/bench.py merge --unique 4000000 --vocab-size 32000   # OpenWebText-scale merge loop
     python benchmarks/bench.py merge-memory --unique 4000000               # its memory, by structure
     python benchmarks/bench.py encode --size 16MB                           # encoding vs tiktoken
     python benchmarks/bench.py encode --size 16MB --vocab gpt4-32k --job-size ''  # a trained 32K vocabulary
+    python benchmarks/bench.py encode --size 16MB --vocab cl100k --job-size ''    # cl100k, unseen text
+    python benchmarks/bench.py encode --size 16MB --vocab gpt2 --unseen --job-size ''  # GPT-2's, so
     python benchmarks/bench.py encode-batch --size 16MB                     # encode_batch vs tiktoken's
+    python benchmarks/bench.py encode-batch --size 30MB --vocab cl100k      # and toktok-rs's, quicktok's
     python benchmarks/bench.py cs336                                        # CS336's speed test
     python benchmarks/bench.py evaluate --size 260MB                        # evaluate beside encode
     python benchmarks/bench.py --repeat 3 cold --size 65MB                  # first runs, empty numba cache
@@ -324,9 +330,10 @@ def gpt2_ranks() -> tuple[str, dict[bytes, int], dict[str, int]]:
     return GPT2.regex, ids, special
 
 
-# The vocabularies the encoding suite measures: GPT-2's own, and one bpe-dask trains with GPT-4's
-# pattern to 32,000 tokens on the 65 MB corpus (seed 0), then encodes text it never saw (seed 1).
-VOCABULARIES = ("gpt2", "gpt4-32k")
+# The vocabularies the encoding suite measures: GPT-2's own, one bpe-dask trains with GPT-4's pattern
+# to 32,000 tokens on the 65 MB corpus (seed 0), then encodes text it never saw (seed 1), and GPT-4's
+# cl100k_base (ranks from the bpe-openai wheel), whose encoders are each fresh and warmed on other text.
+VOCABULARIES = ("gpt2", "gpt4-32k", "cl100k")
 TRAINED = DATA / "tokenizer-gpt4-32000-openwebtext-65MB-seed0"
 
 
@@ -351,6 +358,8 @@ def vocabulary_ranks(vocab: str) -> tuple[str, dict[bytes, int], dict[str, int]]
     trained one's from its `tokenizer.tiktoken` (base64 of each token's bytes, and its id)."""
     if vocab == "gpt2":
         return gpt2_ranks()
+    if vocab == "cl100k":
+        return cl100k_ranks()
     import base64
 
     from bpe_dask.rules.patterns import split_pattern
@@ -387,6 +396,111 @@ def has_riptoken() -> bool:
     return True
 
 
+# cl100k_base (GPT-4's encoding): its ranks from the bpe-openai wheel (offline), its split pattern
+# bpe-dask's built-in `gpt4` (tiktoken's cl100k pat_str), its special tokens at tiktoken's ids.
+CL100K_SPECIAL = {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                  "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}  # fmt: skip
+
+
+def cl100k_file() -> Path:
+    """cl100k_base's rank file as the bpe-openai wheel holds it (gzipped tiktoken format; its sha256
+    unzipped is tiktoken's expected hash, 223921b7...)."""
+    spec = importlib.util.find_spec("bpe_openai")
+    if spec is None:
+        raise SystemExit("cl100k_base's ranks come with bpe-openai: pip install -e '.[bench]'")
+    return Path(spec.submodule_search_locations[0]) / "data" / "cl100k_base.tiktoken.gz"
+
+
+def cl100k_ranks() -> tuple[str, dict[bytes, int], dict[str, int]]:
+    import base64
+    import gzip
+
+    from bpe_dask.rules.patterns import split_pattern
+
+    lines = gzip.decompress(cl100k_file().read_bytes()).decode().split()
+    ranks = {base64.b64decode(token): int(rank) for token, rank in zip(lines[::2], lines[1::2], strict=True)}
+    return split_pattern("gpt4").regex, ranks, dict(CL100K_SPECIAL)
+
+
+def cl100k_tokenizer():
+    """bpe-dask's Tokenizer of cl100k_base: the merges recovered from the ranks, the special tokens at
+    their ids, GPT-4's pattern."""
+    import gzip
+
+    from bpe_dask import Tokenizer
+    from bpe_dask.io.tokenizer_formats import parse_tiktoken_bpe
+
+    vocab, merges = parse_tiktoken_bpe(gzip.decompress(cl100k_file().read_bytes()).decode())
+    vocab.update({i: token.encode() for token, i in CL100K_SPECIAL.items()})
+    return Tokenizer(vocab, merges, list(CL100K_SPECIAL), "gpt4")
+
+
+def vocab_tokenizer(vocab: str):
+    """bpe-dask's Tokenizer of ``vocab`` (``VOCABULARIES``)."""
+    return {"gpt2": gpt2_tokenizer, "gpt4-32k": _trained_tokenizer, "cl100k": cl100k_tokenizer}[vocab]()
+
+
+# The encoders that have cl100k_base built in and no other of these vocabularies: toktok-rs (its full
+# encoder is the private `toktok._encoding`'s `Tokenizer`) and quicktok-v1.
+BUILT_IN_CL100K = ("toktok", "quicktok")
+
+
+def fresh_encoder(contender: str, vocab: str, form: str = "list") -> Callable[[str], object]:
+    """A new encoder of ``vocab`` (none of its caches filled), as a function of the text: ``form``
+    "list" the ids as a list of ints, "array" as a NumPy array where the contender has that call
+    (bpe-dask's ``encode_array``, toktok's ``encode_to_numpy``). Every contender is given the same
+    special token, the one the corpus holds (between documents), and the same ids come out."""
+    allowed = {EOT}
+    if contender in BUILT_IN_CL100K and vocab != "cl100k":
+        raise ValueError(f"{contender} has cl100k_base built in, not {vocab}")
+    if contender == "tiktoken":
+        encoding = tiktoken_gpt2(vocab)
+        return lambda text: encoding.encode(text, allowed_special=allowed)
+    if contender == "riptoken":
+        core = riptoken_gpt2(vocab)
+        return lambda text: core.encode(text, allowed)
+    if contender == "bpe_dask":
+        tokenizer = vocab_tokenizer(vocab)
+        if form == "array":
+            return lambda text: tokenizer.encode_array(text, allowed_special=allowed)
+        return lambda text: tokenizer.encode(text, allowed_special=allowed)
+    if contender == "toktok":
+        from toktok._toktok import Tokenizer  # a new one: toktok._encoding hands out a cached one
+
+        tokenizer = Tokenizer("cl100k_base", "")
+        if form == "array":
+            return lambda text: tokenizer.encode_to_numpy(text, allowed_special=allowed)
+        return lambda text: tokenizer.encode(text, allowed_special=allowed)
+    if contender == "quicktok":
+        import quicktok
+
+        tokenizer = quicktok.Tokenizer("cl100k_base", "")  # a new one: get_encoding caches
+        return lambda text: tokenizer.encode(text, allowed_special=allowed)
+    raise ValueError(contender)
+
+
+WARM_CHARS = 1 << 20  # the text each encoder is warmed on before the timed call
+
+
+def encode_unseen(path: str, warm_path: str, contender: str, vocab: str, form: str = "list") -> dict:
+    """One call of a fresh encoder (``fresh_encoder``) on the whole file ``path``, after one call on
+    other text (the first ``WARM_CHARS`` characters of ``warm_path``, another corpus): code loaded
+    (bpe-dask's compiled code from numba's cache) and caches filled by text other than the measured
+    one. Its processor time too: ``cpu_seconds`` above ``seconds`` would be threads at work."""
+    encode = fresh_encoder(contender, vocab, form)
+    with open(warm_path, encoding="utf-8", newline="") as f:
+        warm = f.read(WARM_CHARS)
+    started = time.perf_counter()
+    encode(warm)
+    warm_seconds = time.perf_counter() - started
+    text = Path(path).read_bytes().decode()
+    cpu, started = time.process_time(), time.perf_counter()
+    ids = encode(text)
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"seconds": seconds, "cpu_seconds": cpu, "warm_seconds": warm_seconds, "tokens": len(ids),
+            "digest": _digest(ids)}  # fmt: skip
+
+
 def tiktoken_encode(path: str, contender: str = "tiktoken", vocab: str = "gpt2") -> dict:
     """tiktoken's (or riptoken's, ``contender``) encode of the whole file, with ``vocab``."""
     encoding = tiktoken_gpt2(vocab) if contender == "tiktoken" else riptoken_gpt2(vocab)
@@ -402,23 +516,45 @@ def _batch_documents(path: str) -> list[str]:
     return [doc for doc in Path(path).read_bytes().decode().split(EOT) if doc]
 
 
-def encode_batch_contender(path: str, contender: str, threads: int) -> dict:
-    """``encode_batch`` of the file's documents on ``threads`` threads, bpe-dask's Tokenizer or tiktoken's
-    Encoding (same GPT-2 vocabulary, same ids): a first call, which for bpe-dask loads the compiled code
+def encode_batch_contender(path: str, contender: str, threads: int, vocab: str = "gpt2") -> dict:
+    """``encode_batch`` of the file's documents on ``threads`` threads, bpe-dask's Tokenizer or a peer's
+    (same vocabulary ``vocab``, same ids): a first call, which for bpe-dask loads the compiled code
     from numba's cache and fills its caches of pre-tokens, then the fastest of three more: the steady
     state of a program encoding batch after batch (bpe-dask keeps a cache per thread, and a thread's
-    second call may meet words only the other's first one met)."""
+    second call may meet words only the other's first one met). toktok-rs and quicktok-v1 (cl100k_base
+    only) give one flat buffer of ids and the offsets of each document's, the others a list per
+    document; the digest is of the ids end to end either way."""
+    import numpy as np
+
     docs = _batch_documents(path)
+    flat_buffer = contender in BUILT_IN_CL100K
+    if contender in BUILT_IN_CL100K and vocab != "cl100k":
+        raise ValueError(f"{contender} has cl100k_base built in, not {vocab}")
     if contender == "tiktoken":
-        encoding = tiktoken_gpt2()
+        encoding = tiktoken_gpt2(vocab)
         batch = lambda: encoding.encode_batch(docs, num_threads=threads, allowed_special="all")  # noqa: E731
     elif contender == "riptoken":
         os.environ["RAYON_NUM_THREADS"] = str(threads)  # its batches run on rayon's pool, sized once
-        core = riptoken_gpt2()
+        core = riptoken_gpt2(vocab)
         batch = lambda: core.encode_batch(docs, {EOT})  # noqa: E731
+    elif contender == "toktok":  # the documents hold no special token (split on it)
+        from toktok._toktok import Tokenizer
+
+        toktok = Tokenizer("cl100k_base", "")
+        batch = lambda: toktok.encode_batch_to_numpy(docs, threads, False)  # noqa: E731
+    elif contender == "quicktok":
+        import quicktok
+
+        quick = quicktok.Tokenizer("cl100k_base", "")
+        batch = lambda: quick.encode_batch(docs, threads, False)  # noqa: E731
+    elif contender == "bpe_dask_flat":  # one thread: the documents' ids end to end in one array
+        flat_tokenizer = vocab_tokenizer(vocab)
+        batch = lambda: (flat_tokenizer.encode_documents(docs), None)  # noqa: E731
+        flat_buffer = True
     else:
-        tokenizer = gpt2_tokenizer()
+        tokenizer = vocab_tokenizer(vocab)
         batch = lambda: tokenizer.encode_batch(docs, num_threads=threads)  # noqa: E731
+    same = (lambda a, b: np.array_equal(a[0], b[0])) if flat_buffer else (lambda a, b: a == b)
     started = time.perf_counter()
     ids = batch()
     first = time.perf_counter() - started
@@ -427,9 +563,13 @@ def encode_batch_contender(path: str, contender: str, threads: int) -> dict:
         started = time.perf_counter()
         again = batch()
         seconds = min(seconds, time.perf_counter() - started)
-        assert again == ids
+        assert same(again, ids)
         del again
-    flat = [i for doc in ids for i in doc]
+    if flat_buffer:
+        flat, offsets = ids
+        assert offsets is None or (len(offsets) == len(docs) + 1 and offsets[-1] == len(flat))
+    else:
+        flat = [i for doc in ids for i in doc]
     return {"seconds": seconds, "first_call_seconds": first, "documents": len(docs), "tokens": len(flat),
             "digest": _digest(flat)}  # fmt: skip
 
@@ -629,6 +769,50 @@ def bpeasy_train(path: str, vocab_size: int, pattern: str = "gpt2") -> dict:
     return {"seconds": seconds, "peak_rss_bytes": _peak_rss(), "tokens": tokens}
 
 
+def gigabpe_train(path: str, vocab_size: int, pattern: str = "gpt2", threads: int = 2) -> dict:
+    """gigabpe (Rust; HF's trainer and its tie rule), the GPT-2 byte-level pre-tokenizer, ``threads``
+    threads, the special token registered. It reads files only (no iterator), and counts a special
+    token's text in a file as text: the documents are written one to a file before the clock starts
+    (as fast for it as the one file: 0.56 s both at 16 MB to 8K)."""
+    import gigabpe
+
+    from bpe_dask.io.tokenizer_formats import str_to_token
+
+    if pattern != "gpt2":
+        raise ValueError("gigabpe's byte-level pre-tokenizer is GPT-2's pattern")
+    with tempfile.TemporaryDirectory(prefix="bench-gigabpe-") as folder:
+        files = []
+        for i, document in enumerate(_documents(path)):
+            files.append(f"{folder}/{i}.txt")
+            Path(files[-1]).write_text(document, encoding="utf-8", newline="")
+        started = time.perf_counter()
+        _, merges = gigabpe.train_bpe(files, vocab_size, special_tokens=[EOT], pretokenizer="bytelevel",
+                                      threads=threads)  # fmt: skip
+        seconds = time.perf_counter() - started
+    tokens = [(str_to_token(a) + str_to_token(b)).hex() for a, b in merges]
+    return {"seconds": seconds, "peak_rss_bytes": _peak_rss(), "tokens": tokens}
+
+
+def ffbpe_train(path: str, vocab_size: int, pattern: str = "gpt2", threads: int = 2) -> dict:
+    """ffbpe (Rust + rayon, ``threads`` threads): its native word counter over the same documents with
+    the pattern's regex, then its byte-level trainer with the CS336 tie rule (``largest_content``)."""
+    os.environ["RAYON_NUM_THREADS"] = str(threads)  # before its pool starts
+    import ffbpe
+
+    from bpe_dask.rules.patterns import split_pattern
+
+    started = time.perf_counter()
+    counter = ffbpe.PreTokenizer([EOT], pat_str=split_pattern(pattern).regex).word_counter()
+    counter.add_source(_documents(path))
+    trainer = ffbpe.BpeTrainer([EOT], unit="byte", tie_break="largest_content")
+    trainer.add_word_counter(counter)
+    trainer.train(vocab_size)
+    seconds = time.perf_counter() - started
+    vocab = trainer.vocab  # bytes -> id: the 256 bytes and the special token first, then each merge's
+    learned = sorted((i, token) for token, i in vocab.items() if len(token) > 1 and token != EOT.encode())
+    return {"seconds": seconds, "peak_rss_bytes": _peak_rss(), "tokens": [t.hex() for _, t in learned]}
+
+
 def bpe_dask_train_tokens(
     path: str, workers: int, vocab_size: int, pattern: str = "gpt2", init_from: str = ""
 ) -> dict:
@@ -696,11 +880,14 @@ CONTENDERS = {
     "rustbpe_train": rustbpe_train,
     "huggingface_train_tokens": huggingface_train_tokens,
     "bpeasy_train": bpeasy_train,
+    "gigabpe_train": gigabpe_train,
+    "ffbpe_train": ffbpe_train,
     "bpe_dask_train_tokens": bpe_dask_train_tokens,
     "bpe_dask_from_iterator": bpe_dask_from_iterator,
     "bpe_dask_count_worker_peak": bpe_dask_count_worker_peak,
     "bpe_dask_encode_in_process": bpe_dask_encode_in_process,
     "tiktoken_encode": tiktoken_encode,
+    "encode_unseen": encode_unseen,
     "bpe_dask_encode": bpe_dask_encode,
     "bpe_dask_evaluate": bpe_dask_evaluate,
     "encode_scaling": encode_scaling,
@@ -884,10 +1071,73 @@ def suite_cs336(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     return [("CS336 speed test: train_bpe(corpus.en, 500), best of 5", f"{result['seconds']:.3f} s", "")]
 
 
+# The encoders of `encode --vocab cl100k`: (label, contender, form), bpe-dask's first. Those not installed
+# are left out.
+UNSEEN_ENCODERS = [
+    ("bpe-dask Tokenizer.encode", "bpe_dask", "list"),
+    ("bpe-dask Tokenizer.encode_array (NumPy)", "bpe_dask", "array"),
+    ("tiktoken Encoding.encode", "tiktoken", "list"),
+    ("riptoken CoreBPE.encode", "riptoken", "list"),
+    ("toktok-rs encode", "toktok", "list"),
+    ("toktok-rs encode_to_numpy", "toktok", "array"),
+    ("quicktok-v1 encode", "quicktok", "list"),
+]
+MODULES = {"bpe_dask": "bpe_dask", "tiktoken": "tiktoken", "riptoken": "riptoken", "toktok": "toktok",
+           "quicktok": "quicktok"}  # fmt: skip
+
+
+def installed(contender: str) -> bool:
+    """A peer comes with the bench extra; without it the suites leave its rows out."""
+    if importlib.util.find_spec(MODULES.get(contender, contender)) is None:
+        print(f"  {contender} is not installed (pip install -e '.[bench]'): no {contender} rows",
+              file=sys.stderr)  # fmt: skip
+        return False
+    return True
+
+
+def encode_unseen_rows(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    """`encode --vocab cl100k` (or `--unseen`, any vocabulary): the whole file (seed 1) by each encoder
+    of the vocabulary in a process of its own, each encoder fresh and warmed on other text (seed 0's
+    first MiB), one call timed; the same ids from all."""
+    path, warm = corpus_file(args.kind, args.size, seed=1), corpus_file(args.kind, args.size, seed=0)
+    mb = os.path.getsize(path) / 1e6
+    results = {}
+    for label, contender, form in UNSEEN_ENCODERS:
+        if (args.vocab == "cl100k" or contender not in BUILT_IN_CL100K) and installed(contender):
+            results[label] = run("encode_unseen", path, warm, contender, args.vocab, form)
+    ours, ours_array = (results[label] for label, contender, _ in UNSEEN_ENCODERS[:2])
+    assert len({r["digest"] for r in results.values()}) == 1, {k: r["digest"] for k, r in results.items()}
+    rows = []
+    for label, result in results.items():
+        what = f"{label}, {args.vocab}"
+        if not rows:
+            what += f", {mb:.0f} MB unseen ({result['tokens']:,} tokens)"
+        base = ours_array if "NumPy" in label or "numpy" in label else ours
+        note = f"{mb / result['seconds']:.2f} MB/s"
+        if result is not base:
+            note += f"; bpe-dask {base['seconds'] / result['seconds']:.2f}x its time"
+        if result is ours:
+            note += f"; warmed on 1 MiB of other text in {result['warm_seconds']:.2f} s"
+        if result["cpu_seconds"] > 1.2 * result["seconds"]:
+            note += f"; processor {result['cpu_seconds']:.2f} s (threads)"
+        rows.append((what, page_timed(result), note))
+    return rows
+
+
+def page_timed(result: dict) -> str:
+    """The fastest run, and the range of the runs when there were several (as page.timed)."""
+    runs = result.get("all_seconds", [result["seconds"]])
+    spread = f" ({min(runs):.2f}-{max(runs):.2f})" if len(runs) > 1 else ""
+    return f"{result['seconds']:.2f} s{spread}"
+
+
 def suite_encode(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     """Tokenizer.encode against tiktoken on one file; linearity; bpe-dask encode on 1 and 2 workers.
-    With ``--vocab gpt4-32k``, the whole-file rows only, on held-out text (seed 1)."""
+    With ``--vocab gpt4-32k``, the whole-file rows only, on held-out text (seed 1); with ``--vocab
+    cl100k`` (or ``--unseen``), the whole-file rows of every encoder of it (``encode_unseen_rows``)."""
     vocab = args.vocab
+    if vocab == "cl100k" or args.unseen:
+        return encode_unseen_rows(args)
     path = corpus_file(args.kind, args.size, seed=0 if vocab == "gpt2" else 1)
     size = os.path.getsize(path)
     tik = run("tiktoken_encode", path, "tiktoken", vocab)
@@ -930,29 +1180,43 @@ def suite_encode(args: argparse.Namespace) -> list[tuple[str, str, str]]:
 
 def suite_encode_batch(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     """``Tokenizer.encode_batch`` against ``tiktoken.Encoding.encode_batch`` on the file's documents,
-    1 and 2 threads, each contender in its own process."""
+    1 and 2 threads, each contender in its own process; and riptoken's, and with ``--vocab cl100k``
+    toktok-rs's ``encode_batch_to_numpy`` and quicktok-v1's ``encode_batch`` (flat buffers of ids)."""
     path = corpus_file(args.kind, args.size)
     mb = os.path.getsize(path) / 1e6
     rows = []
-    riptoken = has_riptoken()
+    peers = [
+        ("riptoken", "riptoken CoreBPE.encode_batch, {} thread(s) (RAYON_NUM_THREADS), same ids"),
+        ("toktok", "toktok-rs encode_batch_to_numpy, {} thread(s), same ids (one flat array and offsets)"),
+        ("quicktok", "quicktok-v1 encode_batch, {} thread(s), same ids (one flat array and offsets)"),
+    ]
+    peers = [(name, what) for name, what in peers
+             if (args.vocab == "cl100k" or name not in BUILT_IN_CL100K) and installed(name)]  # fmt: skip
     for threads in (1, 2):
-        tik = run("encode_batch_contender", path, "tiktoken", threads)
-        ours = run("encode_batch_contender", path, "bpe_dask", threads)
+        tik = run("encode_batch_contender", path, "tiktoken", threads, args.vocab)
+        ours = run("encode_batch_contender", path, "bpe_dask", threads, args.vocab)
         assert tik["digest"] == ours["digest"], "the encodings differ"
         rows += [
-            (f"tiktoken encode_batch, {threads} thread(s), {tik['documents']:,} documents, {mb:.0f} MB "
-             f"({tik['tokens']:,} tokens)", f"{tik['seconds']:.2f} s", f"{mb / tik['seconds']:.2f} MB/s"),
+            (f"tiktoken encode_batch, {args.vocab}, {threads} thread(s), {tik['documents']:,} documents, "
+             f"{mb:.0f} MB ({tik['tokens']:,} tokens)", f"{tik['seconds']:.2f} s",
+             f"{mb / tik['seconds']:.2f} MB/s"),
             (f"bpe-dask Tokenizer.encode_batch, {threads} thread(s), same ids", f"{ours['seconds']:.2f} s",
              f"{mb / ours['seconds']:.2f} MB/s; {ours['seconds'] / tik['seconds']:.2f}x tiktoken's time; "
              f"first call {ours['first_call_seconds']:.2f} s"),
         ]  # fmt: skip
-        if riptoken:
-            rip = run("encode_batch_contender", path, "riptoken", threads)
-            assert rip["digest"] == ours["digest"], "riptoken's encoding differs"
-            rows.append((f"riptoken CoreBPE.encode_batch, {threads} thread(s) (RAYON_NUM_THREADS), same ids",
-                         f"{rip['seconds']:.2f} s",
-                         f"{mb / rip['seconds']:.2f} MB/s; {rip['seconds'] / tik['seconds']:.2f}x tiktoken's "
-                         f"time; bpe-dask {ours['seconds'] / rip['seconds']:.2f}x riptoken's"))  # fmt: skip
+        if threads == 1 and args.vocab == "cl100k":  # beside the peers' flat arrays
+            flat = run("encode_batch_contender", path, "bpe_dask_flat", threads, args.vocab)
+            assert flat["digest"] == ours["digest"], "encode_documents's encoding differs"
+            what = "bpe-dask Tokenizer.encode_documents, 1 thread, same ids (one flat array, no offsets)"
+            rows.append((what, f"{flat['seconds']:.2f} s", f"{mb / flat['seconds']:.2f} MB/s; "
+                         f"{flat['seconds'] / tik['seconds']:.2f}x tiktoken's time"))  # fmt: skip
+        for name, what in peers:
+            peer = run("encode_batch_contender", path, name, threads, args.vocab)
+            assert peer["digest"] == ours["digest"], f"{name}'s encoding differs"
+            ratios = (f"{peer['seconds'] / tik['seconds']:.2f}x tiktoken's time; bpe-dask "
+                      f"{ours['seconds'] / peer['seconds']:.2f}x {name}'s")  # fmt: skip
+            rows.append((what.format(threads), f"{peer['seconds']:.2f} s",
+                         f"{mb / peer['seconds']:.2f} MB/s; {ratios}"))  # fmt: skip
     return rows
 
 
@@ -1011,15 +1275,22 @@ def peers_results(args: argparse.Namespace) -> tuple[dict, dict[str, dict]]:
     result, and each peer's by its label."""
     path = corpus_file(args.kind, args.size)
     ours = run("bpe_dask_train_tokens", path, args.workers, args.vocab_size, args.pattern)
-    peers = [
-        ("rustbpe", "rustbpe_train"),
-        ("HF tokenizers", "huggingface_train_tokens"),
-        ("bpeasy", "bpeasy_train"),
-    ]
-    chosen = {"rustbpe": "rustbpe", "hf": "HF tokenizers", "bpeasy": "bpeasy"}
-    wanted = {chosen[name] for name in args.peers.split(",")} | {"rustbpe"}  # the ratios' base
-    peers = [(label, name) for label, name in peers if label in wanted]
-    return ours, {label: run(name, path, args.vocab_size, args.pattern) for label, name in peers}
+    wanted = {PEERS[name][0] for name in args.peers.split(",")} | {"rustbpe"}  # the ratios' base
+    peers = [(label, name, threads) for label, name, threads in PEERS.values() if label in wanted]
+    threads = lambda given: [args.workers] if given else []  # noqa: E731
+    return ours, {label: run(name, path, args.vocab_size, args.pattern, *threads(given))
+                  for label, name, given in peers}  # fmt: skip
+
+
+# The training peers `--peers` names: each one's label, contender, and whether it is given the thread
+# count (``--workers``: gigabpe and ffbpe take one; the others use every core, two here).
+PEERS = {
+    "rustbpe": ("rustbpe", "rustbpe_train", False),
+    "hf": ("HF tokenizers", "huggingface_train_tokens", False),
+    "bpeasy": ("bpeasy", "bpeasy_train", False),
+    "gigabpe": ("gigabpe", "gigabpe_train", True),
+    "ffbpe": ("ffbpe", "ffbpe_train", True),
+}
 
 
 def suite_peers(args: argparse.Namespace) -> list[tuple[str, str, str]]:
@@ -1405,21 +1676,28 @@ def build_parser() -> argparse.ArgumentParser:
     encoding.add_argument(
         "--job-size", default="260MB", help="input of the bpe-dask encode runs ('' skips them)"
     )
+    encoding.add_argument(
+        "--unseen", action="store_true", help="as cl100k's rows: fresh encoders, warmed on other text"
+    )
     batch = commands.add_parser("encode-batch", help="Tokenizer.encode_batch vs tiktoken's, 1 and 2 threads")
     batch.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     batch.add_argument("--size", default="16MB")
+    batch.add_argument(
+        "--vocab", default="gpt2", choices=VOCABULARIES, help="cl100k: toktok-rs and quicktok-v1 as well"
+    )
     commands.add_parser("cs336", help="CS336's speed test")
     evaluating = commands.add_parser("evaluate", help="bpe-dask evaluate beside encode, 1 and 2 workers")
     evaluating.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     evaluating.add_argument("--size", default="260MB")
     evaluating.add_argument("--vocab-sizes", default="8000,16000,32000", help="besides GPT-2's 50257")
-    peers = commands.add_parser("peers", help="whole training runs against rustbpe, HF tokenizers, bpeasy")
+    peers = commands.add_parser("peers", help="whole training runs against rustbpe, HF, bpeasy and others")
     peers.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     peers.add_argument("--size", default="65MB")
     peers.add_argument("--vocab-size", type=int, default=32000)
     peers.add_argument("--workers", type=int, default=2)
     peers.add_argument("--pattern", default="gpt2", choices=("gpt2", "gpt4", "o200k"))
-    peers.add_argument("--peers", default="rustbpe,hf,bpeasy", help="which peers (rustbpe always)")
+    peers.add_argument("--peers", default="rustbpe,hf,bpeasy",
+                       help=f"which peers, of {','.join(PEERS)} (rustbpe always)")  # fmt: skip
     records = commands.add_parser("records", help="counting the same documents as text, Parquet, JSON Lines")
     records.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
     records.add_argument("--size", default="65MB")
@@ -1491,8 +1769,9 @@ def print_page_table(args: argparse.Namespace) -> None:
     with page.LoadWatch() as load:
         if args.suite == "peers":
             ours, peers = peers_results(args)
-            columns = page.peers_header(args.vocab_size, args.workers)
-            table = f"{page.header(columns)}\n{page.peers_row(args.size, ours, peers, load)}"
+            labels = page.peer_columns(peers)
+            columns = page.peers_header(args.vocab_size, args.workers, labels)
+            table = f"{page.header(columns)}\n{page.peers_row(args.size, ours, peers, load, labels)}"
         elif args.suite == "merge":
             columns = page.merge_header(args.vocab_size)
             table = f"{page.header(columns)}\n{page.merge_row(merge_result(args), load)}"

@@ -16,6 +16,7 @@ import contextlib
 import datetime
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import threading
@@ -24,13 +25,23 @@ from pathlib import Path
 
 # The packages whose versions a measurement names, when installed: bpe-dask's own stack, then the peers.
 PACKAGES = ("dask", "distributed", "numba", "pyarrow",
-            "rustbpe", "tokenizers", "bpeasy", "tiktoken", "riptoken")  # fmt: skip
+            "rustbpe", "tokenizers", "bpeasy", "gigabpe", "ffbpe",
+            "tiktoken", "riptoken", "toktok-rs", "quicktok-v1", "bpe-openai")  # fmt: skip
 
 
-def peers_header(vocab_size: int, workers: int) -> tuple[str, ...]:
-    return (f"input, to {vocab_size // 1000}K", f"`bpe-dask train --workers {workers}`", "rustbpe",
-            "HF tokenizers", "bpeasy", "bpe-dask / rustbpe", "the peers leave the exact merges at",
-            "measured")  # fmt: skip
+# The training table's peer columns (``not run`` where one did not run): these three, and issue 43's two
+# as well when either of them ran, so that rows of runs with and without one of them share a table.
+PEER_COLUMNS = ("rustbpe", "HF tokenizers", "bpeasy")
+LATER_PEERS = ("gigabpe", "ffbpe")
+
+
+def peer_columns(peers: dict[str, dict]) -> tuple[str, ...]:
+    return PEER_COLUMNS + LATER_PEERS if any(label in peers for label in LATER_PEERS) else PEER_COLUMNS
+
+
+def peers_header(vocab_size: int, workers: int, labels: tuple[str, ...] = PEER_COLUMNS) -> tuple[str, ...]:
+    return (f"input, to {vocab_size // 1000}K", f"`bpe-dask train --workers {workers}`", *labels,
+            "bpe-dask / rustbpe", "the peers leave the exact merges at", "measured")  # fmt: skip
 
 
 def merge_header(vocab_size: int) -> tuple[str, ...]:
@@ -101,7 +112,7 @@ def measured_line(load: LoadWatch) -> str:
     """The page's line above a table: date, machine, load, and the code and versions measured."""
     today = datetime.datetime.now(datetime.UTC).date().isoformat()
     return (f"Measured {today} on {machine()}, load {load.range()}; bpe-dask {commit()}, {versions()}. "
-            f"Command: `python benchmarks/bench.py {' '.join(sys.argv[1:])}`.")  # fmt: skip
+            f"Command: `python benchmarks/bench.py {shlex.join(sys.argv[1:])}`.")  # fmt: skip
 
 
 def header(cells: tuple[str, ...]) -> str:
@@ -141,14 +152,16 @@ def first_difference(ours: list[str], theirs: list[str]) -> int | None:
     return None if len(ours) == len(theirs) else min(len(ours), len(theirs)) + 1
 
 
-def peers_row(size_option: str, ours: dict, peers: dict[str, dict], load: LoadWatch) -> str:
-    """One row of the training table: bpe-dask and each peer that ran (``not run`` for the others)."""
+def peers_row(size_option: str, ours: dict, peers: dict[str, dict], load: LoadWatch,
+              labels: tuple[str, ...] = PEER_COLUMNS) -> str:  # fmt: skip
+    """One row of the training table: bpe-dask and each peer of ``labels`` (``not run`` for those that
+    did not run)."""
     base = peers["rustbpe"]["seconds"]
     t = ours["timings"]
     cells = [input_label(size_option),
              f"**{timed(ours)}** (count {t['count']:.1f} s, merge {t['merge']:.1f} s), peak "
              f"{size(ours['peak_rss_bytes'] + ours['workers_peak_rss_bytes'])}"]  # fmt: skip
-    for label in ("rustbpe", "HF tokenizers", "bpeasy"):
+    for label in labels:
         result = peers.get(label)
         if result is None:
             cells.append("not run")
