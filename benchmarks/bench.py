@@ -16,6 +16,7 @@ docs/performance.md holds the current figures and the commands behind each table
     python benchmarks/bench.py encode --size 16MB --vocab cl100k --job-size ''    # cl100k, unseen text
     python benchmarks/bench.py encode --size 16MB --vocab gpt2 --unseen --job-size ''  # GPT-2's, so
     python benchmarks/bench.py encode-batch --size 16MB                     # encode_batch vs tiktoken's
+    python benchmarks/bench.py encode-batch --size 30MB --vocab cl100k --unseen  # vs toktok-rs, unseen text
     python benchmarks/bench.py encode-batch --size 30MB --vocab cl100k      # and toktok-rs's, quicktok's
     python benchmarks/bench.py cs336                                        # CS336's speed test
     python benchmarks/bench.py evaluate --size 260MB                        # evaluate beside encode
@@ -516,58 +517,65 @@ def _batch_documents(path: str) -> list[str]:
     return [doc for doc in Path(path).read_bytes().decode().split(EOT) if doc]
 
 
-def encode_batch_contender(path: str, contender: str, threads: int, vocab: str = "gpt2") -> dict:
-    """``encode_batch`` of the file's documents on ``threads`` threads, bpe-dask's Tokenizer or a peer's
-    (same vocabulary ``vocab``, same ids): a first call, which for bpe-dask loads the compiled code
-    from numba's cache and fills its caches of pre-tokens, then the fastest of three more: the steady
-    state of a program encoding batch after batch (bpe-dask keeps a cache per thread, and a thread's
-    second call may meet words only the other's first one met). toktok-rs and quicktok-v1 (cl100k_base
-    only) give one flat buffer of ids and the offsets of each document's, the others a list per
-    document; the digest is of the ids end to end either way."""
+def encode_batch_contender(
+    path: str, contender: str, threads: int, vocab: str = "gpt2", warm_path: str | None = None
+) -> dict:
+    """A batch of the file's documents encoded on ``threads`` threads by bpe-dask's Tokenizer
+    (``encode_batch``, lists; ``bpe_dask_numpy``: ``encode_batch_to_numpy``) or a peer's (same
+    vocabulary ``vocab``, same ids). Steady state by default: a first call, which for bpe-dask loads
+    the compiled code from numba's cache and fills its caches of pre-tokens, then the fastest of three
+    more (bpe-dask keeps a cache per thread). With ``warm_path``, text not seen: a fresh encoder warmed
+    on a batch of other documents (the first ``WARM_CHARS`` characters of ``warm_path``), then one
+    call timed. toktok-rs, quicktok-v1 (cl100k_base only) and ``bpe_dask_numpy`` give one flat array
+    of ids and the offsets of each document's, the others a list per document; the digest is of the
+    ids end to end either way."""
     import numpy as np
 
     docs = _batch_documents(path)
-    flat_buffer = contender in BUILT_IN_CL100K
+    flat_buffer = contender in (*BUILT_IN_CL100K, "bpe_dask_numpy")
     if contender in BUILT_IN_CL100K and vocab != "cl100k":
         raise ValueError(f"{contender} has cl100k_base built in, not {vocab}")
     if contender == "tiktoken":
         encoding = tiktoken_gpt2(vocab)
-        batch = lambda: encoding.encode_batch(docs, num_threads=threads, allowed_special="all")  # noqa: E731
+        batch = lambda d: encoding.encode_batch(d, num_threads=threads, allowed_special="all")  # noqa: E731
     elif contender == "riptoken":
         os.environ["RAYON_NUM_THREADS"] = str(threads)  # its batches run on rayon's pool, sized once
         core = riptoken_gpt2(vocab)
-        batch = lambda: core.encode_batch(docs, {EOT})  # noqa: E731
+        batch = lambda d: core.encode_batch(d, {EOT})  # noqa: E731
     elif contender == "toktok":  # the documents hold no special token (split on it)
         from toktok._toktok import Tokenizer
 
         toktok = Tokenizer("cl100k_base", "")
-        batch = lambda: toktok.encode_batch_to_numpy(docs, threads, False)  # noqa: E731
+        batch = lambda d: toktok.encode_batch_to_numpy(d, threads, False)  # noqa: E731
     elif contender == "quicktok":
         import quicktok
 
         quick = quicktok.Tokenizer("cl100k_base", "")
-        batch = lambda: quick.encode_batch(docs, threads, False)  # noqa: E731
-    elif contender == "bpe_dask_flat":  # one thread: the documents' ids end to end in one array
-        flat_tokenizer = vocab_tokenizer(vocab)
-        batch = lambda: (flat_tokenizer.encode_documents(docs), None)  # noqa: E731
-        flat_buffer = True
+        batch = lambda d: quick.encode_batch(d, threads, False)  # noqa: E731
+    elif contender == "bpe_dask_numpy":
+        numpy_tokenizer = vocab_tokenizer(vocab)
+        batch = lambda d: numpy_tokenizer.encode_batch_to_numpy(d, num_threads=threads)  # noqa: E731
     else:
         tokenizer = vocab_tokenizer(vocab)
-        batch = lambda: tokenizer.encode_batch(docs, num_threads=threads)  # noqa: E731
+        batch = lambda d: tokenizer.encode_batch(d, num_threads=threads)  # noqa: E731
     same = (lambda a, b: np.array_equal(a[0], b[0])) if flat_buffer else (lambda a, b: a == b)
+    if warm_path is not None:
+        with open(warm_path, encoding="utf-8", newline="") as f:
+            batch([doc for doc in f.read(WARM_CHARS).split(EOT) if doc])
     started = time.perf_counter()
-    ids = batch()
+    ids = batch(docs)
     first = time.perf_counter() - started
-    seconds = float("inf")
-    for _ in range(3):
+    times = [first] if warm_path else []
+    for _ in range(0 if warm_path else 3):
         started = time.perf_counter()
-        again = batch()
-        seconds = min(seconds, time.perf_counter() - started)
+        again = batch(docs)
+        times.append(time.perf_counter() - started)
         assert same(again, ids)
         del again
+    seconds = min(times)
     if flat_buffer:
         flat, offsets = ids
-        assert offsets is None or (len(offsets) == len(docs) + 1 and offsets[-1] == len(flat))
+        assert len(offsets) == len(docs) + 1 and offsets[-1] == len(flat)
     else:
         flat = [i for doc in ids for i in doc]
     return {"seconds": seconds, "first_call_seconds": first, "documents": len(docs), "tokens": len(flat),
@@ -1179,44 +1187,48 @@ def suite_encode(args: argparse.Namespace) -> list[tuple[str, str, str]]:
 
 
 def suite_encode_batch(args: argparse.Namespace) -> list[tuple[str, str, str]]:
-    """``Tokenizer.encode_batch`` against ``tiktoken.Encoding.encode_batch`` on the file's documents,
-    1 and 2 threads, each contender in its own process; and riptoken's, and with ``--vocab cl100k``
-    toktok-rs's ``encode_batch_to_numpy`` and quicktok-v1's ``encode_batch`` (flat buffers of ids)."""
+    """``Tokenizer.encode_batch`` and ``encode_batch_to_numpy`` against ``tiktoken.Encoding.encode_batch``
+    on the file's documents, 1 and 2 threads, each contender in its own process; and riptoken's, and
+    with ``--vocab cl100k`` toktok-rs's ``encode_batch_to_numpy`` and quicktok-v1's ``encode_batch``
+    (flat arrays of ids). With ``--unseen``, each a fresh encoder warmed on other documents (seed 1),
+    one call timed; else the steady state (``encode_batch_contender``)."""
     path = corpus_file(args.kind, args.size)
+    warm = corpus_file(args.kind, args.size, seed=1) if args.unseen else None
     mb = os.path.getsize(path) / 1e6
     rows = []
     peers = [
+        ("bpe_dask_numpy", "bpe-dask Tokenizer.encode_batch_to_numpy, {} thread(s), same ids (one flat array "
+         "and offsets)"),
         ("riptoken", "riptoken CoreBPE.encode_batch, {} thread(s) (RAYON_NUM_THREADS), same ids"),
         ("toktok", "toktok-rs encode_batch_to_numpy, {} thread(s), same ids (one flat array and offsets)"),
         ("quicktok", "quicktok-v1 encode_batch, {} thread(s), same ids (one flat array and offsets)"),
-    ]
-    peers = [(name, what) for name, what in peers
-             if (args.vocab == "cl100k" or name not in BUILT_IN_CL100K) and installed(name)]  # fmt: skip
+    ]  # fmt: skip
+    peers = [(name, what) for name, what in peers if name == "bpe_dask_numpy" or
+             ((args.vocab == "cl100k" or name not in BUILT_IN_CL100K) and installed(name))]  # fmt: skip
     for threads in (1, 2):
-        tik = run("encode_batch_contender", path, "tiktoken", threads, args.vocab)
-        ours = run("encode_batch_contender", path, "bpe_dask", threads, args.vocab)
+        tik = run("encode_batch_contender", path, "tiktoken", threads, args.vocab, warm)
+        ours = run("encode_batch_contender", path, "bpe_dask", threads, args.vocab, warm)
         assert tik["digest"] == ours["digest"], "the encodings differ"
+        first = "" if warm else f"; first call {ours['first_call_seconds']:.2f} s"
         rows += [
             (f"tiktoken encode_batch, {args.vocab}, {threads} thread(s), {tik['documents']:,} documents, "
-             f"{mb:.0f} MB ({tik['tokens']:,} tokens)", f"{tik['seconds']:.2f} s",
+             f"{mb:.0f} MB ({tik['tokens']:,} tokens){', unseen' if warm else ''}", page_timed(tik),
              f"{mb / tik['seconds']:.2f} MB/s"),
-            (f"bpe-dask Tokenizer.encode_batch, {threads} thread(s), same ids", f"{ours['seconds']:.2f} s",
-             f"{mb / ours['seconds']:.2f} MB/s; {ours['seconds'] / tik['seconds']:.2f}x tiktoken's time; "
-             f"first call {ours['first_call_seconds']:.2f} s"),
+            (f"bpe-dask Tokenizer.encode_batch, {threads} thread(s), same ids", page_timed(ours),
+             f"{mb / ours['seconds']:.2f} MB/s; {ours['seconds'] / tik['seconds']:.2f}x tiktoken's "
+             f"time{first}"),
         ]  # fmt: skip
-        if threads == 1 and args.vocab == "cl100k":  # beside the peers' flat arrays
-            flat = run("encode_batch_contender", path, "bpe_dask_flat", threads, args.vocab)
-            assert flat["digest"] == ours["digest"], "encode_documents's encoding differs"
-            what = "bpe-dask Tokenizer.encode_documents, 1 thread, same ids (one flat array, no offsets)"
-            rows.append((what, f"{flat['seconds']:.2f} s", f"{mb / flat['seconds']:.2f} MB/s; "
-                         f"{flat['seconds'] / tik['seconds']:.2f}x tiktoken's time"))  # fmt: skip
+        flat = ours
         for name, what in peers:
-            peer = run("encode_batch_contender", path, name, threads, args.vocab)
+            peer = run("encode_batch_contender", path, name, threads, args.vocab, warm)
             assert peer["digest"] == ours["digest"], f"{name}'s encoding differs"
-            ratios = (f"{peer['seconds'] / tik['seconds']:.2f}x tiktoken's time; bpe-dask "
-                      f"{ours['seconds'] / peer['seconds']:.2f}x {name}'s")  # fmt: skip
-            rows.append((what.format(threads), f"{peer['seconds']:.2f} s",
-                         f"{mb / peer['seconds']:.2f} MB/s; {ratios}"))  # fmt: skip
+            ratios = f"{peer['seconds'] / tik['seconds']:.2f}x tiktoken's time"
+            if name == "bpe_dask_numpy":
+                flat = peer
+            else:
+                ratios += f"; bpe-dask's numpy batch {flat['seconds'] / peer['seconds']:.2f}x {name}'s time"
+            rate = f"{mb / peer['seconds']:.2f} MB/s"
+            rows.append((what.format(threads), page_timed(peer), f"{rate}; {ratios}"))
     return rows
 
 
@@ -1685,6 +1697,7 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument(
         "--vocab", default="gpt2", choices=VOCABULARIES, help="cl100k: toktok-rs and quicktok-v1 as well"
     )
+    batch.add_argument("--unseen", action="store_true", help="fresh encoders, warmed on other documents")
     commands.add_parser("cs336", help="CS336's speed test")
     evaluating = commands.add_parser("evaluate", help="bpe-dask evaluate beside encode, 1 and 2 workers")
     evaluating.add_argument("--kind", default="openwebtext", choices=("openwebtext", "tinystories"))
