@@ -82,9 +82,8 @@ class Encoder:
         # What the loops read of the merges, in the order they take it.
         self.tables = (self.byte_ids, self.keys, self.pair_ranks, self.pair_merged)
         ids = [*byte_ids, *(merged for _, merged in merges.values()), *self.special_ids.values()]
-        self._ints = np.arange(max(ids) + 1).astype(
-            object
-        )  # each id's Python int, made once (``encode_texts``)
+        # Each id's Python int, made once (``encode_texts``).
+        self._ints = np.arange(max(ids) + 1).astype(object)
         if cache_entries is not None:
             self.cache_entries = cache_entries
         self._idle: list[tuple[np.ndarray, ...]] = []  # caches no call holds, kept warm for the next

@@ -176,7 +176,7 @@ def merges_on_worker(job: Job, run: Run) -> bool:
 def merge_counts(job: Job, client: Client | None, counts: str | Callable[[], pa.Table], goal: Goal) -> Merged:
     """The merge loop over the counts, with a progress bar unless ``-q``: on the cluster's roomiest
     worker where ``counts`` is a file's URL and there is a ``client`` (``merges_on_worker``), else
-    here, the counts read from that file, or handed over (``Counted.hand_over``) to the loop."""
+    here, the counts read from that file, or handed over (``CountResult.hand_over``) to the loop."""
     bar = progress.MergeProgress(goal.merges) if job.options.show_progress else None
     with progress.phase(bar):
         if isinstance(counts, str) and client is not None:
