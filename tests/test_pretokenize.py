@@ -172,6 +172,24 @@ def test_recut_searches_each_character_once():
         assert sum(seen) < 3 * size
 
 
+def test_recut_looks_for_a_cut_only_once_least_characters_are_held():
+    """``encode_iterable``'s batches: a stream in 200-character pieces is searched for a cut about once
+    per ``least`` characters, not once a piece, and every piece but the last holds about ``least``
+    (the last cut in what is held, when that first reaches ``least``)."""
+    seen = []
+
+    class Counting(Pretokenizer):
+        def last_cut(self, text, lo, hi):
+            seen.append(len(text))
+            return super().last_cut(text, lo, hi)
+
+    text = " ".join(random.Random(0).choices(["the", "cat", "sat", "on", "a", "mat."], k=40_000))
+    pieces = list(Counting().recut([text[i : i + 200] for i in range(0, len(text), 200)], least=10_000))
+    assert "".join(pieces) == text
+    assert all(len(piece) >= 10_000 - 200 for piece in pieces[:-1])
+    assert len(seen) <= len(text) // 10_000 + 1
+
+
 def test_encoding_a_stream_takes_linear_time():
     """Whitespace-free text in 200-character pieces: four times the input at most 8x the time, where
     linear work takes 4x and quadratic 16x (a margin a busy machine's noise does not cross)."""

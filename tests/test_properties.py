@@ -348,12 +348,14 @@ def test_planned_boundaries_keep_invalid_utf8_whole(specials, data, pattern, chu
 
 @given(corpus=one_text(), pattern=st.sampled_from([*BUILTIN, *CUSTOM]), data=st.data())
 def test_recut_pieces_are_safe_cuts(corpus, pattern, data):
-    """``recut`` (how a task's blocks and the tokenizer's stream are cut) gives the text back in pieces
-    that the reference counts, one by one, as the whole."""
+    """``recut`` (how a task's blocks and the tokenizer's stream are cut, the stream's once ``least``
+    characters are held) gives the text back in pieces that the reference counts, one by one, as the
+    whole."""
     specials, text = corpus
     splits = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=8), label="splits"))
     given_pieces = [text[a:b] for a, b in zip([0, *splits], [*splits, len(text)], strict=True)]
-    cut = list(Pretokenizer(specials, pattern).recut(given_pieces))
+    least = data.draw(st.integers(0, 40), label="least")
+    cut = list(Pretokenizer(specials, pattern).recut(given_pieces, least=least))
     assert "".join(cut) == text
     total: Counter[bytes] = Counter()
     for piece in cut:

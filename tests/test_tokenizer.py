@@ -271,6 +271,20 @@ def test_the_numba_engine_is_refused_for_a_pattern_of_ones_own_and_auto_falls_ba
     )
 
 
+def test_once_loaded_the_compiled_encoder_takes_short_texts_too(gpt2, monkeypatch):
+    """``auto`` loads the compiled encoder for a long text only; loaded, it is the faster at any length
+    (``encode_iterable``'s last piece, a short ``encode`` after a long one), with the same ids."""
+    fresh = Tokenizer(gpt2.vocab, gpt2.merges, [EOT])
+    short = "Hello, world! 12345 héllo"
+    assert not uses_compiled(fresh, len(short))
+    python_ids = fresh.encode(short)
+    assert python_ids == gpt2.encode(short)
+    fresh.encode(multilingual_text(800) * (COMPILED_MIN_CHARS // 4000 + 1))  # long: loads it
+    assert uses_compiled(fresh, len(short))
+    monkeypatch.setattr(Tokenizer, "_encode_python", lambda *args: pytest.fail("the Python loop ran"))
+    assert fresh.encode(short) == python_ids
+
+
 def test_a_vocabulary_tiktoken_would_merge_otherwise_gets_no_rank_file(caplog):
     from bpe_dask import BpeDaskError
 

@@ -108,10 +108,16 @@ class SafeCuts:
         )
         return None if cut is None else first + len(text[:cut].encode("utf-8", "surrogateescape"))
 
-    def recut(self, texts: Iterable[str], limit: int | None = None) -> Iterator[str]:
+    def recut(self, texts: Iterable[str], limit: int | None = None, least: int = 0) -> Iterator[str]:
         """The text of ``texts`` again, in pieces cut only at safe places, lazily: each ends at the
-        last safe cut in the text seen so far (docs/exactness.md#long-texts-and-documents). With
-        ``limit``, holding more than ``limit`` characters without a cut raises ``NoCutError``."""
+        last safe cut in the text seen so far (docs/exactness.md#long-texts-and-documents), once
+        ``least`` characters are held (but the last piece). With ``limit``, holding more than
+        ``limit`` characters without a cut raises ``NoCutError``.
+
+        >>> from bpe_dask.rules.pretokenize import Pretokenizer
+        >>> list(Pretokenizer().recut(["hel", "lo wor", "ld!"], least=8))  # looked for once 9 are held
+        ['hello', ' world!']
+        """
         held: list[str] = []  # text seen and not yet given out
         size = 0  # its length
         judged = 1  # positions below this in the held text are known not to be cuts
@@ -121,7 +127,7 @@ class SafeCuts:
             held.append(text)
             size += len(text)
             hi = size - self.context + 1  # a cut at p needs to see up to p + context
-            if hi <= judged:
+            if hi <= judged or size < least:
                 continue
             start = max(0, judged - self.context)
             cut = self.last_cut(_tail(held, size - start), judged - start, hi - start)

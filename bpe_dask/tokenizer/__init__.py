@@ -383,19 +383,18 @@ class Tokenizer:
     ) -> Iterator[int]:
         """The token ids of the concatenation of ``iterable`` (a file's lines, say), lazily.
 
-        Text is held back only until the next safe cut (``recut``; never inside an allowed or
-        disallowed special token), so memory stays bounded by the longest stretch without one; pieces
-        between cuts are joined into batches of about ``COMPILED_MIN_CHARS``, worth the compiled
-        engine, each refused if it holds a disallowed special token, and encoded alone (why that is
-        exact: docs/exactness.md#long-texts-and-documents).
+        Text is held back until ``COMPILED_MIN_CHARS`` of it (worth the compiled engine) reach a
+        safe cut (``recut``; never inside an allowed or disallowed special token), so memory stays
+        bounded by that and the longest stretch without one; each piece between cuts is refused if it
+        holds a disallowed special token, and encoded alone (why that is exact:
+        docs/exactness.md#long-texts-and-documents).
 
         >>> tokenizer = Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|endoftext|>"])
         >>> list(tokenizer.encode_iterable(["h", "i<|endof", "text|>!"]))
         [104, 105, 256, 33]
         """
-        pieces = cutter(self.pretokenizer, allowed_special, disallowed_special).recut(iterable)
-        for group in _groups(pieces, COMPILED_MIN_CHARS):
-            text = "".join(group)
+        pieces = cutter(self.pretokenizer, allowed_special, disallowed_special)
+        for text in pieces.recut(iterable, least=COMPILED_MIN_CHARS):
             yield from self._ids([text], self._splitting([text], allowed_special, disallowed_special))[0]
 
     def _splitting(
@@ -484,12 +483,14 @@ class Tokenizer:
 
 def uses_compiled(tokenizer: Tokenizer, length: int) -> bool:
     """Whether ``tokenizer`` encodes text of ``length`` characters with the compiled encoder: always
-    with ``engine="numba"``, and with ``"auto"`` when it is long enough to repay loading it.
+    with ``engine="numba"``, and with ``"auto"`` when it is loaded already (it is then the faster
+    from 50 characters on) or the text is long enough to repay loading it.
 
     >>> uses_compiled(Tokenizer({i: bytes([i]) for i in range(256)}, []), 1 << 20)
     True
     """
     builtin = tokenizer.pretokenizer.pattern.builtin
+    length = COMPILED_MIN_CHARS if tokenizer._compiled is not None else length
     return use_compiled(tokenizer.engine, length, COMPILED_MIN_CHARS, builtin_pattern=builtin)
 
 
