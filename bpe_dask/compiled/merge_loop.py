@@ -44,7 +44,7 @@ def _grown(array, size, keep):
     return grown
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _merge_batch(
     words, pairs, index, pool, heap, gained, tokens, uses, next_id, last_id, out_pairs, min_frequency, longest
 ):

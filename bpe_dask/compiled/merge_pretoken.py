@@ -28,7 +28,7 @@ def _slot_of(keys, key):
     return slot
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def fill_pairs(left, right, ranks, merged, keys, pair_ranks, pair_merged):
     """Put merge ``i``, of ids ``left[i]`` and ``right[i]`` into ``merged[i]`` at rank ``ranks[i]``, in the
     table (``keys`` all ``EMPTY`` at first)."""
@@ -44,7 +44,7 @@ def _rank(keys, pair_ranks, a, b):
     return pair_ranks[slot] if keys[slot] != EMPTY else _NONE
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def merge_short(data, start, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks):
     """The ids of ``data[start:end]`` (at most ``SHORT`` bytes) in ``parts``; returns how many."""
     n = end - start
@@ -75,7 +75,7 @@ def merge_short(data, start, end, byte_ids, keys, pair_ranks, pair_merged, parts
 SCRATCH = 6  # int64 of ``merge_long``'s scratch per byte of its pre-token
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def merge_long(data, start, end, byte_ids, keys, pair_ranks, pair_merged, scratch):
     """The ids of ``data[start:end]``, written to ``scratch`` from 0 on (``SCRATCH`` int64 a byte at
     least); returns how many. Parts in a linked list, pairs in a min-heap of ``rank << 32 | position``
@@ -127,7 +127,7 @@ def merge_long(data, start, end, byte_ids, keys, pair_ranks, pair_merged, scratc
     return k
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _sift_up(scratch, heap, i):
     while i > 0:
         parent = (i - 1) // 2
@@ -137,7 +137,7 @@ def _sift_up(scratch, heap, i):
         i = parent
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _sift_down(scratch, heap, size, i):
     while True:
         smallest, left = i, 2 * i + 1
