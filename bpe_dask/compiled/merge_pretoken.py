@@ -19,7 +19,9 @@ SHORT = 24  # pre-tokens up to this many bytes take the plain loop
 _ZERO = np.int64(0)
 
 
-@njit(cache=True, nogil=True, inline="always")
+# Called, not inlined by numba: compiled once rather than typed again at each call site, and inlined by
+# LLVM all the same (so is ``_rank``).
+@njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _slot_of(keys, key):
     mask = len(keys) - 1
     slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
@@ -38,7 +40,7 @@ def fill_pairs(left, right, ranks, merged, keys, pair_ranks, pair_merged):
         keys[slot], pair_ranks[slot], pair_merged[slot] = key, ranks[i], merged[i]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _rank(keys, pair_ranks, a, b):
     slot = _slot_of(keys, (a << 32) | b)
     return pair_ranks[slot] if keys[slot] != EMPTY else _NONE

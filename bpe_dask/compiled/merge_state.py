@@ -92,7 +92,7 @@ def _count_pairs(words, used, pairs, index, last, of_bytes):
             add(index, pairs, n, (np.int64(pair >> 8) << 32) | (pair & 0xFF))
             last[n] = -1
             n += 1
-    p = 0
+    p = np.int64(0)  # not 0: see compiled/compile_once.py
     while p < used:
         f = count_of(words, p)
         r = p + width
