@@ -68,7 +68,8 @@ def count_of(words, p):
     return (np.int64(words[p + 1]) << 32) | (np.int64(words[p]) & LOW)
 
 
-@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+# Those that allocate nothing are compiled without numba's reference counts: less code to compile.
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
 def _lay_out(data, offsets, freqs, words, p):
     """Append the records of the words ``data[offsets[i]:offsets[i + 1]]`` counted ``freqs[i]`` (those
     of two bytes or more: a single byte holds no pair) at ``p``; returns where they end, how many
@@ -96,7 +97,7 @@ def _lay_out(data, offsets, freqs, words, p):
     return p, n, text
 
 
-@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
 def _prefixes(words, used, keys, starts):
     """Each record's first eight bytes as a big-endian number (shorter words padded with zeros:
     their order is the order of the bytes) into ``keys``, and where it starts into ``starts``; and
@@ -147,7 +148,7 @@ def _radix_order(keys, order, spare, spare_keys, place):
     return order
 
 
-@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
 def _gather(words, starts, order, moved):
     """The records that start at ``starts[order]``, in that order, into ``moved``."""
     width, end = count_width(words), end_mark(words)
