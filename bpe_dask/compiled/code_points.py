@@ -72,7 +72,7 @@ def decode(data, i):
 
 # Called, not inlined by numba: compiled once rather than typed again at each call site, and inlined by
 # LLVM all the same.
-@njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def run_end(data, i, hi, table, mask, kind):
     """Where the run of code points whose entry is ``kind`` under ``mask``, from byte ``i``, ends."""
     while i < hi:
@@ -89,7 +89,7 @@ def run_end(data, i, hi, table, mask, kind):
     return i
 
 
-@njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def spaces(data, i, hi, table):
     """The whitespace run at byte ``i``: where it ends; where ``\\s+(?!\\S)|\\s+`` ends, which leaves
     the run's last character to start the next pre-token unless the run reaches the end of the piece

@@ -11,7 +11,8 @@ slow to compile, in every process that compiles any such function), it passes no
 compiled function it calls (numba compiles a version of the callee for the literal ``0``, another
 for an ``int64``: ``np.int64(0)`` is one), and it skips the wrappers numba would compile beside
 each function that the package never calls (``no_cfunc_wrapper``; ``no_cpython_wrapper`` too where
-only compiled code calls it): a wrapper costs about as much to compile as a small function.
+only compiled code calls it): a wrapper costs about as much to compile as a small function. A function
+only compiled code calls is not cached either: its callers' cache entries hold its machine code.
 
 ``share_compiles`` gives numba dispatchers a ``compile`` that, for a signature this process has
 neither compiled nor loaded yet, first holds a lock file of that function's own in numba's cache

@@ -56,7 +56,7 @@ BATCH_GIVES = "pool gained tokens"
 
 # The functions here allocate nothing: compiled without numba's reference counts, they are less code to
 # compile (and to run).
-@njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def fits(key, sizes, longest):
     """Whether the pair ``key`` makes a token of at most ``longest`` bytes."""
     return sizes[key >> 32] + sizes[key & LOW] <= longest

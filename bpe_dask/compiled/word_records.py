@@ -43,19 +43,19 @@ def token_dtype(vocab_size: int) -> np.dtype:
 
 # These three are called, not inlined by numba: compiled once rather than typed again at each call site,
 # and inlined by LLVM all the same.
-@njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def count_width(words):
     """How many elements a record's count takes."""
     return 4 if words.itemsize == 2 else 2
 
 
-@njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def end_mark(words):
     """The element that ends a record: 0xFFFF in uint16 records, -1 in int32 ones."""
     return 0xFFFF if words.itemsize == 2 else -1
 
 
-@njit(cache=True, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def count_of(words, p):
     """The count of the word whose record starts at ``p``."""
     if words.itemsize == 2:
