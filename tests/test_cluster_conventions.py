@@ -197,7 +197,8 @@ def test_the_warm_up_compiles_one_version_of_each_function(warmed_cache):
     records = [f"bpe_dask.compiled.{name}" for name in (
         "merge_loop._merge_batch", "merge_holders.merge_holders", "word_records._lay_out",
         "word_records._prefixes", "word_records._gather", "merge_state._count_pairs",
-        "merge_state._list_pairs",
+        "merge_state._list_pairs", "word_records.count_width", "word_records.end_mark",
+        "word_records.count_of",
     )]  # fmt: skip
     assert twice == dict.fromkeys(records, 2), twice
 

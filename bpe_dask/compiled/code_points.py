@@ -50,6 +50,8 @@ def scan_table() -> np.ndarray:
     return table
 
 
+# Inlined where called (numba types it again at each call site): a call LLVM leaves in o200k's scanner,
+# which calls it at many sites, slows the count.
 @njit(cache=True, nogil=True, inline="always")
 def decode(data, i):
     """The code point starting at byte ``i`` of valid UTF-8, and its length in bytes."""
@@ -68,7 +70,9 @@ def decode(data, i):
     ), 4
 
 
-@njit(cache=True, nogil=True, inline="always")
+# Called, not inlined by numba: compiled once rather than typed again at each call site, and inlined by
+# LLVM all the same.
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def run_end(data, i, hi, table, mask, kind):
     """Where the run of code points whose entry is ``kind`` under ``mask``, from byte ``i``, ends."""
     while i < hi:
@@ -85,7 +89,7 @@ def run_end(data, i, hi, table, mask, kind):
     return i
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def spaces(data, i, hi, table):
     """The whitespace run at byte ``i``: where it ends; where ``\\s+(?!\\S)|\\s+`` ends, which leaves
     the run's last character to start the next pre-token unless the run reaches the end of the piece

@@ -4,12 +4,15 @@
 numba compiles a version of a function for each combination of its arguments' types, and a read-only
 array is a type apart from a writable one: ``readonly`` gives the compiled functions their bytes
 read-only whatever they came in (text arrives as ``bytes``, read-only; an arena or a sum of runs is
-writable), so that a job runs the very version a warm-up compiled, and compiles nothing more. Two
+writable), so that a job runs the very version a warm-up compiled, and compiles nothing more. Three
 habits of the compiled code keep compiling cheap: it copies arrays in loops, not by slice assignment
 (for an array assigned to a slice, numba compiles an error message naming both shapes: string code,
-slow to compile, in every process that compiles any such function), and it passes no constant to a
+slow to compile, in every process that compiles any such function), it passes no constant to a
 compiled function it calls (numba compiles a version of the callee for the literal ``0``, another
-for an ``int64``: ``np.int64(0)`` is one).
+for an ``int64``: ``np.int64(0)`` is one), and it skips the wrappers numba would compile beside
+each function that the package never calls (``no_cfunc_wrapper``; ``no_cpython_wrapper`` too where
+only compiled code calls it): a wrapper costs about as much to compile as a small function. A function
+only compiled code calls is not cached either: its callers' cache entries hold its machine code.
 
 ``share_compiles`` gives numba dispatchers a ``compile`` that, for a signature this process has
 neither compiled nor loaded yet, first holds a lock file of that function's own in numba's cache

@@ -93,7 +93,8 @@ def count_loop(pattern: int):
 
     # Without numba's reference counting (``_nrt=False``): the loop allocates nothing, and the counts
     # it would make on the arrays each inlined scanner takes, atomic, took half the time of a scan.
-    return njit(cache=True, nogil=True, _nrt=False)(own_cache_file(count_pieces, pattern))
+    compile = njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
+    return compile(own_cache_file(count_pieces, pattern))
 
 
 COUNT_LOOPS = {number: count_loop(number) for number in NUMBERS.values()}

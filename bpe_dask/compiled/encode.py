@@ -117,7 +117,7 @@ def _merged(data, i, end, h, key, r, meta, out, n, parts, ranks, scratch, byte_i
     return n + count
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def keep_found(records, arena, ids_arena, used, kept, kept_arena, kept_ids):
     """Put in the empty cache ``kept`` (its table, byte arena and id arena) the pre-tokens of the cache
     ``records`` that were found again since they were cached or last kept, marked as not yet found
@@ -215,13 +215,14 @@ def encode_loop(pattern: int):
             encoded += 1
 
     # Without numba's reference counts, as ``count.count_loop`` says: the loop allocates nothing.
-    return njit(cache=True, nogil=True, _nrt=False)(own_cache_file(encode_pieces, pattern))
+    compile = njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
+    return compile(own_cache_file(encode_pieces, pattern))
 
 
 ENCODE_LOOPS = {number: encode_loop(number) for number in NUMBERS.values()}
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def pretoken_ids(data, offsets, ids, ends, byte_ids, keys, pair_ranks, pair_merged):
     """The ids of each pre-token ``data[offsets[k]:offsets[k + 1]]`` into ``ids`` (at least as long as
     ``data``: a pre-token has no more ids than bytes), the ``k``-th ending at ``ends[k]``: no scanning

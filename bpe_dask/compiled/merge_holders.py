@@ -21,7 +21,7 @@ from bpe_dask.compiled.word_records import count_of
 AHEAD = 16  # holders read ahead
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def merge_holders(words, width, end, pool, listed, n_listed, j, a, b, x, index, pairs, pairs_used,
                   new_pairs, n_new, gained_pairs, gained_words, n_gained, saved):  # fmt: skip
     """Merge ``a b`` into ``x`` in holders ``j`` on of the list at ``pool[listed:listed + n_listed]``.

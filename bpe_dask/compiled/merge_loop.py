@@ -44,7 +44,7 @@ def _grown(array, size, keep):
     return grown
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _merge_batch(
     words, pairs, index, pool, heap, gained, tokens, uses, next_id, last_id, out_pairs, min_frequency, longest
 ):
@@ -200,13 +200,16 @@ def learn_merges(
             state.room_for(2 * len(vocab) + 2)
 
 
-def compile_merge_loop(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1)) -> None:
+def compile_merge_loop(vocab_sizes: tuple[int, ...] = (300, WIDE_VOCAB + 1), sort: bool = True) -> None:
     """Run every compiled function of the merge loop once on tiny tables, so numba compiles them all
     (or loads them from its cache) before the real work needs them: for the records ``vocab_sizes``
     take (uint16; int32 for a vocabulary over 65,535 tokens), the rarely taken regrowths and the
     pool's squeeze included. Each width is a version of its own, seconds to compile: a job that knows
-    its vocabulary size compiles the one it merges with."""
+    its vocabulary size compiles the one it merges with. ``sort=False`` leaves out the records' sort
+    (``Words.sort``), which words in a counts table's order (a training job's) never run."""
     words = [(bytes([97 + i % 7, 98 + i % 5, 97 + i % 3]) * (1 + i % 4), 1 + i % 3) for i in range(64)]
+    if not sort:
+        words.sort()  # in order already: the sort's two functions are not compiled
     data = np.frombuffer(b"".join(w for w, _ in words), np.uint8)
     offsets = np.concatenate(([0], np.cumsum([len(w) for w, _ in words]))).astype(np.int64)
     chunk = (data, offsets, np.array([c for _, c in words], np.int64))

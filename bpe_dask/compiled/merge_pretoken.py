@@ -19,7 +19,9 @@ SHORT = 24  # pre-tokens up to this many bytes take the plain loop
 _ZERO = np.int64(0)
 
 
-@njit(cache=True, nogil=True, inline="always")
+# Called, not inlined by numba: compiled once rather than typed again at each call site, and inlined by
+# LLVM all the same (so is ``_rank``).
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _slot_of(keys, key):
     mask = len(keys) - 1
     slot = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & mask
@@ -28,7 +30,7 @@ def _slot_of(keys, key):
     return slot
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def fill_pairs(left, right, ranks, merged, keys, pair_ranks, pair_merged):
     """Put merge ``i``, of ids ``left[i]`` and ``right[i]`` into ``merged[i]`` at rank ``ranks[i]``, in the
     table (``keys`` all ``EMPTY`` at first)."""
@@ -38,13 +40,13 @@ def fill_pairs(left, right, ranks, merged, keys, pair_ranks, pair_merged):
         keys[slot], pair_ranks[slot], pair_merged[slot] = key, ranks[i], merged[i]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _rank(keys, pair_ranks, a, b):
     slot = _slot_of(keys, (a << 32) | b)
     return pair_ranks[slot] if keys[slot] != EMPTY else _NONE
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def merge_short(data, start, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks):
     """The ids of ``data[start:end]`` (at most ``SHORT`` bytes) in ``parts``; returns how many."""
     n = end - start
@@ -75,7 +77,7 @@ def merge_short(data, start, end, byte_ids, keys, pair_ranks, pair_merged, parts
 SCRATCH = 6  # int64 of ``merge_long``'s scratch per byte of its pre-token
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def merge_long(data, start, end, byte_ids, keys, pair_ranks, pair_merged, scratch):
     """The ids of ``data[start:end]``, written to ``scratch`` from 0 on (``SCRATCH`` int64 a byte at
     least); returns how many. Parts in a linked list, pairs in a min-heap of ``rank << 32 | position``
@@ -127,7 +129,7 @@ def merge_long(data, start, end, byte_ids, keys, pair_ranks, pair_merged, scratc
     return k
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _sift_up(scratch, heap, i):
     while i > 0:
         parent = (i - 1) // 2
@@ -137,7 +139,7 @@ def _sift_up(scratch, heap, i):
         i = parent
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _sift_down(scratch, heap, size, i):
     while True:
         smallest, left = i, 2 * i + 1

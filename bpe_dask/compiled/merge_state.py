@@ -54,13 +54,15 @@ BATCH_TAKES = "words pairs index pool heap gained tokens uses"
 BATCH_GIVES = "pool gained tokens"
 
 
-@njit(cache=True, nogil=True)
+# The functions here allocate nothing: compiled without numba's reference counts, they are less code to
+# compile (and to run).
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def fits(key, sizes, longest):
     """Whether the pair ``key`` makes a token of at most ``longest`` bytes."""
     return sizes[key >> 32] + sizes[key & LOW] <= longest
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
 def heapify(pairs, used, heap_counts, heap_ids, token_bytes, offsets, sizes, longest):
     """Fill the heap with every pair of positive count that fits; returns its size."""
     size = np.int64(0)
@@ -73,7 +75,7 @@ def heapify(pairs, used, heap_counts, heap_ids, token_bytes, offsets, sizes, lon
     return size
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
 def _count_pairs(words, used, pairs, index, last, of_bytes):
     """Every pair of the records before ``used`` into ``pairs`` (found through ``index``, both empty):
     its count, and how many words hold it (``LENGTH``, each word once per pair it holds; ``last``, as
@@ -92,7 +94,7 @@ def _count_pairs(words, used, pairs, index, last, of_bytes):
             add(index, pairs, n, (np.int64(pair >> 8) << 32) | (pair & 0xFF))
             last[n] = -1
             n += 1
-    p = 0
+    p = np.int64(0)  # not 0: see compiled/compile_once.py
     while p < used:
         f = count_of(words, p)
         r = p + width
@@ -116,7 +118,7 @@ def _count_pairs(words, used, pairs, index, last, of_bytes):
     return n
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
 def _list_pairs(words, used, pairs, n, index, pool, last, of_bytes):
     """The holders of each of the ``n`` pairs ``_count_pairs`` found into ``pool``, the pairs' lists in
     the order of their ids (``last`` all -1 as it comes in); returns the pool's use."""

@@ -16,7 +16,7 @@ from bpe_dask.compiled.hashing import LOW, compare_bytes
 # --- the heap -------------------------------------------------------------------------------------
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _compare_tokens(token_bytes, offsets, sizes, t, u):
     """-1, 0 or 1 as the bytes of token ``t`` sort before, equal or after those of ``u``."""
     if t == u:
@@ -25,7 +25,7 @@ def _compare_tokens(token_bytes, offsets, sizes, t, u):
     return compare_bytes(token_bytes, ot, ot + sizes[t], token_bytes, ou, ou + sizes[u])
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def _before(heap_counts, heap_ids, i, j, pairs, token_bytes, offsets, sizes):
     """Whether heap entry ``i`` comes out before ``j``: higher count, then greater pair bytes."""
     if heap_counts[i] != heap_counts[j]:
@@ -37,7 +37,7 @@ def _before(heap_counts, heap_ids, i, j, pairs, token_bytes, offsets, sizes):
     return order > 0
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def sift_up(heap_counts, heap_ids, i, pairs, token_bytes, offsets, sizes):
     """Move entry ``i`` up until its parent comes out before it: the heap holds again after an entry
     is put at its end."""
@@ -50,7 +50,7 @@ def sift_up(heap_counts, heap_ids, i, pairs, token_bytes, offsets, sizes):
         i = parent
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def sift_down(heap_counts, heap_ids, size, i, pairs, token_bytes, offsets, sizes):
     """Move entry ``i`` of the heap's first ``size`` down until neither child comes out before it: the
     heap holds again after entry ``i`` is replaced or lowered."""

@@ -20,7 +20,7 @@ NO_PAIR = np.int32(-1)  # an empty slot of the index
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def slot_of(index, pairs, key):
     """The index slot that holds ``key``'s id, or the empty slot where it would go."""
     mask = len(index) - 1
@@ -32,13 +32,13 @@ def slot_of(index, pairs, key):
         slot = (slot + 1) & mask
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def find(index, pairs, key):
     """The id of ``key``, or -1."""
     return index[slot_of(index, pairs, key)]
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def lose(index, pairs, key, f):
     """Take ``f`` from the count of ``key``; a pair no word holds any more has a dead list."""
     pair = find(index, pairs, key)
@@ -47,7 +47,7 @@ def lose(index, pairs, key, f):
         pairs[pair, LENGTH] = 0
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def add(index, pairs, used, key):
     """The id of ``key``, a new record (count 0, no list) if it had none; returns it and whether new.
     The caller makes sure there is room: ``used`` records below ``len(pairs)``, the index under half
@@ -61,14 +61,14 @@ def add(index, pairs, used, key):
     return np.int64(used), True
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
 def index_pairs(pairs, used, index):
     """Fill ``index`` (empty, of a power of two slots) with the first ``used`` records."""
     for pair in range(used):
         index[slot_of(index, pairs, pairs[pair, KEY])] = pair
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
 def compact(pairs, used, pool):
     """Squeeze the pool in place: every live list (of positive length, and laid: a pair being created
     has none yet, ``START`` -1) moved down; returns the pool's use. Lists lie in the order of their

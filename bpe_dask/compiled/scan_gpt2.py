@@ -10,9 +10,12 @@ pattern's alternatives in order, as the regex engine does:
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from bpe_dask.compiled.code_points import CLASS, SPACE, decode, run_end, spaces
+
+_IN_CLASS = np.uint8(CLASS)  # a typed constant: numba compiles a version of a callee per literal argument
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -31,7 +34,7 @@ def next_token_gpt2(data, i, hi, table):
     if cp == 0x20 and i + 1 < hi:  # " ?" before a letter, number or other run
         following, _ = decode(data, i + 1)
         if table[following] != SPACE:
-            return run_end(data, i + 1, hi, table, CLASS, table[following])
+            return run_end(data, i + 1, hi, table, _IN_CLASS, table[following])
     if kind != SPACE:  # \p{L}+, \p{N}+ or [^\s\p{L}\p{N}]+
-        return run_end(data, i, hi, table, CLASS, kind)
+        return run_end(data, i, hi, table, _IN_CLASS, kind)
     return spaces(data, i, hi, table)[1]  # \s+(?!\S) | \s+

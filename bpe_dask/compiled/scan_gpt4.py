@@ -23,12 +23,17 @@ backtracking worked out:
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from bpe_dask.compiled.code_points import CLASS, LETTER, LOWER, NUMBER, OTHER, UPPER, decode, run_end, spaces
 
 _S, _D, _M, _T, _L, _V, _E, _R = range(1, 9)  # a scan entry's contraction letter (``CONTRACTION_LETTERS``)
 _CR, _LF, _SPACE, _APOSTROPHE, _SLASH = 0x0D, 0x0A, 0x20, 0x27, 0x2F
+# Arguments of the functions called here as typed constants, not literals: numba compiles a version of
+# a function for each literal it is passed (compile_once.py says more).
+_IN_CLASS, _IN_LOWER = np.uint8(CLASS), np.uint8(LOWER)
+_A_LETTER, _AN_OTHER = np.uint8(LETTER), np.uint8(OTHER)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -77,7 +82,7 @@ def next_token_gpt4(data, i, hi, table):
     kind = table[cp] & CLASS
     j = i + width
     if kind == LETTER:  # [^\r\n\p{L}\p{N}]?+\p{L}++, no prefix
-        return run_end(data, j, hi, table, CLASS, LETTER)
+        return run_end(data, j, hi, table, _IN_CLASS, _A_LETTER)
     if kind == NUMBER:  # \p{N}{1,3}+
         return _digits(data, j, hi, table)
     if cp == _APOSTROPHE:  # '(?i:[sdmt]|ll|ve|re)
@@ -89,9 +94,9 @@ def next_token_gpt4(data, i, hi, table):
         following, following_width = decode(data, j)
         after = table[following] & CLASS
         if after == LETTER and cp != _CR and cp != _LF:  # [^\r\n\p{L}\p{N}]?+\p{L}++ with the prefix
-            return run_end(data, j + following_width, hi, table, CLASS, LETTER)
+            return run_end(data, j + following_width, hi, table, _IN_CLASS, _A_LETTER)
     if kind == OTHER or (cp == _SPACE and after == OTHER):  #  ?[^\s\p{L}\p{N}]++[\r\n]*+
-        return _newlines(data, run_end(data, j, hi, table, CLASS, OTHER), hi, False)
+        return _newlines(data, run_end(data, j, hi, table, _IN_CLASS, _AN_OTHER), hi, False)
     end, spaced, newline = spaces(data, i, hi, table)
     if end == hi:  # \s++$
         return end
@@ -107,7 +112,7 @@ def _cased(data, s, hi, table):
         entry = table[cp]
         if not entry & UPPER:
             if entry & LOWER:  # W+ after the whole run
-                return run_end(data, u + width, hi, table, LOWER, LOWER), u
+                return run_end(data, u + width, hi, table, _IN_LOWER, _IN_LOWER), u
             break
         u += width
         if entry & LOWER:
@@ -140,7 +145,7 @@ def next_token_o200k(data, i, hi, table):
         return end
     if kind == OTHER or (cp == _SPACE and j < hi and table[decode(data, j)[0]] & CLASS == OTHER):
         return _newlines(
-            data, run_end(data, j, hi, table, CLASS, OTHER), hi, True
+            data, run_end(data, j, hi, table, _IN_CLASS, _AN_OTHER), hi, True
         )  #  ?[^\s\p{L}\p{N}]+[\r\n/]*
     _, spaced, newline = spaces(data, i, hi, table)
     return newline if newline >= 0 else spaced  # \s*[\r\n]+, else \s+(?!\S) or \s+

@@ -17,7 +17,7 @@ from bpe_dask.compiled.compile_once import readonly
 from bpe_dask.compiled.hashing import compare_bytes
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _merge_two(data_a, offsets_a, counts_a, data_b, offsets_b, counts_b):
     """Two sorted runs merged into one, equal tokens summed."""
     n_a, n_b = len(counts_a), len(counts_b)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def check_utf8(data):
     """``(first invalid, complete end)``: where the first invalid sequence of ``data`` starts (-1 if
     none), and where a last character that the end of ``data`` cuts off starts (``len(data)`` if

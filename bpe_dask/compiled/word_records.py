@@ -41,19 +41,21 @@ def token_dtype(vocab_size: int) -> np.dtype:
     return np.dtype(np.uint16 if vocab_size <= WIDE_VOCAB else np.int32)
 
 
-@njit(cache=True, nogil=True, inline="always")
+# These three are called, not inlined by numba: compiled once rather than typed again at each call site,
+# and inlined by LLVM all the same.
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def count_width(words):
     """How many elements a record's count takes."""
     return 4 if words.itemsize == 2 else 2
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def end_mark(words):
     """The element that ends a record: 0xFFFF in uint16 records, -1 in int32 ones."""
     return 0xFFFF if words.itemsize == 2 else -1
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
 def count_of(words, p):
     """The count of the word whose record starts at ``p``."""
     if words.itemsize == 2:
@@ -66,7 +68,8 @@ def count_of(words, p):
     return (np.int64(words[p + 1]) << 32) | (np.int64(words[p]) & LOW)
 
 
-@njit(cache=True, nogil=True)
+# Those that allocate nothing are compiled without numba's reference counts: less code to compile.
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
 def _lay_out(data, offsets, freqs, words, p):
     """Append the records of the words ``data[offsets[i]:offsets[i + 1]]`` counted ``freqs[i]`` (those
     of two bytes or more: a single byte holds no pair) at ``p``; returns where they end, how many
@@ -94,7 +97,7 @@ def _lay_out(data, offsets, freqs, words, p):
     return p, n, text
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
 def _prefixes(words, used, keys, starts):
     """Each record's first eight bytes as a big-endian number (shorter words padded with zeros:
     their order is the order of the bytes) into ``keys``, and where it starts into ``starts``; and
@@ -117,7 +120,7 @@ def _prefixes(words, used, keys, starts):
     return in_order
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _radix_order(keys, order, spare, spare_keys, place):
     """The order that sorts ``keys`` (a stable radix sort, 16 bits a pass, through ``order`` and the
     ``spare`` arrays, each as long as ``keys``, and ``place``, of 65,536 elements; ``keys`` is
@@ -145,7 +148,7 @@ def _radix_order(keys, order, spare, spare_keys, place):
     return order
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
 def _gather(words, starts, order, moved):
     """The records that start at ``starts[order]``, in that order, into ``moved``."""
     width, end = count_width(words), end_mark(words)

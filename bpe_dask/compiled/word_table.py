@@ -92,7 +92,7 @@ def free_record(records, meta):
     return slot * RECORD
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _rehash(grown, records):
     """Move the records of ``records`` into ``grown`` (emptied), each to its home slot there."""
     for r in range(0, len(records), RECORD):

@@ -54,7 +54,8 @@ def _compile_ahead(sizes: tuple[int, ...]) -> None:
 
         if not merge_loop_cached(sizes):
             _in_a_process(sizes)
-        compile_merge_loop(sizes)  # loaded from the cache (compiled here if the process saved nothing)
+        # Loaded from the cache (compiled here if the process saved nothing).
+        compile_merge_loop(sizes, sort=False)
     except BaseException:  # a signal meanwhile is the job's to report, and a failure the merge stage's
         log.debug("compiling the merge loop ahead stopped", exc_info=True)
 
@@ -88,7 +89,7 @@ def compile_here() -> None:
     from bpe_dask.stages.warm_up import compile_stages
 
     compile_stages(stages=("reduce",))
-    compile_merge_loop(tuple(int(size) for size in sys.argv[2:]))
+    compile_merge_loop(tuple(int(size) for size in sys.argv[2:]), sort=False)  # a job's words come in order
 
 
 def _end_with_the_job() -> None:
