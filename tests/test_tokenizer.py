@@ -12,7 +12,7 @@ import pytest
 
 from bpe_dask import Tokenizer, train_bpe
 from bpe_dask.io import tokenizer_formats
-from bpe_dask.tokenizer import COMPILED_MIN_CHARS, uses_compiled
+from bpe_dask.tokenizer import COMPILED_MIN_CHARS, LOADED_MIN_CHARS, uses_compiled
 from conftest import CS336_DIR
 
 EOT = "<|endoftext|>"
@@ -271,18 +271,20 @@ def test_the_numba_engine_is_refused_for_a_pattern_of_ones_own_and_auto_falls_ba
     )
 
 
-def test_once_loaded_the_compiled_encoder_takes_short_texts_too(gpt2, monkeypatch):
-    """``auto`` loads the compiled encoder for a long text only; loaded, it is the faster at any length
-    (``encode_iterable``'s last piece, a short ``encode`` after a long one), with the same ids."""
+def test_once_loaded_the_compiled_encoder_takes_texts_of_a_few_hundred_characters(gpt2, monkeypatch):
+    """``auto`` loads the compiled encoder for a long text only; loaded, it also takes texts from
+    ``LOADED_MIN_CHARS`` on (``encode_iterable``'s last piece), with the same ids; shorter ones stay
+    on the Python loop, whose cache answers them faster than a compiled call."""
     fresh = Tokenizer(gpt2.vocab, gpt2.merges, [EOT])
-    short = "Hello, world! 12345 héllo"
-    assert not uses_compiled(fresh, len(short))
-    python_ids = fresh.encode(short)
-    assert python_ids == gpt2.encode(short)
+    medium, tiny = "Hello, world! 12345 héllo. " * 12, "Hello, world!"
+    assert len(medium) >= LOADED_MIN_CHARS > len(tiny)
+    assert not uses_compiled(fresh, len(medium))
+    python_ids = fresh.encode(medium)
+    assert python_ids == gpt2.encode(medium)
     fresh.encode(multilingual_text(800) * (COMPILED_MIN_CHARS // 4000 + 1))  # long: loads it
-    assert uses_compiled(fresh, len(short))
+    assert uses_compiled(fresh, len(medium)) and not uses_compiled(fresh, len(tiny))
     monkeypatch.setattr(Tokenizer, "_encode_python", lambda *args: pytest.fail("the Python loop ran"))
-    assert fresh.encode(short) == python_ids
+    assert fresh.encode(medium) == python_ids
 
 
 def test_a_vocabulary_tiktoken_would_merge_otherwise_gets_no_rank_file(caplog):

@@ -54,6 +54,7 @@ __all__ = ["COMPILED_MIN_CHARS", "FILES", "Tokenizer", "encode_utf8_documents", 
 T = TypeVar("T")
 CACHE_LIMIT = 1 << 20  # pre-tokens the Python path's cache holds before it is emptied
 COMPILED_MIN_CHARS = 1 << 16  # below this, loading compiled code costs more than it saves
+LOADED_MIN_CHARS = 256  # below this, a loaded compiled encoder's call (about 20 us) costs more than it saves
 LONG_PRETOKEN = 256  # characters: past this, the pure-Python merge's O(n²) starts to show
 
 
@@ -483,15 +484,16 @@ class Tokenizer:
 
 def uses_compiled(tokenizer: Tokenizer, length: int) -> bool:
     """Whether ``tokenizer`` encodes text of ``length`` characters with the compiled encoder: always
-    with ``engine="numba"``, and with ``"auto"`` when it is loaded already (it is then the faster
-    from 50 characters on) or the text is long enough to repay loading it.
+    with ``engine="numba"``, and with ``"auto"`` when the text is long enough to repay loading it,
+    or, once it is loaded, to repay a call (``LOADED_MIN_CHARS``: shorter text is faster on the
+    Python loop's cache of pre-tokens).
 
     >>> uses_compiled(Tokenizer({i: bytes([i]) for i in range(256)}, []), 1 << 20)
     True
     """
     builtin = tokenizer.pretokenizer.pattern.builtin
-    length = COMPILED_MIN_CHARS if tokenizer._compiled is not None else length
-    return use_compiled(tokenizer.engine, length, COMPILED_MIN_CHARS, builtin_pattern=builtin)
+    least = COMPILED_MIN_CHARS if tokenizer._compiled is None else LOADED_MIN_CHARS
+    return use_compiled(tokenizer.engine, length, least, builtin_pattern=builtin)
 
 
 def encode_utf8_documents(
