@@ -394,8 +394,8 @@ class Tokenizer:
         >>> list(tokenizer.encode_iterable(["h", "i<|endof", "text|>!"]))
         [104, 105, 256, 33]
         """
-        pieces = cutter(self.pretokenizer, allowed_special, disallowed_special)
-        for text in pieces.recut(iterable, least=COMPILED_MIN_CHARS):
+        cuts = cutter(self.pretokenizer, allowed_special, disallowed_special)
+        for text in cuts.recut(iterable, least=COMPILED_MIN_CHARS):
             yield from self._ids([text], self._splitting([text], allowed_special, disallowed_special))[0]
 
     def _splitting(
