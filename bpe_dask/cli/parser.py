@@ -24,8 +24,9 @@ SPECIAL_TOKEN_HELP = (
     "a special token, e.g. '<|endoftext|>': split out before counting, never merged (repeatable)"
 )
 PATTERN_HELP = (
-    "the pre-tokenization split pattern: gpt2 (the default), gpt4 (cl100k), o200k, or a regex of your "
-    "own (cut only at special tokens, so one long document without them is one task)"
+    "the pre-tokenization split pattern: gpt2 (the default), gpt4 (cl100k), o200k, superbpe (SuperBPE's "
+    "second stage: no whitespace split), or a regex of your own (cut only at special tokens, so one long "
+    "document without them is one task)"
 )
 TOKENIZER_OUT = "directory for vocab.json, merges.txt, tokenizer.json and report.json"
 WARM_UP_HELP = (
@@ -125,7 +126,7 @@ FLAGS: dict[str, dict[str, Any]] = {
     },
     "--trust-pattern": {
         "action": "store_true",
-        "help": "run the tokenizer's split pattern even if not built in (gpt2, gpt4, o200k)",
+        "help": "run the tokenizer's split pattern even if not built in (gpt2, gpt4, o200k, superbpe)",
     },
     "--merge-on": {
         "choices": ("auto", "client", "worker"),
@@ -277,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
         ["inputs", "--tokenizer", ids_out],
         ["--format", encode_special, *READING, "--document-separator", *CHECKS, *CLUSTER],
     )
-    patterns_help = "the built-in patterns the jobs use: gpt2 (the default), gpt4, o200k"
+    patterns_help = "the built-in patterns the jobs use: gpt2 (the default), gpt4, o200k, superbpe"
     patterns = {
         "dest": "patterns",
         "nargs": "+",

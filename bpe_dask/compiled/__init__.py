@@ -1,7 +1,7 @@
 """The compiled core (numba): each task of the pipeline as one loop, at machine speed.
 
-What the rest of the package uses, for the built-in split patterns (``gpt2``, ``gpt4``, ``o200k``):
-``Counter`` counts pre-tokens, ``Encoder`` encodes text, documents and batches of texts,
+What the rest of the package uses, for the built-in split patterns (``gpt2``, ``gpt4``, ``o200k``,
+``superbpe``): ``Counter`` counts pre-tokens, ``Encoder`` encodes text, documents and batches of texts,
 ``learn_merges`` runs the merge loop (on ``Words``, the words laid out as its records), and
 ``sum_sorted`` sums sorted count tables; each computes what a rule in ``bpe_dask.rules`` states, and
 gives flat arrays that the callers turn into Arrow tables. ``compile_merge_loop`` compiles the merge

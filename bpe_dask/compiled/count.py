@@ -16,9 +16,10 @@ import numpy as np
 from numba import njit
 
 from bpe_dask.compiled.compile_once import readonly
-from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, own_cache_file, pattern_number, table_of
+from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, O200K, own_cache_file, pattern_number, table_of
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
 from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
+from bpe_dask.compiled.scan_superbpe import next_token_superbpe
 from bpe_dask.compiled.word_table import (
     AHEAD,
     AT,
@@ -68,6 +69,8 @@ def count_loop(pattern: int):
                     else next_token_gpt4(data, i, hi, table)
                     if pattern == GPT4
                     else next_token_o200k(data, i, hi, table)
+                    if pattern == O200K
+                    else next_token_superbpe(data, i, bounds[2 * piece], hi, table)
                 )
                 hold(data, i, end, piece, records, pending, scanned, True)
                 scanned, position = scanned + 1, end
@@ -103,8 +106,9 @@ COUNT_LOOPS = {number: count_loop(number) for number in NUMBERS.values()}
 class Counter:
     """Pre-token counts of one built-in pattern, in flat arrays that grow as needed.
 
-    Takes the pattern's name (``gpt2``, ``gpt4`` or ``o200k``) and a first capacity (words); ``add``
-    counts text into it, ``arrays`` gives the counts, ``len`` how many distinct pre-tokens it holds.
+    Takes the pattern's name (``gpt2``, ``gpt4``, ``o200k`` or ``superbpe``) and a first capacity
+    (words); ``add`` counts text into it, ``arrays`` gives the counts, ``len`` how many distinct
+    pre-tokens it holds.
 
     >>> counter = Counter("gpt2")
     >>> counter.add(b"the cat the", np.array([0, 11]))

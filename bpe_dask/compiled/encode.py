@@ -20,9 +20,10 @@ import numpy as np
 from numba import njit
 
 from bpe_dask.compiled.merge_pretoken import SCRATCH, SHORT, merge_long, merge_short
-from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, own_cache_file
+from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, O200K, own_cache_file
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
 from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
+from bpe_dask.compiled.scan_superbpe import next_token_superbpe
 from bpe_dask.compiled.word_table import (
     AHEAD,
     AT,
@@ -179,6 +180,8 @@ def encode_loop(pattern: int):
                     else next_token_gpt4(data, i, hi, table)
                     if pattern == GPT4
                     else next_token_o200k(data, i, hi, table)
+                    if pattern == O200K
+                    else next_token_superbpe(data, i, bounds[2 * piece], hi, table)
                 )
                 hold(data, i, end, piece, records, pending, scanned, end - i > 1)  # a byte's id is known
                 scanned, position = scanned + 1, end

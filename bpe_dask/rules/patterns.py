@@ -1,7 +1,8 @@
 """Split patterns: the pre-tokenization regexes, and between which characters their text may be cut.
 
 A ``SplitPattern`` is a regex with its cut rule and chunk pattern; ``PATTERNS`` holds the built-in
-ones (GPT-2's, the default, GPT-4's and o200k's, exactly as tiktoken has them) and ``split_pattern``
+ones (GPT-2's, the default, GPT-4's and o200k's, exactly as tiktoken has them, and SuperBPE's
+second stage) and ``split_pattern``
 gives the one an option names, or a pattern of one's own from any other regex. ``pretokenize``
 applies them. Why each cut a rule allows is safe, pattern by pattern: docs/exactness.md#cut-rules.
 Pure: no I/O.
@@ -130,7 +131,16 @@ O200K = SplitPattern(
     ),
     chunk=_CHUNK_BEFORE_SPACE,
 )
-PATTERNS = {p.name: p for p in (GPT2, GPT4, O200K)}
+# SuperBPE's second stage (docs/exactness.md#superword-tokenizers): numbers in groups of three counted
+# from the right, as its authors' Digits(individual_digits=False) and Split by (?=(\d{3})+(?!\d)) give
+# them, and everything else whole: no whitespace split, so tokens can learn to bridge words.
+SUPERBPE = SplitPattern(
+    name="superbpe",
+    regex=r"\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N}))|\P{N}+",
+    # why each cut is safe: docs/exactness.md#superbpe
+    cut_rule=r"\P{N}(?=\p{N})|\p{N}(?=\P{N})",  # where numbers start or end
+)
+PATTERNS = {p.name: p for p in (GPT2, GPT4, O200K, SUPERBPE)}
 # tiktoken's names for the same patterns.
 ALIASES = {"r50k_base": GPT2, "cl100k_base": GPT4, "o200k_base": O200K}
 _BY_REGEX = {r: p for p in PATTERNS.values() for r in (p.regex, p.hf_regex) if r}
@@ -138,7 +148,7 @@ _NAME_LIKE = regex.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 
 
 def split_pattern(pattern: str | SplitPattern) -> SplitPattern:
-    """The split pattern ``pattern`` names: a built-in's name (``gpt2``, ``gpt4``, ``o200k``, or
+    """The split pattern ``pattern`` names: a built-in's name (``gpt2``, ``gpt4``, ``o200k``, ``superbpe``, or
     tiktoken's name for one), or a regex, which is a built-in when it is one's regex and otherwise
     a pattern of its own, with no cut rule. A bare word is taken as a misspelt name, not a regex.
 
@@ -146,7 +156,7 @@ def split_pattern(pattern: str | SplitPattern) -> SplitPattern:
     ('gpt4', 'gpt4', 'custom')
     >>> split_pattern("gtp4")
     Traceback (most recent call last):
-    bpe_dask.errors.BpeDaskError: unknown split pattern 'gtp4' (built in: gpt2, gpt4, o200k; ...
+    bpe_dask.errors.BpeDaskError: unknown split pattern 'gtp4' (built in: gpt2, gpt4, o200k, superbpe; ...
     """
     if isinstance(pattern, SplitPattern):
         return pattern

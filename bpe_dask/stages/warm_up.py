@@ -61,8 +61,8 @@ def builtin_patterns(names: Iterable[str]) -> list[str]:
         pattern = split_pattern(name)
         if not pattern.builtin:
             raise BpeDaskError(
-                f"only the built-in patterns are compiled (gpt2, gpt4, o200k), not {name}: a pattern of "
-                "your own runs in the regex module, with nothing to compile"
+                f"only the built-in patterns are compiled (gpt2, gpt4, o200k, superbpe), not {name}: a "
+                "pattern of your own runs in the regex module, with nothing to compile"
             )
         if pattern.name not in found:
             found.append(pattern.name)
