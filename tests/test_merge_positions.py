@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 pytest.importorskip("numba")
 
-from bpe_dask.compiled.merge_positions import flat_words, learn_merges_long  # noqa: E402
-from bpe_dask.rules.vocabulary import start  # noqa: E402
-from bpe_dask.stages.merge import _MergeState, train_merges  # noqa: E402
+from bpe_dask.compiled.merge_positions import flat_words, learn_merges_long
+from bpe_dask.rules.vocabulary import start
+from bpe_dask.stages.merge import _MergeState, train_merges
 
 ALPHABET = [b"a", b"b", b"c", b" ", b"\x00", b"\xff"]
 
@@ -47,25 +47,21 @@ tables = st.dictionaries(words_of(), st.sampled_from([1, 1, 1, 2, 3, 5, 100]), m
 def both(words, vocab_size, specials=(), **options):
     """What the Python loop and the long-word loop each make of ``words``: merges, savings and the
     reasons they stopped."""
-    results = []
-    for engine in ("python", "positions"):
-        savings, stops = [], []
-        if engine == "python":
-            _, merges = train_merges(
-                list(words.items()), vocab_size, specials, engine="python", savings=savings,
-                stopped=lambda why, n: stops.append((why, n)), **options,
-            )  # fmt: skip
-        else:
-            vocab, _ = start(specials)
-            learned = learn_merges_long(
-                list(words.items()), vocab, vocab_size, stopped=lambda why, n: stops.append((why, n)), **options
-            )
-            merges = []
-            for a, b, saved in learned:
-                merges.append((vocab[a], vocab[b]))
-                savings.append(saved)
-        results.append((merges, savings, stops))
-    return results
+    savings, stops = [], []
+    _, merges = train_merges(
+        list(words.items()), vocab_size, specials, engine="python", savings=savings,
+        stopped=lambda why, n: stops.append((why, n)), **options,
+    )  # fmt: skip
+    python = (merges, savings, stops)
+    vocab, _ = start(specials)
+    merges, savings, stops = [], [], []
+    learned = learn_merges_long(
+        list(words.items()), vocab, vocab_size, stopped=lambda why, n: stops.append((why, n)), **options
+    )
+    for a, b, saved in learned:
+        merges.append((vocab[a], vocab[b]))
+        savings.append(saved)
+    return python, (merges, savings, stops)
 
 
 @settings(max_examples=300)
@@ -144,12 +140,16 @@ def test_a_long_word_merges_as_the_python_loop():
     mine = dict(vocab)
     got = [(mine[a], mine[b], saved) for a, b, saved in learn_merges_long([(tokens, 2)], mine, vocab_size)]
     state = _MergeState([(tokens, 2)], dict(vocab))
-    want = [(state.vocab[a], state.vocab[b], saved) for a, b, saved in state.learn_merges(vocab_size, 0, None)]
+    want = [
+        (state.vocab[a], state.vocab[b], saved) for a, b, saved in state.learn_merges(vocab_size, 0, None)
+    ]
     assert got == want
 
 
 def test_counts_of_many_words_are_found_by_position():
     rng = np.random.default_rng(5)
-    words = {bytes(rng.integers(97, 101, rng.integers(2, 30)).astype(np.uint8)): int(c) for c in range(1, 400)}
+    words = {
+        bytes(rng.integers(97, 101, rng.integers(2, 30)).astype(np.uint8)): int(c) for c in range(1, 400)
+    }
     python, positions = both(words, 256 + 60)
     assert positions == python

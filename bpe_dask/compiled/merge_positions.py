@@ -403,7 +403,8 @@ class _State:
 
 
 def learn_merges_long(
-    words: Iterable[tuple[Iterable[int] | bytes | np.ndarray, int]] | tuple[np.ndarray, np.ndarray, np.ndarray],
+    words: Iterable[tuple[Iterable[int] | bytes | np.ndarray, int]]
+    | tuple[np.ndarray, np.ndarray, np.ndarray],
     vocab: dict[int, bytes],
     vocab_size: int,
     min_frequency: int = 0,
