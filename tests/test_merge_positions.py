@@ -153,3 +153,10 @@ def test_counts_of_many_words_are_found_by_position():
     }
     python, positions = both(words, 256 + 60)
     assert positions == python
+
+
+def test_no_pair_to_merge():
+    first = {i: bytes([i]) for i in range(256)}
+    assert list(learn_merges_long([], dict(first), 300)) == []
+    assert list(learn_merges_long([(b"a", 3), (b"", 2)], dict(first), 300)) == []
+    assert list(learn_merges_long([(b"ab", 3), (b"ab", 2)], dict(first), 300)) == [(97, 98, 5)]
