@@ -175,16 +175,32 @@ def _lose(index, pairs, key, f, first_new):
 
 @njit(cache=True, nogil=True)
 def _merge_batch(
-    tok, link, starts, counts, n_words, pairs, index, pool, heap_counts, heap_ids,
-    token_bytes, offsets, sizes, gained_pairs, gained_at, uses, next_id, last_id, out,
-    min_frequency, longest,
-):  # fmt: skip
+    words,
+    n_words,
+    pairs,
+    index,
+    pool,
+    heap,
+    tokens,
+    gained,
+    uses,
+    next_id,
+    last_id,
+    out,
+    min_frequency,
+    longest,
+):
     """Up to ``last_id - next_id`` merges, each reported in a row of ``out`` (``A``, ``B``, ``SAVED``,
     ``READ``, ``MERGED``). Stops early, before a merge, when the pairs' records or their index might
     fill up during it (the caller makes room and calls again), or when the best pair occurs fewer
     than ``min_frequency`` times (its count is then returned as ``below``, else 0). Returns how many
-    merges were made, ``below``, and the arrays it may have regrown: the pool, the tokens' bytes and
-    the gained occurrences' pairs and positions."""
+    merges were made, ``below``, and the parts it may have regrown: the pool, ``tokens`` (bytes,
+    offsets, sizes) and ``gained`` (a merge's new occurrences: pair ids, positions). ``words`` are
+    ``tok``, ``link``, the words' starts and counts; ``heap`` its counts and pair ids."""
+    tok, link, starts, counts = words
+    heap_counts, heap_ids = heap
+    token_bytes, offsets, sizes = tokens
+    gained_pairs, gained_at = gained
     pairs_used, pool_used, pool_limit = uses[PAIRS_USED], uses[POOL_USED], uses[POOL_LIMIT]
     pool_written, heap_size, bytes_used = uses[POOL_WRITTEN], uses[HEAP_SIZE], uses[BYTES_USED]
     made, below = 0, np.int64(0)
@@ -314,7 +330,7 @@ def _merge_batch(
                 sift_up(heap_counts, heap_ids, heap_size - 1, pairs, token_bytes, offsets, sizes)
     for k, use in enumerate((pairs_used, pool_used, pool_limit, pool_written, heap_size, bytes_used)):
         uses[k] = use
-    return made, below, pool, token_bytes, gained_pairs, gained_at
+    return made, below, pool, (token_bytes, offsets, sizes), (gained_pairs, gained_at)
 
 
 def flat_words(words: Iterable[tuple[Iterable[int] | bytes | np.ndarray, int]]) -> tuple:
@@ -354,7 +370,7 @@ class _State:
             token_bytes[at : at + len(token)] = np.frombuffer(token, np.uint8)
             offsets[token_id], sizes[token_id] = at, len(token)
             at += len(token)
-        self.tokens = [token_bytes, offsets, sizes]
+        self.tokens = (token_bytes, offsets, sizes)
         self.uses = np.zeros(6, np.int64)
         self.uses[BYTES_USED] = at
         records = 1 << 16
@@ -429,11 +445,11 @@ def learn_merges_long(
         interrupts.check()
         first = len(vocab)
         want = min(vocab_size, first + _BATCH) - first
-        made, below, state.pool, state.tokens[0], *state.gained = _merge_batch(
-            state.tok, state.link, state.starts, state.counts, state.n_words, state.pairs, state.index,
-            state.pool, *state.heap, *state.tokens, *state.gained, state.uses, first, first + want, out,
-            min_frequency, longest,
-        )  # fmt: skip
+        words = (state.tok, state.link, state.starts, state.counts)
+        arrays = (state.pairs, state.index, state.pool, state.heap, state.tokens, state.gained, state.uses)
+        made, below, state.pool, state.tokens, state.gained = _merge_batch(
+            words, state.n_words, *arrays, first, first + want, out, min_frequency, longest
+        )
         state.give_back()
         for a, b, saved, read, merged in out[:made].tolist():
             vocab[len(vocab)] = vocab[a] + vocab[b]
