@@ -6,12 +6,12 @@
 
 ``counts``: the GPT-2 pre-token counts of CORPUS (counted once, kept beside it in /tmp), merged to
 ``--vocab`` with ``<|endoftext|>`` as special token. ``docs``: the first ``--mb`` MB of CORPUS split
-only at ``<|endoftext|>``, each document's UTF-8 bytes a word of count 1, merged from the 256 bytes
-to ``--vocab``. Prints, as JSON lines, progress every 2048 merges (``merges``, ``seconds``,
-``cpu_seconds``) and at the end: seconds (wall, and this process's CPU, which another load on the
-machine hardly changes) setting up with the first 512 merges, and per merge after them; the peak
-memory (``ru_maxrss``) before and after, its growth per input token (byte, for ``docs``); and a
-digest of the merges (the engines must agree).
+only at ``<|endoftext|>``, each document's UTF-8 bytes a word of count 1 (``--join K``: words of K
+documents each, K times as long), merged from the 256 bytes to ``--vocab``. Prints, as JSON lines,
+progress every 2048 merges (``merges``, ``seconds``, ``cpu_seconds``) and at the end: seconds (wall,
+and this process's CPU, which another load on the machine hardly changes) setting up with the first
+512 merges, and per merge after them; the peak memory (``ru_maxrss``) before and after, its growth
+per input token (byte, for ``docs``); and a digest of the merges (the engines must agree).
 """
 
 from __future__ import annotations
@@ -47,11 +47,12 @@ def counts_table(corpus: str):
     return pq.read_table(cached)
 
 
-def documents(corpus: str, mb: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def documents(corpus: str, mb: float, join: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     with open(corpus, "rb") as f:
         text = f.read(int(mb * 1_000_000))
     text = text[: len(text.decode("utf-8", "ignore").encode())]  # whole characters
     docs = [d for d in text.split(b"<|endoftext|>") if d]
+    docs = [b"".join(docs[k : k + join]) for k in range(0, len(docs), join)]
     data = np.frombuffer(b"".join(docs), np.uint8)
     offsets = np.zeros(len(docs) + 1, np.int64)
     np.cumsum([len(d) for d in docs], out=offsets[1:])
@@ -65,6 +66,7 @@ def main() -> None:
     parser.add_argument("corpus")
     parser.add_argument("--mb", type=float, default=16)
     parser.add_argument("--vocab", type=int, default=None)
+    parser.add_argument("--join", type=int, default=1, help="docs: words of this many documents each")
     args = parser.parse_args()
     from bpe_dask.compiled.merge_positions import learn_merges_long
     from bpe_dask.io.counts_table import as_arrays
@@ -78,7 +80,7 @@ def main() -> None:
         words = table.num_rows
     else:
         vocab_size, specials = args.vocab or 8000, []
-        flat = documents(args.corpus, args.mb)
+        flat = documents(args.corpus, args.mb, args.join)
         words = len(flat[1]) - 1
         table = None
     tokens = len(flat[0])
