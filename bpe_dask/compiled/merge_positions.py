@@ -13,10 +13,11 @@ pairs over ``max_token_length`` bytes never chosen, ``min_frequency`` stopping t
 
 How: the words' tokens lie in one flat int32 array (``tok``), each word followed by a boundary
 (``BOUND``). A token keeps the position of its first byte's token; the positions it swallowed are
-dead (``tok`` below ``BOUND``). Links live in the dead positions, so a live position needs no room
-for them: the first dead position after a live one holds, in ``link``, the next live position (or
-the boundary), and the last dead one before a live one holds in ``tok`` the previous live one
-(``-2 - position``): both neighbours are found in one step. Each pair (``pair_map``'s records and
+dead (``tok`` below ``BOUND``), and the dead positions hold the links, so that a live one needs no
+room for them: a dead position alone between two live ones is ``ONE_DEAD`` (its neighbours are
+the live ones), and a longer run of them holds, in its first position, the next live one (or the
+boundary) and in its last the previous live one (each as ``-3 - position``): both neighbours of a
+live position are found in one step. Each pair (``pair_map``'s records and
 index) has a count and a list, in ``pool``, of the positions where it occurs (its left token's),
 in increasing order: the first pairs' lists are made by a counting sort over the positions, and a
 merge's new pairs (all hold the new token, so each gains occurrences only in the merge that makes
@@ -25,12 +26,13 @@ merges (a dead position, or other tokens there now) are skipped when read. A wor
 from its position by a galloping search over the words' starts, from the last one found (the
 occurrences come in order); with every count 1 (documents) it is not looked up at all.
 
-Memory model, for N input tokens in W words: ``tok`` and ``link`` 8 bytes a position (N + W
-positions); the pool 4 bytes an entry, N at first, then up to two entries per occurrence merged
-(the lists of merged pairs, and of pairs counted down to 0, are squeezed out when it fills, and
-its pages past its use given back): 12 bytes a token at first, up to about 20 in the merges that
-rewrite most of the text; 16 bytes a word (starts and counts); about 60 bytes a distinct pair
-(record 32, index 8 to 16, heap 12). Positions are int32: under 2**31 tokens and words.
+Memory model, for N input tokens in W words: ``tok`` 4 bytes a position (N + W positions); the
+pool 4 bytes an entry, N at first, then up to two entries per occurrence merged (the lists of merged
+pairs, and of pairs counted down to 0, are squeezed out when it fills, and its pages past its use
+given back); 16 bytes a word (starts and counts); about 60 bytes a distinct pair (record 32, index
+8 to 16, heap 12), never freed. Measured on 16 MB of web text as documents, 256 to 8,000 tokens:
+the pool ends at 1.25 N entries, 2.1 million pairs, a peak of about 24 bytes per input byte (token)
+over the input (benchmarks/merge_positions.py). Positions are int32: under 2**31 tokens and words.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from bpe_dask.compiled.pair_heap import sift_down, sift_up
 from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, NO_PAIR, START, add, compact, find, index_pairs
 
 BOUND = -1  # ``tok`` at a word's end; dead positions are below it
+ONE_DEAD = -2  # ``tok`` of a dead position alone between two live ones; longer runs link their ends
 _BATCH = 256  # merges per compiled call, between progress reports
 # ``uses`` (int64, updated in place by a batch): records used, the pool's use, its limit of use and
 # its highest use, the heap's size, the tokens' bytes used.
@@ -123,10 +126,14 @@ def _list_pairs(tok, n_positions, pairs, n, index, pool):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _next_live(tok, link, i):
+def _next_live(tok, i):
     """The live position after live ``i`` in its word, or its word's boundary."""
-    s = i + 1
-    return s if tok[s] >= BOUND else np.int64(link[s])
+    t = np.int64(tok[i + 1])
+    if t >= BOUND:
+        return i + 1
+    if t == ONE_DEAD:
+        return i + 2
+    return -3 - t
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -139,7 +146,9 @@ def _prev_live(tok, i):
         return i - 1
     if t == BOUND:
         return np.int64(-1)
-    return -2 - t
+    if t == ONE_DEAD:
+        return i - 2
+    return -3 - t
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -196,8 +205,8 @@ def _merge_batch(
     than ``min_frequency`` times (its count is then returned as ``below``, else 0). Returns how many
     merges were made, ``below``, and the parts it may have regrown: the pool, ``tokens`` (bytes,
     offsets, sizes) and ``gained`` (a merge's new occurrences: pair ids, positions). ``words`` are
-    ``tok``, ``link``, the words' starts and counts; ``heap`` its counts and pair ids."""
-    tok, link, starts, counts = words
+    ``tok``, the words' starts and counts; ``heap`` its counts and pair ids."""
+    tok, starts, counts = words
     heap_counts, heap_ids = heap
     token_bytes, offsets, sizes = tokens
     gained_pairs, gained_at = gained
@@ -258,22 +267,23 @@ def _merge_batch(
             i = np.int64(pool[listed + e])
             if tok[i] != a:
                 continue  # dead, or another token there now
-            j = _next_live(tok, link, i)
+            j = _next_live(tok, i)
             if tok[j] != b:
                 continue
-            n = _next_live(tok, link, j)
+            n = _next_live(tok, j)
             p = _prev_live(tok, i)
             if unit:
                 f = np.int64(1)
             else:
                 w = _word_of(starts, n_words, w, i)
                 f = counts[w]
-            # ``j`` joins ``i``: positions i + 1 to n - 1 are dead, the first linking on to ``n``, the
-            # last back to ``i``.
+            # ``j`` joins ``i``: positions i + 1 to n - 1 are dead; of a run of two or more, the first
+            # links on to ``n``, the last back to ``i``.
             tok[i] = x
-            tok[j] = -2 - i
-            link[i + 1] = n
-            tok[n - 1] = -2 - i
+            tok[j] = ONE_DEAD
+            if n - i > 2:
+                tok[i + 1] = -3 - n
+                tok[n - 1] = -3 - i
             merged += 1
             saved += f
             for side in range(2):
@@ -361,7 +371,6 @@ class _State:
         self.n_words = int(_lay_out(tokens, word_offsets, word_counts, self.tok, self.starts, self.counts))
         n_positions = int(self.starts[self.n_words])
         self.tok[n_positions:] = BOUND
-        self.link = np.empty(size, np.int32)  # written only in dead positions
         capacity = max(vocab_size, max(vocab) + 1)
         token_bytes = np.zeros(max(1, sum(len(t) for t in vocab.values())) * 4 + 64, np.uint8)
         offsets, sizes = np.zeros(capacity, np.int64), np.zeros(capacity, np.int64)
@@ -445,7 +454,7 @@ def learn_merges_long(
         interrupts.check()
         first = len(vocab)
         want = min(vocab_size, first + _BATCH) - first
-        words = (state.tok, state.link, state.starts, state.counts)
+        words = (state.tok, state.starts, state.counts)
         arrays = (state.pairs, state.index, state.pool, state.heap, state.tokens, state.gained, state.uses)
         made, below, state.pool, state.tokens, state.gained = _merge_batch(
             words, state.n_words, *arrays, first, first + want, out, min_frequency, longest
