@@ -64,7 +64,12 @@ def both(words, vocab_size, specials=(), **options):
     return python, (merges, savings, stops)
 
 
-@settings(max_examples=300)
+def examples(times: float):
+    """``times`` the profile's examples (tests/conftest.py: 200 in "ci", 5,000 in "long")."""
+    return settings(max_examples=max(5, int(settings.default.max_examples * times)))
+
+
+@examples(1.5)
 @given(
     tables,
     st.integers(0, 80),
@@ -80,7 +85,7 @@ def test_merges_and_savings_as_the_python_loop(words, merges, specials, max_toke
     assert positions == python
 
 
-@settings(max_examples=50)
+@examples(0.25)
 @given(st.lists(words_of(longest=40), min_size=1, max_size=30), st.integers(0, 300))
 def test_documents_each_once(documents, merges):
     """SuperBPE's case: words nearly all distinct, each counted once (the count never looked up)."""
