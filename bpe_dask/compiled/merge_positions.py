@@ -363,7 +363,7 @@ class _State:
         word_counts = np.asarray(word_counts, np.int64)
         n_in = len(word_offsets) - 1
         size = int(word_offsets[-1] - word_offsets[0]) + n_in + 1 if n_in > 0 else 1
-        if size >= 2**31 - 1:
+        if size > 2**31 - 3:  # a run's link -3 - position fits an int32
             raise ValueError("too many tokens for int32 positions")
         self.tok = np.empty(size, np.int32)
         self.starts = np.empty(n_in + 1, np.int64)
