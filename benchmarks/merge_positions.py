@@ -7,8 +7,8 @@
 ``counts``: the GPT-2 pre-token counts of CORPUS (counted once, kept beside it in /tmp), merged to
 ``--vocab`` with ``<|endoftext|>`` as special token. ``docs``: the first ``--mb`` MB of CORPUS split
 only at ``<|endoftext|>``, each document's UTF-8 bytes a word of count 1 (``--join K``: words of K
-documents each, K times as long), merged from the 256 bytes to ``--vocab``. Prints, as JSON lines,
-progress every 2048 merges (``merges``, ``seconds``, ``cpu_seconds``) and at the end: seconds (wall,
+documents each, K times as long; ``--lines``: the lines are the words, counted), merged from the
+256 bytes to ``--vocab``. Prints, as JSON lines, progress every 2048 merges (``merges``, ``seconds``, ``cpu_seconds``) and at the end: seconds (wall,
 and this process's CPU, which another load on the machine hardly changes) setting up with the first
 512 merges, and per merge after them; the memory resident before and the peak (``ru_maxrss``)
 after, the peak's growth over it per input token (byte, for ``docs``); and a digest of the merges
@@ -18,6 +18,7 @@ after, the peak's growth over it per input token (byte, for ``docs``); and a dig
 from __future__ import annotations
 
 import argparse
+import collections
 import gc
 import hashlib
 import json
@@ -55,16 +56,20 @@ def counts_table(corpus: str):
     return pq.read_table(cached)
 
 
-def documents(corpus: str, mb: float, join: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def documents(corpus: str, mb: float, join: int = 1, lines: bool = False) -> tuple[np.ndarray, ...]:
     with open(corpus, "rb") as f:
         text = f.read(int(mb * 1_000_000))
     text = text[: len(text.decode("utf-8", "ignore").encode())]  # whole characters
     docs = [d for d in text.split(b"<|endoftext|>") if d]
     docs = [b"".join(docs[k : k + join]) for k in range(0, len(docs), join)]
+    counts = [1] * len(docs)
+    if lines:  # SuperBPE's stage-2 words: lines, each with its newline, counted
+        counted = collections.Counter(line for d in docs for line in d.splitlines(keepends=True))
+        docs, counts = list(counted), list(counted.values())
     data = np.frombuffer(b"".join(docs), np.uint8)
     offsets = np.zeros(len(docs) + 1, np.int64)
     np.cumsum([len(d) for d in docs], out=offsets[1:])
-    return data, offsets, np.ones(len(docs), np.int64)
+    return data, offsets, np.array(counts, np.int64)
 
 
 def main() -> None:
@@ -74,6 +79,7 @@ def main() -> None:
     parser.add_argument("corpus")
     parser.add_argument("--mb", type=float, default=16)
     parser.add_argument("--vocab", type=int, default=None)
+    parser.add_argument("--lines", action="store_true", help="docs: words are lines, counted")
     parser.add_argument("--join", type=int, default=1, help="docs: words of this many documents each")
     args = parser.parse_args()
     from bpe_dask.compiled.merge_positions import learn_merges_long
@@ -88,7 +94,7 @@ def main() -> None:
         words = table.num_rows
     else:
         vocab_size, specials = args.vocab or 8000, []
-        flat = documents(args.corpus, args.mb, args.join)
+        flat = documents(args.corpus, args.mb, args.join, args.lines)
         words = len(flat[1]) - 1
         table = None
     tokens = len(flat[0])
