@@ -8,11 +8,11 @@
 ``--vocab`` with ``<|endoftext|>`` as special token. ``docs``: the first ``--mb`` MB of CORPUS split
 only at ``<|endoftext|>``, each document's UTF-8 bytes a word of count 1 (``--join K``: words of K
 documents each, K times as long; ``--lines``: the lines are the words, counted), merged from the
-256 bytes to ``--vocab``. Prints, as JSON lines, progress every 2048 merges (``merges``, ``seconds``, ``cpu_seconds``) and at the end: seconds (wall,
-and this process's CPU, which another load on the machine hardly changes) setting up with the first
-512 merges, and per merge after them; the memory resident before and the peak (``ru_maxrss``)
-after, the peak's growth over it per input token (byte, for ``docs``); and a digest of the merges
-(the engines must agree).
+256 bytes to ``--vocab``. Prints, as JSON lines, progress every 2048 merges (``merges``,
+``seconds``, ``cpu_seconds``) and at the end: seconds (wall, and this process's CPU, which another
+load on the machine hardly changes) setting up with the first 512 merges, and per merge after them;
+the memory resident before and the peak (``ru_maxrss``) after, the peak's growth over it per input
+token (byte, for ``docs``); and a digest of the merges (the engines must agree).
 """
 
 from __future__ import annotations
