@@ -30,9 +30,11 @@ Memory model, for N input tokens in W words: ``tok`` 4 bytes a position (N + W p
 pool 4 bytes an entry, N at first, then up to two entries per occurrence merged (the lists of merged
 pairs, and of pairs counted down to 0, are squeezed out when it fills, and its pages past its use
 given back); 16 bytes a word (starts and counts); about 60 bytes a distinct pair (record 32, index
-8 to 16, heap 12), never freed. Measured on 16 MB of web text as documents, 256 to 8,000 tokens:
-the pool ends at 1.25 N entries, 2.1 million pairs, a peak of about 24 bytes per input byte (token)
-over the input (benchmarks/merge_positions.py). Positions are int32: under 2**31 tokens and words.
+8 to 16, heap 12), never freed. Measured (benchmarks/merge_positions.py, 256 to 8,000 tokens, web
+text split only at its documents' ends): a peak of 25.7 bytes per input byte (token) over the
+input for 16 MB (the pool ending at 1.25 N entries, 2.1 million pairs), 16.1 for 65 MB; 3.4 s and
+13.0 s, where the words' loop (``merge_loop``) takes 42.5 s and 168 s, and 140 s for 16 MB as one
+word. Positions are int32: under 2**31 tokens and words.
 """
 
 from __future__ import annotations
