@@ -1,0 +1,480 @@
+"""The merge loop for long words (compiled): each merge costs in proportion to its pair's occurrences,
+not to the lengths of the words that hold it. A prototype for SuperBPE's second stage, whose
+"words" are whole documents or lines, nearly all distinct.
+
+Takes words as ``(token ids, count)`` pairs or as flat arrays (``tokens``, ``offsets``, ``counts``:
+word ``k`` is ``tokens[offsets[k]:offsets[k + 1]]``), the first vocabulary (ids to bytes; ids up to
+``len(vocab)`` in use, as ``rules.vocabulary.start`` lays them out) and the vocabulary size; gives,
+like ``merge_loop.learn_merges``, each merge as it is made: the two ids it joins and the tokens it
+saves (``learn_merges_long``). Promises the merges of ``stages.merge``'s Python loop: the pair of
+highest count (weighted by the words' counts) first, ties to the greater pair of byte strings (the
+heap of ``pair_heap``), each merge replacing its pair left to right without overlaps in every word,
+pairs over ``max_token_length`` bytes never chosen, ``min_frequency`` stopping the loop.
+
+How: the words' tokens lie in one flat int32 array (``tok``), each word followed by a boundary
+(``BOUND``). A token keeps the position of its first byte's token; the positions it swallowed are
+dead (``tok`` below ``BOUND``), and the dead positions hold the links, so that a live one needs no
+room for them: a dead position alone between two live ones is ``ONE_DEAD`` (its neighbours are
+the live ones), and a longer run of them holds, in its first position, the next live one (or the
+boundary) and in its last the previous live one (each as ``-3 - position``): both neighbours of a
+live position are found in one step. Each pair (``pair_map``'s records and
+index) has a count and a list, in ``pool``, of the positions where it occurs (its left token's),
+in increasing order: the first pairs' lists are made by a counting sort over the positions, and a
+merge's new pairs (all hold the new token, so each gains occurrences only in the merge that makes
+it) get theirs as the merge walks its pair's occurrences in order. Entries left stale by other
+merges (a dead position, or other tokens there now) are skipped when read. A word's count is found
+from its position by a galloping search over the words' starts, from the last one found (the
+occurrences come in order); with every count 1 (documents) it is not looked up at all.
+
+Memory model, for N input tokens in W words: ``tok`` 4 bytes a position (N + W positions); the
+pool 4 bytes an entry, N at first, then up to two entries per occurrence merged (the lists of merged
+pairs, and of pairs counted down to 0, are squeezed out when it fills, and its pages past its use
+given back); 16 bytes a word (starts and counts); about 60 bytes a distinct pair (record 32, index
+8 to 16, heap 12), never freed. Measured (benchmarks/merge_positions.py, 256 to 8,000 tokens, web
+text split only at its documents' ends): a peak of 25.7 bytes per input byte (token) over the
+input for 16 MB (the pool ending at 1.25 N entries, 2.1 million pairs), 16.1 for 65 MB; 3.4 s and
+13.0 s, where the words' loop (``merge_loop``) takes 42.5 s and 168 s, and 140 s for 16 MB as one
+word. Positions are int32: under 2**31 tokens and words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+import numpy as np
+from numba import njit
+
+from bpe_dask import interrupts
+from bpe_dask.compiled.hashing import LOW
+from bpe_dask.compiled.merge_state import INDEX_LOAD, UNLIMITED, fits, free_pages, heapify
+from bpe_dask.compiled.pair_heap import sift_down, sift_up
+from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, NO_PAIR, START, add, compact, find, index_pairs
+
+BOUND = -1  # ``tok`` at a word's end; dead positions are below it
+ONE_DEAD = -2  # ``tok`` of a dead position alone between two live ones; longer runs link their ends
+_BATCH = 256  # merges per compiled call, between progress reports
+# ``uses`` (int64, updated in place by a batch): records used, the pool's use, its limit of use and
+# its highest use, the heap's size, the tokens' bytes used.
+PAIRS_USED, POOL_USED, POOL_LIMIT, POOL_WRITTEN, HEAP_SIZE, BYTES_USED = range(6)
+# What each merge reports (``out`` rows): the pair, the tokens saved, and the work: list entries read
+# (stale ones included) and occurrences merged.
+A, B, SAVED, READ, MERGED = range(5)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _grown(array, size, keep):
+    """A new array of ``size`` elements that starts with the first ``keep`` of ``array``."""
+    grown = np.empty(size, array.dtype)
+    for k in range(keep):
+        grown[k] = array[k]
+    return grown
+
+
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
+def _lay_out(tokens, offsets, counts, tok, starts, kept):
+    """Copy the words of at least two tokens and a positive count into ``tok``, each followed by
+    ``BOUND``; their starts into ``starts`` (one more: the end), their counts into ``kept``. Returns
+    how many words."""
+    at, w = np.int64(0), np.int64(0)
+    for k in range(len(offsets) - 1):
+        s, e = offsets[k], offsets[k + 1]
+        if e - s < 2 or counts[k] <= 0:
+            continue
+        starts[w], kept[w] = at, counts[k]
+        w += 1
+        for q in range(s, e):
+            tok[at] = tokens[q]
+            at += 1
+        tok[at] = BOUND
+        at += 1
+    starts[w] = at
+    return w
+
+
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
+def _count_pairs(tok, starts, counts, n_words, pairs, index):
+    """Every adjacent pair into ``pairs`` (found through ``index``, both empty): its count and its
+    occurrences (``LENGTH``). Returns how many pairs, or -1 when ``pairs`` or its index is too small
+    (the caller makes both larger and calls again)."""
+    n = np.int64(0)
+    for w in range(n_words):
+        f = counts[w]
+        for i in range(starts[w], starts[w + 1] - 2):
+            if n == len(pairs) or INDEX_LOAD * n >= len(index):
+                return np.int64(-1)
+            pair, new = add(index, pairs, n, (np.int64(tok[i]) << 32) | np.int64(tok[i + 1]))
+            if new:
+                n += 1
+            pairs[pair, COUNT] += f
+            pairs[pair, LENGTH] += 1
+    return n
+
+
+@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
+def _list_pairs(tok, n_positions, pairs, n, index, pool):
+    """Each pair's occurrences into ``pool``, in increasing order, the lists in the order of the
+    pairs' ids; returns the pool's use."""
+    start = np.int64(0)
+    for pair in range(n):
+        pairs[pair, START], start = start, start + pairs[pair, LENGTH]
+        pairs[pair, LENGTH] = 0
+    for i in range(n_positions - 1):
+        if tok[i] < 0 or tok[i + 1] < 0:
+            continue
+        pair = find(index, pairs, (np.int64(tok[i]) << 32) | np.int64(tok[i + 1]))
+        pool[pairs[pair, START] + pairs[pair, LENGTH]] = i
+        pairs[pair, LENGTH] += 1
+    return start
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _next_live(tok, i):
+    """The live position after live ``i`` in its word, or its word's boundary."""
+    t = np.int64(tok[i + 1])
+    if t >= BOUND:
+        return i + 1
+    if t == ONE_DEAD:
+        return i + 2
+    return -3 - t
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _prev_live(tok, i):
+    """The live position before live ``i`` in its word, or -1 at its word's start."""
+    if i == 0:
+        return np.int64(-1)
+    t = np.int64(tok[i - 1])
+    if t >= 0:
+        return i - 1
+    if t == BOUND:
+        return np.int64(-1)
+    if t == ONE_DEAD:
+        return i - 2
+    return -3 - t
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _word_of(starts, n_words, w, i):
+    """The word holding position ``i``, at or after word ``w`` (galloping, then halving)."""
+    if starts[w + 1] > i:
+        return w
+    lo, step = w + 1, np.int64(1)
+    hi = lo + 1
+    while hi < n_words and starts[hi] <= i:
+        lo = hi
+        step *= 2
+        hi = lo + step
+    hi = min(hi, n_words)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if starts[mid] <= i:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _lose(index, pairs, key, f, first_new):
+    """Take ``f`` from the count of ``key``; an old pair no word holds any more has a dead list (a
+    pair this merge made keeps counting its new occurrences in ``LENGTH``)."""
+    pair = find(index, pairs, key)
+    pairs[pair, COUNT] -= f
+    if pairs[pair, COUNT] == 0 and pair < first_new:
+        pairs[pair, LENGTH] = 0
+
+
+@njit(cache=True, nogil=True)
+def _merge_batch(
+    words,
+    n_words,
+    pairs,
+    index,
+    pool,
+    heap,
+    tokens,
+    gained,
+    uses,
+    next_id,
+    last_id,
+    out,
+    min_frequency,
+    longest,
+):
+    """Up to ``last_id - next_id`` merges, each reported in a row of ``out`` (``A``, ``B``, ``SAVED``,
+    ``READ``, ``MERGED``). Stops early, before a merge, when the pairs' records or their index might
+    fill up during it (the caller makes room and calls again), or when the best pair occurs fewer
+    than ``min_frequency`` times (its count is then returned as ``below``, else 0). Returns how many
+    merges were made, ``below``, and the parts it may have regrown: the pool, ``tokens`` (bytes,
+    offsets, sizes) and ``gained`` (a merge's new occurrences: pair ids, positions). ``words`` are
+    ``tok``, the words' starts and counts; ``heap`` its counts and pair ids."""
+    tok, starts, counts = words
+    heap_counts, heap_ids = heap
+    token_bytes, offsets, sizes = tokens
+    gained_pairs, gained_at = gained
+    pairs_used, pool_used, pool_limit = uses[PAIRS_USED], uses[POOL_USED], uses[POOL_LIMIT]
+    pool_written, heap_size, bytes_used = uses[POOL_WRITTEN], uses[HEAP_SIZE], uses[BYTES_USED]
+    made, below = 0, np.int64(0)
+    unit = True
+    for w in range(n_words):
+        if counts[w] != 1:
+            unit = False
+            break
+    new_pairs = np.empty(2 * last_id + 8, np.int64)
+    while next_id + made < last_id:
+        room = 2 * (next_id + made) + 2
+        if pairs_used + room > len(pairs) or INDEX_LOAD * (pairs_used + room) > len(index):
+            break
+        best = np.int64(-1)  # the best pair whose heap entry is current (as in ``merge_loop``)
+        while heap_size > 0:
+            count, pair = heap_counts[0], heap_ids[0]
+            now = pairs[pair, COUNT]
+            if now == count:
+                best = pair
+                break
+            if now > 0:
+                heap_counts[0] = now
+            else:
+                heap_size -= 1
+                heap_counts[0], heap_ids[0] = heap_counts[heap_size], heap_ids[heap_size]
+            sift_down(heap_counts, heap_ids, heap_size, np.int64(0), pairs, token_bytes, offsets, sizes)
+        if best < 0:
+            break
+        if heap_counts[0] < min_frequency:
+            below = heap_counts[0]
+            break
+        heap_size -= 1
+        heap_counts[0], heap_ids[0] = heap_counts[heap_size], heap_ids[heap_size]
+        sift_down(heap_counts, heap_ids, heap_size, np.int64(0), pairs, token_bytes, offsets, sizes)
+        x = next_id + made
+        key = pairs[best, KEY]
+        a, b = key >> 32, key & LOW
+        # The new token's bytes.
+        need = sizes[a] + sizes[b]
+        if bytes_used + need > len(token_bytes):
+            token_bytes = _grown(token_bytes, 2 * len(token_bytes) + need, bytes_used)
+        for k in range(sizes[a]):
+            token_bytes[bytes_used + k] = token_bytes[offsets[a] + k]
+        for k in range(sizes[b]):
+            token_bytes[bytes_used + sizes[a] + k] = token_bytes[offsets[b] + k]
+        offsets[x], sizes[x] = bytes_used, need
+        bytes_used += need
+        # Every occurrence, left to right: merged where ``a b`` still stands there.
+        listed, n_listed = pairs[best, START], pairs[best, LENGTH]
+        if 2 * n_listed > len(gained_pairs):  # each occurrence gains at most two
+            gained_pairs = np.empty(2 * n_listed + 64, np.int32)
+            gained_at = np.empty(2 * n_listed + 64, np.int32)
+        first_new, n_new, n_gained, saved, merged, w = pairs_used, 0, 0, np.int64(0), 0, np.int64(0)
+        for e in range(n_listed):
+            i = np.int64(pool[listed + e])
+            if tok[i] != a:
+                continue  # dead, or another token there now
+            j = _next_live(tok, i)
+            if tok[j] != b:
+                continue
+            n = _next_live(tok, j)
+            p = _prev_live(tok, i)
+            if unit:
+                f = np.int64(1)
+            else:
+                w = _word_of(starts, n_words, w, i)
+                f = counts[w]
+            # ``j`` joins ``i``: positions i + 1 to n - 1 are dead; of a run of two or more, the first
+            # links on to ``n``, the last back to ``i``.
+            tok[i] = x
+            tok[j] = ONE_DEAD
+            if n - i > 2:
+                tok[i + 1] = -3 - n
+                tok[n - 1] = -3 - i
+            merged += 1
+            saved += f
+            for side in range(2):
+                if side == 0:
+                    if p < 0:
+                        continue
+                    c = np.int64(tok[p])
+                    _lose(index, pairs, (c << 32) | a, f, first_new)
+                    gain, at = (c << 32) | x, p
+                else:
+                    d = np.int64(tok[n])
+                    if d < 0:
+                        continue
+                    _lose(index, pairs, (b << 32) | d, f, first_new)
+                    gain, at = (x << 32) | d, i
+                pair, created = add(index, pairs, pairs_used, gain)
+                if created:
+                    pairs_used += 1
+                    new_pairs[n_new] = pair
+                    n_new += 1
+                pairs[pair, COUNT] += f
+                pairs[pair, LENGTH] += 1
+                gained_pairs[n_gained], gained_at[n_gained] = pair, at
+                n_gained += 1
+        out[made, A], out[made, B], out[made, SAVED] = a, b, saved
+        out[made, READ], out[made, MERGED] = n_listed, merged
+        made += 1
+        pairs[best, COUNT] = pairs[best, LENGTH] = 0  # its list is dead room now
+        # The new pairs' lists, laid at the end of the pool (squeezed first if full), in order.
+        for k in range(n_new):
+            pairs[new_pairs[k], START] = -1  # not a list yet
+        if pool_used + n_gained > pool_limit:
+            pool_used = compact(pairs, pairs_used, pool)
+            pool_limit = max(pool_limit, pool_used + n_gained + (pool_used + n_gained) // 8)
+            if pool_limit > len(pool):
+                pool = _grown(pool, max(len(pool) + len(pool) // 4, pool_limit), pool_used)
+        for k in range(n_new):
+            pair = new_pairs[k]
+            pairs[pair, START] = pool_used
+            pool_used += pairs[pair, LENGTH]
+            pairs[pair, LENGTH] = 0
+        for g in range(n_gained):
+            pair = gained_pairs[g]
+            pool[pairs[pair, START] + pairs[pair, LENGTH]] = gained_at[g]
+            pairs[pair, LENGTH] += 1
+        pool_written = max(pool_written, pool_used)
+        for k in range(n_new):  # a heap entry for each new pair that may be chosen
+            pair = new_pairs[k]
+            if pairs[pair, COUNT] <= 0:
+                pairs[pair, LENGTH] = 0  # made and lost in this merge ("a b a b": x a)
+            elif fits(pairs[pair, KEY], sizes, longest):
+                heap_counts[heap_size], heap_ids[heap_size] = pairs[pair, COUNT], pair
+                heap_size += 1
+                sift_up(heap_counts, heap_ids, heap_size - 1, pairs, token_bytes, offsets, sizes)
+    for k, use in enumerate((pairs_used, pool_used, pool_limit, pool_written, heap_size, bytes_used)):
+        uses[k] = use
+    return made, below, pool, (token_bytes, offsets, sizes), (gained_pairs, gained_at)
+
+
+def flat_words(words: Iterable[tuple[Iterable[int] | bytes | np.ndarray, int]]) -> tuple:
+    """``(ids, count)`` pairs as the flat arrays ``learn_merges_long`` takes."""
+    parts, counts, offsets = [], [], [0]
+    for ids, count in words:
+        part = np.frombuffer(ids, np.uint8) if isinstance(ids, bytes) else np.asarray(ids, np.int64)
+        parts.append(part.astype(np.int32))
+        counts.append(count)
+        offsets.append(offsets[-1] + len(part))
+    tokens = np.concatenate(parts) if parts else np.empty(0, np.int32)
+    return tokens, np.array(offsets, np.int64), np.array(counts, np.int64)
+
+
+class _State:
+    """The arrays a batch of merges works on, between batches."""
+
+    def __init__(self, tokens, word_offsets, word_counts, vocab, vocab_size, longest):
+        word_offsets = np.asarray(word_offsets, np.int64)
+        word_counts = np.asarray(word_counts, np.int64)
+        n_in = len(word_offsets) - 1
+        size = int(word_offsets[-1] - word_offsets[0]) + n_in + 1 if n_in > 0 else 1
+        if size > 2**31 - 3:  # a run's link -3 - position fits an int32
+            raise ValueError("too many tokens for int32 positions")
+        self.tok = np.empty(size, np.int32)
+        self.starts = np.empty(n_in + 1, np.int64)
+        self.counts = np.empty(max(n_in, 1), np.int64)
+        self.n_words = int(_lay_out(tokens, word_offsets, word_counts, self.tok, self.starts, self.counts))
+        n_positions = int(self.starts[self.n_words])
+        self.tok[n_positions:] = BOUND
+        capacity = max(vocab_size, max(vocab) + 1)
+        token_bytes = np.zeros(max(1, sum(len(t) for t in vocab.values())) * 4 + 64, np.uint8)
+        offsets, sizes = np.zeros(capacity, np.int64), np.zeros(capacity, np.int64)
+        at = 0
+        for token_id, token in vocab.items():
+            token_bytes[at : at + len(token)] = np.frombuffer(token, np.uint8)
+            offsets[token_id], sizes[token_id] = at, len(token)
+            at += len(token)
+        self.tokens = (token_bytes, offsets, sizes)
+        self.uses = np.zeros(6, np.int64)
+        self.uses[BYTES_USED] = at
+        records = 1 << 16
+        while True:
+            self.pairs = np.empty((records, 4), np.int64)
+            self.index = np.full(1 << (INDEX_LOAD * records - 1).bit_length(), NO_PAIR, np.int32)
+            n = int(_count_pairs(self.tok, self.starts, self.counts, self.n_words, self.pairs, self.index))
+            if n >= 0:
+                break
+            records *= 4
+        lengths = self.pairs[:n, LENGTH]
+        used = int(lengths.sum())
+        limit = used + max(used // 8, int(lengths.max(initial=0))) + 16
+        self.pool = np.empty(limit + used // 2, np.int32)
+        _list_pairs(self.tok, n_positions, self.pairs, n, self.index, self.pool)
+        self.uses[PAIRS_USED], self.uses[POOL_USED] = n, used
+        self.uses[POOL_LIMIT], self.uses[POOL_WRITTEN] = limit, used
+        self.heap = (np.empty(len(self.pairs), np.int64), np.empty(len(self.pairs), np.int32))
+        self.uses[HEAP_SIZE] = heapify(self.pairs, n, *self.heap, *self.tokens, longest)
+        self.gained = (np.empty(1024, np.int32), np.empty(1024, np.int32))
+
+    def give_back(self) -> None:
+        """Return to the system the pool's pages past its use, once a squeeze has left many."""
+        used, written = int(self.uses[POOL_USED]), int(self.uses[POOL_WRITTEN])
+        if (written - used) * 4 > max(1 << 24, used * 4 // 8):
+            free_pages(self.pool, used, written)
+            self.uses[POOL_WRITTEN] = used
+
+    def room_for(self, more: int) -> None:
+        """Grow the pairs' records and the heap (copied), and the index (rebuilt), for ``more``."""
+        used, heap_size = int(self.uses[PAIRS_USED]), int(self.uses[HEAP_SIZE])
+        need = used + more
+        if need > len(self.pairs):
+            size = max(2 * len(self.pairs), need)
+            grown = np.empty((size, 4), np.int64)
+            grown[:used] = self.pairs[:used]
+            self.pairs = grown
+            heap = tuple(np.empty(size, part.dtype) for part in self.heap)
+            for new, old in zip(heap, self.heap, strict=True):
+                new[:heap_size] = old[:heap_size]
+            self.heap = heap
+        if INDEX_LOAD * need > len(self.index):
+            self.index = np.empty(0, np.int32)
+            self.index = np.full(1 << (INDEX_LOAD * need - 1).bit_length(), NO_PAIR, np.int32)
+            index_pairs(self.pairs, used, self.index)
+
+
+def learn_merges_long(
+    words: Iterable[tuple[Iterable[int] | bytes | np.ndarray, int]]
+    | tuple[np.ndarray, np.ndarray, np.ndarray],
+    vocab: dict[int, bytes],
+    vocab_size: int,
+    min_frequency: int = 0,
+    max_token_length: int | None = None,
+    stopped: Callable[[str, int], None] | None = None,
+    work: list[tuple[int, int]] | None = None,
+) -> Iterator[tuple[int, int, int]]:
+    """Add merges to ``vocab`` until it holds ``vocab_size`` tokens or no pair is left, as
+    ``merge_loop.learn_merges`` does, giving each as it is added: the two ids it joins and the tokens
+    it saves. ``words`` are ``(ids, count)`` pairs (ids as bytes where they are bytes) or the flat
+    arrays ``(tokens, offsets, counts)``; ``min_frequency``, ``max_token_length`` and ``stopped`` are
+    ``train_merges``'s. ``work``, when given, gets for each merge the pool entries it read (stale
+    ones included) and the occurrences it merged: the work it did, which never depends on how long
+    the words are."""
+    if not isinstance(words, tuple):
+        words = flat_words(words)
+    longest = UNLIMITED if max_token_length is None else min(max_token_length, UNLIMITED)
+    min_frequency = min(min_frequency, UNLIMITED)
+    state = _State(*words, vocab, vocab_size, longest)
+    out = np.zeros((_BATCH, 5), np.int64)
+    while len(vocab) < vocab_size:
+        interrupts.check()
+        first = len(vocab)
+        want = min(vocab_size, first + _BATCH) - first
+        words = (state.tok, state.starts, state.counts)
+        arrays = (state.pairs, state.index, state.pool, state.heap, state.tokens, state.gained, state.uses)
+        made, below, state.pool, state.tokens, state.gained = _merge_batch(
+            words, state.n_words, *arrays, first, first + want, out, min_frequency, longest
+        )
+        state.give_back()
+        for a, b, saved, read, merged in out[:made].tolist():
+            vocab[len(vocab)] = vocab[a] + vocab[b]
+            if work is not None:
+                work.append((read, merged))
+            yield a, b, saved
+        if below:
+            if stopped is not None:
+                stopped("min_frequency", int(below))
+            return
+        if made < want:
+            if state.uses[HEAP_SIZE] == 0:
+                counted = state.pairs[: state.uses[PAIRS_USED], COUNT]
+                if max_token_length is not None and stopped is not None and (counted > 0).any():
+                    stopped("max_token_length", 0)
+                return
+            state.room_for(2 * len(vocab) + 2)
