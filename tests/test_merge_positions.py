@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("numba")
 
-from bpe_dask.compiled.merge_positions import flat_words, learn_merges_long
+from bpe_dask.compiled.merge_positions import LongWords, learn_merges_long
 from bpe_dask.rules.vocabulary import start
 from bpe_dask.stages.merge import _MergeState, train_merges
 
@@ -103,7 +103,7 @@ def test_overlapping_runs_merge_left_to_right():
 def test_flat_arrays_as_pairs():
     words = [(b"hello hello", 2), (b"x", 5), (b"", 1), (b"yellow", 1), (b"low", 0), (b"below", 3)]
     given_pairs = list(learn_merges_long(words, {i: bytes([i]) for i in range(256)}, 270))
-    flat = flat_words(words)
+    flat = LongWords.of(words)
     assert list(learn_merges_long(flat, {i: bytes([i]) for i in range(256)}, 270)) == given_pairs
 
 

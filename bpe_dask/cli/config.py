@@ -82,6 +82,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "vocab_size": vocab_count,
     "vocab_sizes": _vocab_sizes,
     "inherit": whole_number,
+    "superwords_after": vocab_count,
     "min_frequency": whole_number,  # 0 (Hugging Face's default) and 1 both change nothing
     "max_token_length": positive_int,
     "workers": positive_int,
@@ -93,7 +94,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
 PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer", "tokenizers", "scheduler_file", "init_from"}
 # Numbers a flag gives as text; a TOML file has numbers of its own, so a quoted one is a mistake
 # (a vocabulary size may be "32k", as on the command line).
-NUMBER_OPTIONS = {"vocab_size", "inherit", "min_frequency", "max_token_length", "workers"}
+NUMBER_OPTIONS = {"vocab_size", "superwords_after", "inherit", "min_frequency", "max_token_length", "workers"}
 # The command line's own defaults; an option not given takes the job's (``JobOptions``'s, the job's own).
 DEFAULTS: dict[str, Any] = {"quiet": False}
 
@@ -117,7 +118,8 @@ def load_config(path: str) -> dict[str, Any]:
             raise UsageError(f"{path}: unknown option {key!r}{did_you_mean(name, OPTIONS)}")
         in_thousands = isinstance(value, str) and value.rstrip().endswith(("k", "K", "Ki"))
         whole = isinstance(value, int) and not isinstance(value, bool)
-        if name in NUMBER_OPTIONS and not whole and not (name == "vocab_size" and in_thousands):
+        sized = name in ("vocab_size", "superwords_after") and in_thousands
+        if name in NUMBER_OPTIONS and not whole and not sized:
             raise UsageError(f"{path}: {key}: not a whole number: {value!r} (a TOML number has no quotes)")
         if name == "vocab_sizes" and not isinstance(value, list):  # a flag's "8000,16000" is text
             raise UsageError(f"{path}: {key}: not a list of whole numbers: {value!r} (e.g. [8000, 16000])")

@@ -84,6 +84,14 @@ FLAGS: dict[str, dict[str, Any]] = {
         "metavar": "N",
         "help": "with --init-from, keep its first N merges only, and the tokens they make (default: all)",
     },
+    "--superwords-after": {
+        "metavar": "T",
+        "help": (
+            "make a superword tokenizer (SuperBPE): merges up to T tokens with --pattern, then on to "
+            "--vocab-size with the superbpe pattern, which does not split words (the paper's T: 90 %% "
+            "of the vocab size)"
+        ),
+    },
     "--min-frequency": {
         "metavar": "N",
         "help": "stop merging when the most frequent pair occurs fewer than N times (default: no limit)",
@@ -251,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
         "train",
         "count words and learn merges: the whole job, a tokenizer directory out",
         ["inputs", "--vocab-size", out("DIR", TOKENIZER_OUT)],
-        [*counting, *LIMITS, *ROLES, *READING, "--merge-on", *CLUSTER],
+        [*counting, *LIMITS, "--superwords-after", *ROLES, *READING, "--merge-on", *CLUSTER],
     )
     _command(
         commands,

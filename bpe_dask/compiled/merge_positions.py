@@ -1,15 +1,16 @@
 """The merge loop for long words (compiled): each merge costs in proportion to its pair's occurrences,
-not to the lengths of the words that hold it. A prototype for SuperBPE's second stage, whose
-"words" are whole documents or lines, nearly all distinct.
+not to the lengths of the words that hold it: the loop of SuperBPE's second stage, whose words are
+whole documents, nearly all distinct (``stages.merge`` takes it for words of ``LONG_WORD`` bytes on
+average).
 
-Takes words as ``(token ids, count)`` pairs or as flat arrays (``tokens``, ``offsets``, ``counts``:
-word ``k`` is ``tokens[offsets[k]:offsets[k + 1]]``), the first vocabulary (ids to bytes; ids up to
-``len(vocab)`` in use, as ``rules.vocabulary.start`` lays them out) and the vocabulary size; gives,
-like ``merge_loop.learn_merges``, each merge as it is made: the two ids it joins and the tokens it
-saves (``learn_merges_long``). Promises the merges of ``stages.merge``'s Python loop: the pair of
-highest count (weighted by the words' counts) first, ties to the greater pair of byte strings (the
-heap of ``pair_heap``), each merge replacing its pair left to right without overlaps in every word,
-pairs over ``max_token_length`` bytes never chosen, ``min_frequency`` stopping the loop.
+Takes the words laid out as ``LongWords`` (or as ``(token ids, count)`` pairs), the first vocabulary
+(ids to bytes; ids up to ``len(vocab)`` in use, as ``rules.vocabulary.start`` lays them out) and the
+vocabulary size; gives, like ``merge_loop.learn_merges``, each merge as it is made: the two ids it
+joins and the tokens it saves (``learn_merges_long``). Promises the merges of ``stages.merge``'s
+Python loop: the pair of highest count (weighted by the words' counts) first, ties to the greater
+pair of byte strings (the heap of ``pair_heap``), each merge replacing its pair left to right without
+overlaps in every word, pairs over ``max_token_length`` bytes never chosen, ``min_frequency``
+stopping the loop.
 
 How: the words' tokens lie in one flat int32 array (``tok``), each word followed by a boundary
 (``BOUND``). A token keeps the position of its first byte's token; the positions it swallowed are
@@ -45,13 +46,17 @@ import numpy as np
 from numba import njit
 
 from bpe_dask import interrupts
+from bpe_dask.compiled.compile_once import readonly
 from bpe_dask.compiled.hashing import LOW
 from bpe_dask.compiled.merge_state import INDEX_LOAD, UNLIMITED, fits, free_pages, heapify
 from bpe_dask.compiled.pair_heap import sift_down, sift_up
 from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, NO_PAIR, START, add, compact, find, index_pairs
+from bpe_dask.compiled.word_records import Chunk
+from bpe_dask.errors import BpeDaskError
 
 BOUND = -1  # ``tok`` at a word's end; dead positions are below it
 ONE_DEAD = -2  # ``tok`` of a dead position alone between two live ones; longer runs link their ends
+MAX_POSITIONS = 2**31 - 3  # a run's link, -3 - position, is an int32
 _BATCH = 256  # merges per compiled call, between progress reports
 # ``uses`` (int64, updated in place by a batch): records used, the pool's use, its limit of use and
 # its highest use, the heap's size, the tokens' bytes used.
@@ -71,24 +76,25 @@ def _grown(array, size, keep):
 
 
 @njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
-def _lay_out(tokens, offsets, counts, tok, starts, kept):
-    """Copy the words of at least two tokens and a positive count into ``tok``, each followed by
-    ``BOUND``; their starts into ``starts`` (one more: the end), their counts into ``kept``. Returns
-    how many words."""
-    at, w = np.int64(0), np.int64(0)
+def _lay_out(data, offsets, freqs, tok, starts, counts, at, w):
+    """Append the words ``data[offsets[k]:offsets[k + 1]]`` counted ``freqs[k]`` (those of two tokens or
+    more) to ``tok`` at ``at``, each followed by ``BOUND``, their starts to ``starts`` and their counts
+    to ``counts`` at ``w``. Returns where they end, how many words there are, and the tokens all the
+    words stand for (each word's tokens times its count)."""
+    text = np.int64(0)
     for k in range(len(offsets) - 1):
         s, e = offsets[k], offsets[k + 1]
-        if e - s < 2 or counts[k] <= 0:
+        text += (e - s) * freqs[k]
+        if e - s < 2:
             continue
-        starts[w], kept[w] = at, counts[k]
+        starts[w], counts[w] = at, freqs[k]
         w += 1
         for q in range(s, e):
-            tok[at] = tokens[q]
+            tok[at] = data[q]
             at += 1
         tok[at] = BOUND
         at += 1
-    starts[w] = at
-    return w
+    return at, w, text
 
 
 @njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
@@ -184,7 +190,7 @@ def _lose(index, pairs, key, f, first_new):
         pairs[pair, LENGTH] = 0
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _merge_batch(
     words,
     n_words,
@@ -345,34 +351,54 @@ def _merge_batch(
     return made, below, pool, (token_bytes, offsets, sizes), (gained_pairs, gained_at)
 
 
-def flat_words(words: Iterable[tuple[Iterable[int] | bytes | np.ndarray, int]]) -> tuple:
-    """``(ids, count)`` pairs as the flat arrays ``learn_merges_long`` takes."""
-    parts, counts, offsets = [], [], [0]
-    for ids, count in words:
-        part = np.frombuffer(ids, np.uint8) if isinstance(ids, bytes) else np.asarray(ids, np.int64)
-        parts.append(part.astype(np.int32))
-        counts.append(count)
-        offsets.append(offsets[-1] + len(part))
-    tokens = np.concatenate(parts) if parts else np.empty(0, np.int32)
-    return tokens, np.array(offsets, np.int64), np.array(counts, np.int64)
+class LongWords:
+    """The words as this loop takes them, laid out chunk by chunk as ``word_records.Words`` is (a
+    chunk: its words' bytes or ids back to back, where each starts and the last ends, and their
+    counts), so that whoever holds the words in another form can let them go: ``tok``, the words'
+    ``starts`` (one more: the end) and ``counts``. ``rows`` and ``data_bytes`` are how many words
+    and elements the chunks hold; ``tokens`` is the tokens the words stand for (each word's ids times
+    its count). The loop merges them in place."""
+
+    loop = "compiled loop for long words (numba)"
+
+    def __init__(self, chunks: Iterable[Chunk], rows: int, data_bytes: int):
+        size = data_bytes + rows + 1
+        if size > MAX_POSITIONS:
+            raise BpeDaskError(
+                f"the words hold {data_bytes:,} tokens: the merge loop for long words takes fewer than "
+                f"{MAX_POSITIONS:,} (count less text, or cut it into more documents)"
+            )
+        self.tok = np.empty(size, np.int32)  # pages never written cost nothing
+        self.starts, self.counts = np.empty(rows + 1, np.int64), np.empty(max(rows, 1), np.int64)
+        self.rows, self.tokens = rows, 0
+        at, w = 0, 0
+        for chunk in chunks:
+            data, offsets, freqs = (readonly(np.asarray(a)) for a in chunk)
+            at, w, text = _lay_out(data, offsets, freqs, self.tok, self.starts, self.counts, at, w)
+            self.tokens += int(text)
+        self.starts[w], self.n_words = at, int(w)
+        self.tok[at:] = BOUND
+
+    @classmethod
+    def of(cls, words: Iterable[tuple[Iterable[int] | bytes | np.ndarray, int]]) -> LongWords:
+        """``(ids, count)`` pairs (ids as bytes where they are bytes) laid out."""
+        parts, counts, offsets = [], [], [0]
+        for ids, count in words:
+            part = np.frombuffer(ids, np.uint8) if isinstance(ids, bytes) else np.asarray(ids, np.int64)
+            parts.append(part.astype(np.int32))
+            counts.append(count)
+            offsets.append(offsets[-1] + len(part))
+        data = np.concatenate(parts) if parts else np.empty(0, np.int32)
+        return cls([(data, np.array(offsets, np.int64), np.array(counts, np.int64))], len(counts), len(data))
 
 
 class _State:
     """The arrays a batch of merges works on, between batches."""
 
-    def __init__(self, tokens, word_offsets, word_counts, vocab, vocab_size, longest):
-        word_offsets = np.asarray(word_offsets, np.int64)
-        word_counts = np.asarray(word_counts, np.int64)
-        n_in = len(word_offsets) - 1
-        size = int(word_offsets[-1] - word_offsets[0]) + n_in + 1 if n_in > 0 else 1
-        if size > 2**31 - 3:  # a run's link -3 - position fits an int32
-            raise ValueError("too many tokens for int32 positions")
-        self.tok = np.empty(size, np.int32)
-        self.starts = np.empty(n_in + 1, np.int64)
-        self.counts = np.empty(max(n_in, 1), np.int64)
-        self.n_words = int(_lay_out(tokens, word_offsets, word_counts, self.tok, self.starts, self.counts))
+    def __init__(self, words: LongWords, vocab, vocab_size, longest):
+        self.tok, self.starts, self.counts = words.tok, words.starts, words.counts
+        self.n_words = words.n_words
         n_positions = int(self.starts[self.n_words])
-        self.tok[n_positions:] = BOUND
         capacity = max(vocab_size, max(vocab) + 1)
         token_bytes = np.zeros(max(1, sum(len(t) for t in vocab.values())) * 4 + 64, np.uint8)
         offsets, sizes = np.zeros(capacity, np.int64), np.zeros(capacity, np.int64)
@@ -430,8 +456,7 @@ class _State:
 
 
 def learn_merges_long(
-    words: Iterable[tuple[Iterable[int] | bytes | np.ndarray, int]]
-    | tuple[np.ndarray, np.ndarray, np.ndarray],
+    words: LongWords | Iterable[tuple[Iterable[int] | bytes | np.ndarray, int]],
     vocab: dict[int, bytes],
     vocab_size: int,
     min_frequency: int = 0,
@@ -441,16 +466,16 @@ def learn_merges_long(
 ) -> Iterator[tuple[int, int, int]]:
     """Add merges to ``vocab`` until it holds ``vocab_size`` tokens or no pair is left, as
     ``merge_loop.learn_merges`` does, giving each as it is added: the two ids it joins and the tokens
-    it saves. ``words`` are ``(ids, count)`` pairs (ids as bytes where they are bytes) or the flat
-    arrays ``(tokens, offsets, counts)``; ``min_frequency``, ``max_token_length`` and ``stopped`` are
+    it saves. ``words`` are ``LongWords`` (merged in place) or ``(ids, count)`` pairs (ids as bytes
+    where they are bytes); ``min_frequency``, ``max_token_length`` and ``stopped`` are
     ``train_merges``'s. ``work``, when given, gets for each merge the pool entries it read (stale
     ones included) and the occurrences it merged: the work it did, which never depends on how long
     the words are."""
-    if not isinstance(words, tuple):
-        words = flat_words(words)
+    if not isinstance(words, LongWords):
+        words = LongWords.of(words)
     longest = UNLIMITED if max_token_length is None else min(max_token_length, UNLIMITED)
     min_frequency = min(min_frequency, UNLIMITED)
-    state = _State(*words, vocab, vocab_size, longest)
+    state = _State(words, vocab, vocab_size, longest)
     out = np.zeros((_BATCH, 5), np.int64)
     while len(vocab) < vocab_size:
         interrupts.check()

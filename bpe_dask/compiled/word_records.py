@@ -182,6 +182,8 @@ class Words:
     ``data_bytes`` are how many words and elements the chunks hold; ``tokens`` is the tokens the
     words stand for (each word's ids times its count: its bytes, where ids are bytes)."""
 
+    loop = "compiled loop (numba)"
+
     def __init__(self, chunks: Iterable[Chunk], rows: int, data_bytes: int, vocab_size: int):
         dtype = token_dtype(vocab_size)
         width = 4 if dtype.itemsize == 2 else 2

@@ -12,6 +12,7 @@ import logging
 import os
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from dask.base import tokenize
@@ -38,8 +39,9 @@ from bpe_dask.jobs.tokenizer_output import (
     warn_if_empty,
     warn_if_short,
 )
+from bpe_dask.rules.patterns import SUPERBPE
 from bpe_dask.rules.pretokenize import split_pattern
-from bpe_dask.rules.vocabulary import training_base
+from bpe_dask.rules.vocabulary import Vocabulary, training_base
 from bpe_dask.sources.source import Source
 from bpe_dask.stages import compression
 from bpe_dask.stages.compile_ahead import compile_merge_loop_in_background
@@ -57,6 +59,7 @@ def train(
     *,
     init_from: PathLike | None = None,
     inherit: int | None = None,
+    superwords_after: int | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
     **options,
@@ -65,7 +68,9 @@ def train(
 
     Returns the report (also written as ``out/report.json``). ``init_from`` is a tokenizer to
     continue training from, every id it has kept (``training_goal``), and ``inherit`` how many of its
-    merges to keep (all: None). ``min_frequency`` and ``max_token_length`` (bytes) are the ``Limits``
+    merges to keep (all: None). ``superwords_after`` makes a superword tokenizer (SuperBPE): merges
+    up to that many tokens with the job's split pattern, then on to ``vocab_size`` with ``superbpe``
+    (``train_superwords``). ``min_frequency`` and ``max_token_length`` (bytes) are the ``Limits``
     of the merge loop. ``options`` are ``JobOptions``
     fields; ``merge_on`` is ``"client"``, ``"worker"``, or ``"auto"``: on a worker when the cluster
     is not an embedded LocalCluster, so the client never holds the word counts. ``inputs`` are
@@ -82,7 +87,54 @@ def train(
     """
     limits = Limits(min_frequency, max_token_length)
     opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
+    if superwords_after is not None:
+        return train_superwords(inputs, out, opts, goal, superwords_after)[0]
     return _train(inputs, out, opts, goal, {})[0]
+
+
+def train_superwords(
+    inputs: Any, out: PathLike | None, opts: JobOptions, goal: Goal, after: int
+) -> tuple[dict, Merged]:
+    """SuperBPE's two stages as one job: 1. merges up to ``after`` tokens with the job's split pattern
+    (from the bytes, or from ``goal``'s base), 2. training continued from those merges with the
+    ``superbpe`` pattern, up to ``goal``'s size (docs/exactness.md#superword-tokenizers). The same
+    tokenizer as the two stages by hand, ``out`` published once, at the end; the report is stage 2's,
+    with stage 1's merges and timings."""
+    started = time.perf_counter()
+    _check_superwords(opts, goal, after)
+    if out:  # refused now, not after stage 1
+        out = absolute(out)
+        job = Job.start(opts, None, [out])
+        check_tokenizer_dir(out, opts.overwrite, job.store)
+    first = goal.base
+    if after > goal.first_size:
+        merged = _train(inputs, None, opts, replace(goal, vocab_size=after), {})[1]  # 1. words
+        first = Vocabulary(merged.vocab, merged.merges, opts.special_tokens)
+    told = {"superwords_after": after, "timings": {"stage_1": time.perf_counter() - started}}
+    superwords = replace(opts, pattern=SUPERBPE.name)
+    return _train(inputs, out, superwords, replace(goal, base=first), {}, told)  # 2. superwords
+
+
+def _check_superwords(opts: JobOptions, goal: Goal, after: int) -> None:
+    """One line for a transition ``after`` that leaves a stage nothing to learn, or a first stage
+    that would not split words."""
+    if not (isinstance(after, int) and not isinstance(after, bool)):
+        raise BpeDaskError(f"superwords_after= must be a whole number of tokens, got {after!r}")
+    if after >= goal.vocab_size:
+        raise BpeDaskError(
+            f"superwords_after={after} must be below the vocab size ({goal.vocab_size:,}): superwords are "
+            "learned from there to the vocab size"
+        )
+    if after < goal.first_size:
+        raise BpeDaskError(
+            f"superwords_after={after} is below the {goal.first_size:,} tokens training starts from"
+        )
+    if split_pattern(opts.pattern) is SUPERBPE:
+        raise BpeDaskError(
+            "superwords_after= learns its first stage with a pattern that splits words, not superbpe: give "
+            "another pattern (gpt2 by default), or continue a superword tokenizer with pattern=superbpe "
+            "and no superwords_after="
+        )
 
 
 def train_from_iterator(
@@ -123,10 +175,10 @@ def train_from_iterator(
 
 
 def _train(
-    inputs: Any, out: PathLike | None, opts: JobOptions, goal: Goal, iterating: dict
+    inputs: Any, out: PathLike | None, opts: JobOptions, goal: Goal, iterating: dict, told: dict | None = None
 ) -> tuple[dict, Merged]:
-    """The training job's steps, for any source: the report and what the merge loop learned; with
-    no ``out`` (``train_bpe``), nothing is published."""
+    """The training job's steps, for any source: the report (with what ``told`` adds) and what the
+    merge loop learned; with no ``out`` (``train_bpe``), nothing is published."""
     started = time.perf_counter()
     out = absolute(out) if out else None
     job, source, where = start_counting(inputs, opts, out, check_tokenizer_dir, iterating)  # 1-3.
@@ -150,6 +202,8 @@ def _train(
     read = read_report(counted, opts.utf8_errors, opts.pattern)  # 6. report
     report = training_report(read, merged, goal, timings)
     report["merge_ran_on"] = "worker" if on_worker else "client"
+    for name, value in (told or {}).items():
+        report[name] = {**report[name], **value} if isinstance(value, dict) else value
     if workers_peak is not None:
         report["workers_peak_rss_bytes"] = workers_peak
     report["timings"]["total"] = time.perf_counter() - started
@@ -254,13 +308,15 @@ def train_bpe(
     *,
     init_from: PathLike | None = None,
     inherit: int | None = None,
+    superwords_after: int | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
     **options,
 ) -> tuple[Vocab, Merges]:
     """Train a byte-level BPE tokenizer: a drop-in for CS336's ``run_train_bpe``.
 
-    ``init_from``, ``inherit``, ``min_frequency`` and ``max_token_length`` are those of ``train``
+    ``init_from``, ``inherit``, ``superwords_after``, ``min_frequency`` and ``max_token_length`` are
+    those of ``train``
     (continued from a base, the merges begin with its merges). ``options`` are ``JobOptions``
     fields: ``chunk_size``, ``client``, ``scheduler``, ``workers``, ``work_dir``, ``storage_options``,
     ``in_process``, ... Nothing is written but the work directory.
@@ -272,7 +328,10 @@ def train_bpe(
     """
     limits = Limits(min_frequency, max_token_length)
     opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
-    merged = _train(input_path, None, opts, goal, {})[1]
+    if superwords_after is not None:
+        merged = train_superwords(input_path, None, opts, goal, superwords_after)[1]
+    else:
+        merged = _train(input_path, None, opts, goal, {})[1]
     return merged.vocab, merged.merges
 
 
@@ -301,7 +360,7 @@ def training_goal(
         given = options.get("pattern")
         if given is None:
             options = {**options, "pattern": pattern.spec if pattern else "gpt2"}
-        elif pattern is not None and split_pattern(given).regex != pattern.regex:
+        elif pattern is not None and split_pattern(given) not in (pattern, SUPERBPE):  # SuperBPE's stage 2
             log.warning(
                 "training with split pattern %s, not %s's own (%s): its words split otherwise",
                 split_pattern(given).spec, location, pattern.spec,

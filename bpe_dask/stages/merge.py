@@ -22,6 +22,7 @@ from operator import add
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from bpe_dask import interrupts
 from bpe_dask.engines import use_compiled
@@ -29,7 +30,7 @@ from bpe_dask.io.counts_table import token_bytes, word_chunks, words_bytes
 from bpe_dask.rules.vocabulary import Vocabulary, start
 
 if TYPE_CHECKING:
-    from bpe_dask.compiled import Words
+    from bpe_dask.compiled import LongWords, Words
 
 log = logging.getLogger(__name__)
 
@@ -80,19 +81,10 @@ def train_merges(
     """
     if not hasattr(word_counts, "text_bytes"):  # not laid out yet
         word_counts = laid_out(word_counts, vocab_size, engine, base)
-    compiled = not isinstance(word_counts, LaidOut)  # the compiled loop's records
     # Said here, once, where the loop starts (the words may have been laid out before, by the job).
-    loop = "compiled loop (numba)" if compiled else "Python loop"
-    log.info("merging %s words with the %s", f"{word_counts.rows:,}", loop)
+    log.info("merging %s words with the %s", f"{word_counts.rows:,}", word_counts.loop)
     vocab, merges = start(special_tokens, (base.vocab, base.merges) if base else None)
-    if compiled:
-        from bpe_dask.compiled import learn_merges
-
-        learned = learn_merges(word_counts, vocab, vocab_size, min_frequency, max_token_length, stopped)
-    else:
-        learned = _MergeState(word_counts, vocab, max_token_length).learn_merges(
-            vocab_size, min_frequency, stopped
-        )
+    learned = _learner(word_counts)(word_counts, vocab, vocab_size, min_frequency, max_token_length, stopped)
     kept = len(merges)
     for a, b, saved in learned:  # each merge's token is in ``vocab`` already
         merges.append((vocab[a], vocab[b]))
@@ -103,12 +95,27 @@ def train_merges(
     return vocab, merges
 
 
+def _learner(words: LaidOut | Words | LongWords) -> Callable[..., Iterator[tuple[int, int, int]]]:
+    """The loop for words laid out as ``words`` are (``laid_out``): each takes the words, the first
+    vocabulary, the vocabulary size, ``min_frequency``, ``max_token_length`` and ``stopped``."""
+    if isinstance(words, LaidOut):
+        return _python_loop
+    from bpe_dask.compiled import LongWords, learn_merges, learn_merges_long
+
+    return learn_merges_long if isinstance(words, LongWords) else learn_merges
+
+
+def _python_loop(words, vocab, vocab_size, min_frequency, max_token_length, stopped):
+    return _MergeState(words, vocab, max_token_length).learn_merges(vocab_size, min_frequency, stopped)
+
+
 class LaidOut(list):
     """Words as the pure-Python loop takes them: ``(ids, count)`` pairs (ids as bytes where they are
     bytes), with what ``compiled.Words`` also tells: how many words, and the tokens they stand for
     before any merge (each word's ids times its count)."""
 
     text_bytes = 0  # the bytes of text the words stand for, set by ``laid_out``, as on ``Words``
+    loop = "Python loop"
 
     @property
     def rows(self) -> int:
@@ -136,34 +143,51 @@ def laid_out(
         tokens = pa.array([w for w, _ in pairs], pa.binary())
         word_counts = pa.table({"token": tokens, "count": pa.array([c for _, c in pairs], pa.int64())})
     text_bytes = words_bytes(word_counts)
-    if merge_engine(engine, word_counts.num_rows) != "numba":
+    rows, size = word_counts.num_rows, token_bytes(word_counts)
+    if merge_engine(engine, rows, size) != "numba":
         columns = (word_counts.column(c).to_pylist() for c in ("token", "count"))
         word_counts = list(zip(*columns, strict=True))
         laid = LaidOut(word_counts if base is None else [(base.merged(w), c) for w, c in word_counts])
         laid.text_bytes = text_bytes
         return laid
-    from bpe_dask.compiled import Words
+    from bpe_dask.compiled import LongWords, Words
 
-    rows, size, chunks = word_counts.num_rows, token_bytes(word_counts), word_chunks(word_counts)
+    chunks = word_chunks(word_counts)
     if base is not None:
         from bpe_dask.compiled import Encoder
 
         encoder = Encoder(base.byte_ids, base.merge_ranks)
         chunks = ((*encoder.pretoken_ids(data, offsets), counts) for data, offsets, counts in chunks)
-    words = Words(chunks, rows, size, vocab_size)
+    long = _long(word_counts, size)
+    words = LongWords(chunks, rows, size) if long else Words(chunks, rows, size, vocab_size)
     words.text_bytes = text_bytes
     return words
 
 
+def _long(word_counts: pa.Table, size: int) -> bool:
+    """Whether the words are long: the word an average byte is in has ``LONG_WORD`` bytes or more (a
+    few long documents among many short numbers are long words; one long run among words, not)."""
+    if not size or size < LONG_WORD // 4 * word_counts.num_rows:  # most are short: not worth measuring
+        return False
+    lengths = pc.cast(pc.binary_length(word_counts.column("token")), pa.int64())
+    return pc.sum(pc.multiply(lengths, lengths)).as_py() >= LONG_WORD * size
+
+
 NUMBA_MIN_WORDS = 50_000  # below this, loading compiled code costs more than it saves
+NUMBA_MIN_BYTES = 1 << 20  # ... unless the words are long: the Python loop reads a word whole per merge
+# Words of this many bytes on average, by bytes (SuperBPE's documents), take the loop that links their
+# positions (``compiled.merge_positions``): the records' loop reads a word whole per merge that touches it.
+LONG_WORD = 64
 # Input from which the merge loop likely runs compiled: varied text of this size holds about as many
 # distinct pre-tokens as NUMBA_MIN_WORDS; English prose holds far fewer.
 COMPILE_AHEAD_BYTES = 1 << 20
 
 
-def merge_engine(engine: str, words: int) -> str:
-    """``"numba"`` or ``"python"``: the engine ``train_merges`` runs for this many words."""
-    return "numba" if use_compiled(engine, words, NUMBA_MIN_WORDS) else "python"
+def merge_engine(engine: str, words: int, size: int = 0) -> str:
+    """``"numba"`` or ``"python"``: the engine ``train_merges`` runs for this many words of ``size``
+    bytes in all."""
+    work = max(words, size * NUMBA_MIN_WORDS // NUMBA_MIN_BYTES)
+    return "numba" if use_compiled(engine, work, NUMBA_MIN_WORDS) else "python"
 
 
 class _MergeState:

@@ -1,0 +1,190 @@
+"""Superword tokenizers (SuperBPE, issue 44): stage 2 is training continued from stage 1's merges with
+the ``superbpe`` pattern, which splits only at numbers and special tokens, so every document is one
+word. Held to the reference trainer (``rules.reference``) on long documents, digits and special tokens,
+on both engines, every source kind and a real cluster; the one command against the two stages by
+hand; the tokenizer it writes in Hugging Face ``tokenizers`` and tiktoken."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import commands
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tiktoken.load import load_tiktoken_bpe
+from tokenizers import Tokenizer as HFTokenizer
+
+import bpe_dask
+from bpe_dask import Tokenizer
+from bpe_dask.rules import reference
+from bpe_dask.rules.patterns import GPT2, GPT4, SUPERBPE
+from bpe_dask.rules.vocabulary import Vocabulary
+from bpe_dask.stages.merge import laid_out, train_merges
+
+EOT = "<|endoftext|>"
+# Phrases that recur (what superwords are made of), numbers of every length, line ends, punctuation.
+WORDS = [" the", " of", " the cat", " sat", " on", " mat", ",", ".", " and", " in", "\n", "\n\n", " I",
+         " 1234567", " 2024", " 99", "½", " é", " 日本", " don't", ":", " ", "  ", "The", " a",
+         " 12,345"]  # fmt: skip
+
+
+def phrases(seed: int, n_docs: int, words: int = 120) -> list[str]:
+    """Documents of Zipf-drawn phrases: the same few bridging words again and again, as in prose."""
+    rng = random.Random(seed)
+    weights = [1 / (k + 1) for k in range(len(WORDS))]
+    return ["".join(rng.choices(WORDS, weights, k=rng.randint(1, words))) for _ in range(n_docs)]
+
+
+def superwords_reference(docs: list[str], after: int, vocab_size: int, specials: list[str], pattern=GPT2):
+    """The two stages by the reference: to ``after`` with ``pattern``, then on with ``superbpe``."""
+    first = reference.train(docs, after, specials, pattern.regex)
+    return reference.train(docs, vocab_size, specials, SUPERBPE.regex, base=first)
+
+
+# --- the merge loop ------------------------------------------------------------------------------
+
+document = st.lists(st.sampled_from([*WORDS, EOT, "<|pad|>"]), max_size=300).map("".join)
+
+
+@settings(max_examples=max(5, settings.default.max_examples // 4))
+@given(
+    docs=st.lists(document, min_size=1, max_size=5),
+    first_merges=st.integers(0, 40),
+    merges=st.integers(0, 60),
+    engine=st.sampled_from(["python", "numba"]),
+    pattern=st.sampled_from([GPT2, GPT4]),
+    max_token_length=st.none() | st.integers(2, 12),
+)
+def test_stage_two_learns_the_reference_merges_on_either_engine(
+    docs, first_merges, merges, engine, pattern, max_token_length
+):
+    """Each document (between special tokens, cut at numbers) is first split by stage 1's merges over
+    its whole length, then the CS336 rule goes on: the reference's merges and ids."""
+    specials = [EOT, "<|pad|>"]
+    first = reference.train(docs, 258 + first_merges, specials, pattern.regex)
+    counts = reference.pretokenize(docs, specials, SUPERBPE.regex)
+    vocab_size = len(first[0]) + merges
+    want = reference.train_on_counts(
+        counts, vocab_size, specials, base=first, max_token_length=max_token_length
+    )
+    got = train_merges(list(counts.items()), vocab_size, specials, engine=engine,
+                       base=Vocabulary(*first, specials), max_token_length=max_token_length)  # fmt: skip
+    assert got == want
+
+
+def test_long_words_take_the_loop_that_links_positions_and_learn_what_the_records_loop_learns():
+    from bpe_dask.compiled import LongWords, Words
+    from bpe_dask.io.counts_table import counts_table
+
+    docs = phrases(1, 300, words=400)
+    first = reference.train(docs[:40], 300, [EOT])
+    base = Vocabulary(*first, [EOT])
+    counts = reference.pretokenize(docs, [EOT], SUPERBPE.regex)
+    table = counts_table({w.decode("utf-8"): c for w, c in counts.items()})
+    assert isinstance(laid_out(table, 600, "numba", base), LongWords)
+    assert isinstance(laid_out(reference.pretokenize(docs, [EOT]).items(), 600, "numba"), Words)
+    want = reference.train_on_counts(counts, 600, [EOT], base=first)
+    assert train_merges(table, 600, [EOT], engine="numba", base=base) == want
+    assert train_merges(table, 600, [EOT], engine="auto", base=base) == want  # over 1 MiB: compiled
+
+
+# --- the jobs ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("superwords") / "corpus.txt"
+    path.write_text(EOT.join(phrases(2, 60)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("kind", ["text", "parquet", "jsonl"])
+@pytest.mark.parametrize("place", [{"in_process": True}, {"workers": 2, "engine": "numba"}])
+def test_one_call_trains_both_stages_exactly_from_every_source_kind(tmp_path, kind, place):
+    docs = phrases(3, 40)
+    if kind == "text":
+        (tmp_path / "in.txt").write_text(EOT.join(docs), encoding="utf-8")
+    elif kind == "parquet":
+        pq.write_table(pa.table({"text": docs}), tmp_path / "in.parquet", row_group_size=7)
+    else:
+        (tmp_path / "in.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in docs))
+    path = str(next(tmp_path.glob("in.*")))
+    got = bpe_dask.train_bpe(path, 257 + 150, [EOT], superwords_after=257 + 60, **place)
+    assert got == superwords_reference(docs, 257 + 60, 257 + 150, [EOT])
+    assert any(b" " in token.strip(b" ") for token in got[0].values())  # a superword, bridging a space
+
+
+def test_the_one_command_writes_the_files_of_the_two_stages_by_hand(tmp_path, corpus_file):
+    args = ["--special-token", EOT, "--workers", "2"]
+    commands.bpe_dask("train", str(corpus_file), "--vocab-size", "500", "--superwords-after", "330",
+                      "--out", "one", *args, cwd=tmp_path, check=True)  # fmt: skip
+    commands.bpe_dask(
+        "train", str(corpus_file), "--vocab-size", "330", "--out", "s1", *args, cwd=tmp_path, check=True
+    )
+    by_hand = ["--init-from", "s1", "--pattern", "superbpe", "--out", "s2", *args]
+    done = commands.bpe_dask(
+        "train", str(corpus_file), "--vocab-size", "500", *by_hand, cwd=tmp_path, check=True
+    )
+    assert "not s1's own" not in done.stderr  # no warning that superbpe is not stage 1's pattern
+    for name in ("merges.txt", "vocab.json", "tokenizer.json", "tokenizer.tiktoken"):
+        assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "s2" / name).read_bytes(), name
+    report = json.loads((tmp_path / "one" / "report.json").read_text())
+    assert report["superwords_after"] == 330 and report["pattern"] == "superbpe"
+    assert report["inherited_merges"] == 330 - 257 and report["timings"]["stage_1"] > 0
+    want = superwords_reference([corpus_file.read_text(encoding="utf-8")], 330, 500, [EOT])
+    assert Tokenizer.load(tmp_path / "one").merges == want[1]
+
+
+def test_hugging_face_and_tiktoken_encode_as_the_tokenizer_does(tmp_path, corpus_file):
+    bpe_dask.train(str(corpus_file), 600, tmp_path / "tok", [EOT], superwords_after=400, in_process=True)
+    ours = Tokenizer.load(tmp_path / "tok")
+    assert ours.pretokenizer.pattern is SUPERBPE
+    config = json.loads((tmp_path / "tok" / "tokenizer.json").read_text())
+    assert config["pre_tokenizer"]["type"] == "Sequence"
+    hf = HFTokenizer.from_file(str(tmp_path / "tok" / "tokenizer.json"))
+    encoding = tiktoken.Encoding(
+        "superwords", pat_str=SUPERBPE.regex, special_tokens=ours.special_ids,
+        mergeable_ranks=load_tiktoken_bpe(str(tmp_path / "tok" / "tokenizer.tiktoken")),
+    )  # fmt: skip
+    held_out = [
+        *phrases(50, 20),
+        "By the way, in 2024 I paid $1234567 -- see: the cat.\n",
+        "½½½ 1 22 333 4444",
+    ]
+    for text in held_out:
+        ids = ours.encode(text)
+        assert hf.encode(text).ids == ids
+        assert encoding.encode(text, allowed_special="all") == ids
+        assert ours.decode(ids) == text
+    assert ours.encode(EOT.join(held_out), allowed_special="all") == hf.encode(EOT.join(held_out)).ids
+    assert any(len(ours.vocab[i].split()) > 1 for i in ours.encode(held_out[0]))  # superwords in use
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (
+            ["--vocab-size", "400", "--superwords-after", "400"],
+            "--superwords-after 400 must be below the vocab size",
+        ),
+        (
+            ["--vocab-size", "400", "--superwords-after", "100"],
+            "--superwords-after 100 is below the 257 tokens",
+        ),
+        (["--vocab-size", "400", "--superwords-after", "300", "--pattern", "superbpe"], "not superbpe"),
+        (["--vocab-size", "400", "--superwords-after", "300", "--init-from", "super"], "not superbpe"),
+    ],
+)
+def test_bad_superword_settings_are_one_line_and_nothing_written(tmp_path, corpus_file, args, says):
+    bpe_dask.train(str(corpus_file), 300, tmp_path / "super", [EOT], pattern="superbpe", in_process=True)
+    done = commands.bpe_dask(
+        "train", str(corpus_file), *args, "--special-token", EOT, "--out", "out", cwd=tmp_path
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and len(lines) == 1 and says in lines[0], done.stderr
+    assert not (tmp_path / "out").exists()
