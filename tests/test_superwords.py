@@ -6,10 +6,12 @@ hand; the tokenizer it writes in Hugging Face ``tokenizers`` and tiktoken."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 
 import commands
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -188,3 +190,18 @@ def test_bad_superword_settings_are_one_line_and_nothing_written(tmp_path, corpu
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 1 and len(lines) == 1 and says in lines[0], done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_long_pretokens_merge_in_segments_exactly_as_whole():
+    """Stage 2's layout merges each document in segments, cut where no merge joins two bytes: the
+    same ids as merging it whole, with a base that cuts at every word and with one that cuts nowhere."""
+    from bpe_dask.compiled import Encoder
+
+    docs = [doc.encode("utf-8") for doc in phrases(4, 60, words=300)]
+    offsets = np.cumsum([0, *map(len, docs)])
+    for pattern in (GPT2, SUPERBPE):  # SuperBPE's merges join bytes across spaces too
+        base = Vocabulary(*reference.train(phrases(5, 30), 600, [EOT], pattern.regex), [EOT])
+        encoder = Encoder(base.byte_ids, base.merge_ranks)
+        assert bool(encoder.junctions[ord("e") << 8 | ord(" ")]) == (pattern is SUPERBPE)
+        ids, ends = encoder.pretoken_ids(b"".join(docs), offsets)
+        assert [tuple(ids[a:b]) for a, b in itertools.pairwise(ends)] == [base.merged(d) for d in docs]

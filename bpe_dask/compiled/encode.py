@@ -226,10 +226,13 @@ ENCODE_LOOPS = {number: encode_loop(number) for number in NUMBERS.values()}
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True)
-def pretoken_ids(data, offsets, ids, ends, byte_ids, keys, pair_ranks, pair_merged):
+def pretoken_ids(data, offsets, ids, ends, byte_ids, keys, pair_ranks, pair_merged, junctions):
     """The ids of each pre-token ``data[offsets[k]:offsets[k + 1]]`` into ``ids`` (at least as long as
     ``data``: a pre-token has no more ids than bytes), the ``k``-th ending at ``ends[k]``: no scanning
-    (each is one pre-token already) and no cache (each is merged once). Returns how many ids."""
+    (each is one pre-token already) and no cache (each is merged once). A long one is merged in
+    segments, cut where two bytes meet that no merge joins (``junctions``): no token can span such a
+    place, so the segments merge apart exactly as the whole (docs/exactness.md#encoding-in-segments).
+    Returns how many ids."""
     parts = np.empty(SHORT, np.int64)
     ranks = np.empty(SHORT, np.int64)
     scratch = np.empty(SCRATCH * CACHED_MAX, np.int64)
@@ -238,6 +241,33 @@ def pretoken_ids(data, offsets, ids, ends, byte_ids, keys, pair_ranks, pair_merg
         i, end = offsets[k], offsets[k + 1]
         if SCRATCH * (end - i) > len(scratch):  # never for a short one, which takes no scratch
             scratch = np.empty(2 * SCRATCH * (end - i), np.int64)
-        n += _merge_into(data, i, end, ids, n, parts, ranks, scratch, byte_ids, keys, pair_ranks, pair_merged)
+        while i < end:
+            cut = end
+            if end - i > SHORT:
+                cut = i + 1
+                while cut < end and junctions[(np.int64(data[cut - 1]) << 8) | data[cut]]:
+                    cut += 1
+            n += _merge_into(data, i, cut, ids, n, parts, ranks, scratch,
+                             byte_ids, keys, pair_ranks, pair_merged)  # fmt: skip
+            i = cut
         ends[k] = n
     return n
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+def junctions_of(left, right, merged, byte_ids, size):
+    """Which two bytes, side by side, some merge joins (``[first << 8 | second]``, 1 if so): the last
+    byte of a merge's left token and the first of its right one, for the merges ``left[k]``,
+    ``right[k]`` into ``merged[k]`` in the order of their ranks (each token made before it is
+    merged); ids up to ``size``."""
+    first, last = np.full(size, -1, np.int64), np.full(size, -1, np.int64)
+    for b in range(256):
+        first[byte_ids[b]] = last[byte_ids[b]] = b
+    joined = np.zeros(1 << 16, np.uint8)
+    for k in range(len(left)):
+        a, b = first[left[k]], last[left[k]]
+        c, d = first[right[k]], last[right[k]]
+        if a >= 0 and c >= 0:
+            joined[(b << 8) | c] = 1
+            first[merged[k]], last[merged[k]] = a, d
+    return joined
