@@ -128,11 +128,14 @@ def engine_and_pattern(draw, patterns=(*BUILTIN, *CUSTOM)) -> tuple[str, str]:
     return engine, draw(st.sampled_from([p for p in patterns if engine == "python" or p in BUILTIN]))
 
 
-# The merge loop's limits (``train``'s min_frequency and max_token_length), as keyword arguments.
+# The merge loop's limits (``train``'s min_frequency, max_token_length, max_words and forbid), as
+# keyword arguments.
 merge_limits = st.fixed_dictionaries(
     {
         "min_frequency": st.one_of(st.just(0), st.integers(1, 5)),
         "max_token_length": st.none() | st.integers(1, 8),
+        "max_words": st.none() | st.integers(1, 3),
+        "forbid": st.lists(st.sampled_from([": ", " a", "a", "\n\n", "日"]), max_size=2).map(tuple),
     }
 )
 chunk_sizes = st.one_of(st.integers(1, 64), st.integers(65, 2048), st.just(1 << 30))

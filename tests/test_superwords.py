@@ -24,6 +24,7 @@ from tokenizers import Tokenizer as HFTokenizer
 import bpe_dask
 from bpe_dask import Tokenizer
 from bpe_dask.rules import reference
+from bpe_dask.rules.bpe import words_in
 from bpe_dask.rules.patterns import GPT2, GPT4, SUPERBPE
 from bpe_dask.rules.vocabulary import Vocabulary
 from bpe_dask.stages.merge import laid_out, train_merges
@@ -165,6 +166,42 @@ def test_hugging_face_and_tiktoken_encode_as_the_tokenizer_does(tmp_path, corpus
         assert ours.decode(ids) == text
     assert ours.encode(EOT.join(held_out), allowed_special="all") == hf.encode(EOT.join(held_out)).ids
     assert any(len(ours.vocab[i].split()) > 1 for i in ours.encode(held_out[0]))  # superwords in use
+
+
+def test_the_papers_limits_on_superwords_hold_on_a_cluster(tmp_path, corpus_file):
+    """``--max-words 2 --forbid ': '``: no new token spans three words or holds ": ", the
+    reference's merges all the same, and the stop said when nothing is left to merge."""
+    args = ["--vocab-size", "2000", "--superwords-after", "330", "--max-words", "2", "--forbid", ": "]
+    done = commands.bpe_dask("train", str(corpus_file), *args, "--special-token", EOT, "--out", "out",
+                             "--workers", "2", "--engine", "numba", cwd=tmp_path, check=True)  # fmt: skip
+    got = Tokenizer.load(tmp_path / "out")
+    first = reference.train([corpus_file.read_text(encoding="utf-8")], 330, [EOT])
+    want = reference.train([corpus_file.read_text(encoding="utf-8")], 2000, [EOT], SUPERBPE.regex, base=first,
+                           max_words=2, forbid=(": ",))  # fmt: skip
+    assert got.merges == want[1]
+    new = [a + b for a, b in got.merges[330 - 257 :]]
+    assert max(map(words_in, new)) == 2 and not any(b": " in token for token in new)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert (report["max_words"], report["forbid"]) == (2, [": "])
+    if report["stopped_by"] == "token_limits":
+        assert "of more than --max-words 2 words or holding one of --forbid" in done.stderr
+
+
+def test_stage_two_too_large_for_the_merge_node_is_one_line_before_it_starts(
+    tmp_path, corpus_file, monkeypatch
+):
+    """The merge loop of long words needs memory in proportion to its tokens: with less free than
+    that, the job stops before the loop, says how much, and publishes nothing."""
+    from bpe_dask.compiled import merge_positions
+
+    monkeypatch.setattr(merge_positions, "memory_free", lambda: 100_000)
+    with pytest.raises(bpe_dask.BpeDaskError) as caught:
+        bpe_dask.train(str(corpus_file), 600, tmp_path / "out", [EOT], superwords_after=400, engine="numba",
+                       in_process=True)  # fmt: skip
+    message = str(caught.value)
+    assert "\n" not in message and "and this process has 97.66 kiB free: merge on a machine" in message
+    assert "the merge loop needs about" in message and "words of" in message
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(

@@ -73,7 +73,8 @@ def _boolean(value: Any) -> bool:
 
 # Each option a config file or a flag gives, and how its value is read (``_checked``).
 OPTIONS: dict[str, Callable[[Any], Any]] = {
-    **dict.fromkeys(("inputs", "special_tokens", "tokenizers", "patterns"), _strings),  # patterns: warm-up's
+    # patterns: warm-up's
+    **dict.fromkeys(("inputs", "special_tokens", "tokenizers", "patterns", "forbid"), _strings),
     **dict.fromkeys(("out", "init_from", "work_dir", "tokenizer", "scheduler", "scheduler_file"), _string),
     **dict.fromkeys(("pattern", "engine", "format", "input_format", "text_column", "on_bad_record"), _string),
     **dict.fromkeys(("bos_token", "eos_token", "pad_token", "document_separator"), _string),
@@ -85,6 +86,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     "superwords_after": vocab_count,
     "min_frequency": whole_number,  # 0 (Hugging Face's default) and 1 both change nothing
     "max_token_length": positive_int,
+    "max_words": positive_int,
     "workers": positive_int,
     "chunk_size": parse_size,
     "storage_options": _storage_options,
@@ -94,7 +96,15 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
 PATH_OPTIONS = {"inputs", "out", "work_dir", "tokenizer", "tokenizers", "scheduler_file", "init_from"}
 # Numbers a flag gives as text; a TOML file has numbers of its own, so a quoted one is a mistake
 # (a vocabulary size may be "32k", as on the command line).
-NUMBER_OPTIONS = {"vocab_size", "superwords_after", "inherit", "min_frequency", "max_token_length", "workers"}
+NUMBER_OPTIONS = {
+    "vocab_size",
+    "superwords_after",
+    "inherit",
+    "min_frequency",
+    "max_token_length",
+    "max_words",
+    "workers",
+}
 # The command line's own defaults; an option not given takes the job's (``JobOptions``'s, the job's own).
 DEFAULTS: dict[str, Any] = {"quiet": False}
 

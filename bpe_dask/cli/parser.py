@@ -100,6 +100,18 @@ FLAGS: dict[str, dict[str, Any]] = {
         "metavar": "N",
         "help": "never learn a token longer than N bytes: longer pairs are passed over (default: no limit)",
     },
+    "--max-words": {
+        "metavar": "N",
+        "help": (
+            "never learn a token of more than N words (runs of bytes other than the space; SuperBPE's "
+            "recipe: 4) (default: no limit)"
+        ),
+    },
+    "--forbid": {
+        "metavar": "TEXT",
+        "action": "append",
+        "help": "never learn a token holding TEXT (repeatable; SuperBPE's recipe: ': ') (default: none)",
+    },
     "--input-format": {
         "choices": INPUT_FORMATS,
         "help": (
@@ -189,7 +201,7 @@ FLAGS: dict[str, dict[str, Any]] = {
         "help": "debug logging, Dask's included",
     },
 }
-LIMITS = ("--init-from", "--inherit", "--min-frequency", "--max-token-length")
+LIMITS = ("--init-from", "--inherit", "--min-frequency", "--max-token-length", "--max-words", "--forbid")
 ROLES = ("--bos-token", "--eos-token", "--pad-token")
 READING = ("--input-format", "--text-column", "--on-bad-record")
 COMMON = ("--storage-options", "--config", "--overwrite", "--quiet", "--verbose")

@@ -25,6 +25,7 @@ from bpe_dask.compiled.merge_state import (
     UNLIMITED,
     State,
     fits,
+    token_rules,
 )
 from bpe_dask.compiled.pair_heap import sift_down, sift_up
 from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, START, compact
@@ -46,15 +47,16 @@ def _grown(array, size, keep):
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _merge_batch(
-    words, pairs, index, pool, heap, gained, tokens, uses, next_id, last_id, out_pairs, min_frequency, longest
+    words, pairs, index, pool, heap, gained, tokens, uses, next_id, last_id, out_pairs, min_frequency, rules
 ):
     """Up to ``last_id - next_id`` merges. Stops early, before a merge, when the pairs' records or
     their index might fill up during it (the caller makes room and calls again), or when the best
     pair occurs fewer than ``min_frequency`` times (its count is then returned as ``below``, else 0).
     Takes the state's parts first (``merge_state.BATCH_TAKES``), and updates its ``uses`` in place;
     returns how many merges were made, ``below``, then the parts it may have regrown
-    (``merge_state.BATCH_GIVES``). Pairs that would make a token over ``longest`` bytes are never
-    chosen. ``pool_written`` is how far the pool has been written, its highest use.
+    (``merge_state.BATCH_GIVES``). Pairs that would make a token the ``rules`` rule out
+    (``merge_state.token_rules``) are never chosen. ``pool_written`` is how far the pool has been
+    written, its highest use.
 
     The pool is used up to ``pool_limit``, then squeezed (``compact``); the limit rises when the live
     lists need more, into the pool's room (pages the loop never wrote cost no memory), and only past
@@ -147,7 +149,7 @@ def _merge_batch(
         # An entry for each new pair that may be chosen.
         for k in range(n_new):
             pair = new_pairs[k]
-            if fits(pairs[pair, KEY], sizes, longest):
+            if fits(pairs[pair, KEY], token_bytes, offsets, sizes, rules):
                 heap_counts[heap_size], heap_ids[heap_size] = pairs[pair, COUNT], pair
                 heap_size += 1
                 sift_up(heap_counts, heap_ids, heap_size - 1, pairs, token_bytes, offsets, sizes)
@@ -162,6 +164,8 @@ def learn_merges(
     vocab_size: int,
     min_frequency: int = 0,
     max_token_length: int | None = None,
+    max_words: int | None = None,
+    forbid: tuple[str, ...] = (),
     stopped: Callable[[str, int], None] | None = None,
 ) -> Iterator[tuple[int, int, int]]:
     """Add merges to ``vocab`` (the bytes and special tokens) until it holds ``vocab_size`` tokens or
@@ -169,18 +173,19 @@ def learn_merges(
     each as it is added, a batch at a time: the two ids it joins and the tokens it saves.
 
     The words are ``words``' records (laid out for ``vocab_size``; they are taken from it and merged
-    in place). ``min_frequency``, ``max_token_length`` and ``stopped`` are ``train_merges``'s.
+    in place). ``min_frequency``, ``max_token_length``, ``max_words``, ``forbid`` and ``stopped`` are
+    ``train_merges``'s.
     """
-    longest = UNLIMITED if max_token_length is None else min(max_token_length, UNLIMITED)
-    min_frequency = min(min_frequency, UNLIMITED)  # both int64 in compiled code
-    state = State(words, vocab, vocab_size, longest)
+    rules = token_rules(max_token_length, max_words, forbid)
+    min_frequency = min(min_frequency, UNLIMITED)  # int64 in compiled code
+    state = State(words, vocab, vocab_size, rules)
     out_pairs = np.empty((_BATCH, 3), np.int64)  # each merge's pair, and the tokens it saves
     while len(vocab) < vocab_size:
         interrupts.check()  # between batches: compiled code sees no signal, and garbles one raised in it
         first = len(vocab)
         want = min(vocab_size, first + _BATCH) - first
         made, below, *given = _merge_batch(
-            *state.batch_arrays(), first, first + want, out_pairs, min_frequency, longest
+            *state.batch_arrays(), first, first + want, out_pairs, min_frequency, rules
         )
         state.take(given)
         state.give_back()
@@ -194,8 +199,8 @@ def learn_merges(
         if made < want:
             if state.uses[HEAP_SIZE] == 0:  # no pair left that fits
                 counted = state.pairs[: state.uses[PAIRS_USED], COUNT]
-                if max_token_length is not None and stopped is not None and (counted > 0).any():
-                    stopped("max_token_length", 0)
+                if stopped is not None and (counted > 0).any():  # pairs are left, all ruled out
+                    stopped("token_limits", 0)
                 return
             state.room_for(2 * len(vocab) + 2)
 

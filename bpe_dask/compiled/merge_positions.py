@@ -9,7 +9,7 @@ vocabulary size; gives, like ``merge_loop.learn_merges``, each merge as it is ma
 joins and the tokens it saves (``learn_merges_long``). Promises the merges of ``stages.merge``'s
 Python loop: the pair of highest count (weighted by the words' counts) first, ties to the greater
 pair of byte strings (the heap of ``pair_heap``), each merge replacing its pair left to right without
-overlaps in every word, pairs over ``max_token_length`` bytes never chosen, ``min_frequency``
+overlaps in every word, pairs whose token the limits rule out never chosen, ``min_frequency``
 stopping the loop.
 
 How: the words' tokens lie in one flat int32 array (``tok``), each word followed by a boundary
@@ -48,15 +48,19 @@ from numba import njit
 from bpe_dask import interrupts
 from bpe_dask.compiled.compile_once import readonly
 from bpe_dask.compiled.hashing import LOW
-from bpe_dask.compiled.merge_state import INDEX_LOAD, UNLIMITED, fits, free_pages, heapify
+from bpe_dask.compiled.merge_state import INDEX_LOAD, UNLIMITED, fits, free_pages, heapify, token_rules
 from bpe_dask.compiled.pair_heap import sift_down, sift_up
 from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, NO_PAIR, START, add, compact, find, index_pairs
 from bpe_dask.compiled.word_records import Chunk
 from bpe_dask.errors import BpeDaskError
+from bpe_dask.wording import format_bytes
 
 BOUND = -1  # ``tok`` at a word's end; dead positions are below it
 ONE_DEAD = -2  # ``tok`` of a dead position alone between two live ones; longer runs link their ends
 MAX_POSITIONS = 2**31 - 3  # a run's link, -3 - position, is an int32
+# What the loop holds at its peak per token of its words, about, besides the words themselves (4 bytes
+# a token): measured 12 to 22 (docs/performance.md#superword-tokenizers).
+BYTES_PER_TOKEN = 24
 _BATCH = 256  # merges per compiled call, between progress reports
 # ``uses`` (int64, updated in place by a batch): records used, the pool's use, its limit of use and
 # its highest use, the heap's size, the tokens' bytes used.
@@ -205,7 +209,7 @@ def _merge_batch(
     last_id,
     out,
     min_frequency,
-    longest,
+    rules,
 ):
     """Up to ``last_id - next_id`` merges, each reported in a row of ``out`` (``A``, ``B``, ``SAVED``,
     ``READ``, ``MERGED``). Stops early, before a merge, when the pairs' records or their index might
@@ -342,7 +346,7 @@ def _merge_batch(
             pair = new_pairs[k]
             if pairs[pair, COUNT] <= 0:
                 pairs[pair, LENGTH] = 0  # made and lost in this merge ("a b a b": x a)
-            elif fits(pairs[pair, KEY], sizes, longest):
+            elif fits(pairs[pair, KEY], token_bytes, offsets, sizes, rules):
                 heap_counts[heap_size], heap_ids[heap_size] = pairs[pair, COUNT], pair
                 heap_size += 1
                 sift_up(heap_counts, heap_ids, heap_size - 1, pairs, token_bytes, offsets, sizes)
@@ -395,7 +399,7 @@ class LongWords:
 class _State:
     """The arrays a batch of merges works on, between batches."""
 
-    def __init__(self, words: LongWords, vocab, vocab_size, longest):
+    def __init__(self, words: LongWords, vocab, vocab_size, rules):
         self.tok, self.starts, self.counts = words.tok, words.starts, words.counts
         self.n_words = words.n_words
         n_positions = int(self.starts[self.n_words])
@@ -426,7 +430,7 @@ class _State:
         self.uses[PAIRS_USED], self.uses[POOL_USED] = n, used
         self.uses[POOL_LIMIT], self.uses[POOL_WRITTEN] = limit, used
         self.heap = (np.empty(len(self.pairs), np.int64), np.empty(len(self.pairs), np.int32))
-        self.uses[HEAP_SIZE] = heapify(self.pairs, n, *self.heap, *self.tokens, longest)
+        self.uses[HEAP_SIZE] = heapify(self.pairs, n, *self.heap, *self.tokens, rules)
         self.gained = (np.empty(1024, np.int32), np.empty(1024, np.int32))
 
     def give_back(self) -> None:
@@ -455,12 +459,46 @@ class _State:
             index_pairs(self.pairs, used, self.index)
 
 
+def memory_free() -> int:
+    """The bytes this process may still take: under its Dask worker's memory limit, where it runs in
+    a worker that has one, else what the machine has available."""
+    import psutil
+
+    try:
+        from distributed import get_worker
+
+        limit = get_worker().memory_manager.memory_limit
+    except (ImportError, ValueError, AttributeError):  # not in a worker
+        limit = None
+    available = psutil.virtual_memory().available
+    if limit:
+        return min(available, max(0, limit - psutil.Process().memory_info().rss))
+    return available
+
+
+def check_memory(words: LongWords) -> None:
+    """A one-line ``BpeDaskError`` where the loop over ``words`` would need more memory than this
+    process may take (``memory_free``): before it starts, not when the machine runs out."""
+    positions = int(words.starts[words.n_words])
+    need, free = BYTES_PER_TOKEN * positions, memory_free()
+    if need > free:
+        longest = int(np.diff(words.starts[: words.n_words + 1]).max(initial=1)) - 1
+        raise BpeDaskError(
+            f"the merge loop needs about {format_bytes(need)} for its {words.n_words:,} words of "
+            f"{positions:,} tokens (the longest {longest:,}), and this process has {format_bytes(free)} "
+            'free: merge on a machine with more memory (merge_on="worker" takes the cluster\'s largest '
+            "worker), or train on less text"
+        )
+
+
 def learn_merges_long(
     words: LongWords | Iterable[tuple[Iterable[int] | bytes | np.ndarray, int]],
     vocab: dict[int, bytes],
     vocab_size: int,
     min_frequency: int = 0,
     max_token_length: int | None = None,
+    max_words: int | None = None,
+    forbid: tuple[str, ...] = (),
     stopped: Callable[[str, int], None] | None = None,
     work: list[tuple[int, int]] | None = None,
 ) -> Iterator[tuple[int, int, int]]:
@@ -473,9 +511,10 @@ def learn_merges_long(
     the words are."""
     if not isinstance(words, LongWords):
         words = LongWords.of(words)
-    longest = UNLIMITED if max_token_length is None else min(max_token_length, UNLIMITED)
+    check_memory(words)
+    rules = token_rules(max_token_length, max_words, forbid)
     min_frequency = min(min_frequency, UNLIMITED)
-    state = _State(words, vocab, vocab_size, longest)
+    state = _State(words, vocab, vocab_size, rules)
     out = np.zeros((_BATCH, 5), np.int64)
     while len(vocab) < vocab_size:
         interrupts.check()
@@ -484,7 +523,7 @@ def learn_merges_long(
         words = (state.tok, state.starts, state.counts)
         arrays = (state.pairs, state.index, state.pool, state.heap, state.tokens, state.gained, state.uses)
         made, below, state.pool, state.tokens, state.gained = _merge_batch(
-            words, state.n_words, *arrays, first, first + want, out, min_frequency, longest
+            words, state.n_words, *arrays, first, first + want, out, min_frequency, rules
         )
         state.give_back()
         for a, b, saved, read, merged in out[:made].tolist():
@@ -499,7 +538,7 @@ def learn_merges_long(
         if made < want:
             if state.uses[HEAP_SIZE] == 0:
                 counted = state.pairs[: state.uses[PAIRS_USED], COUNT]
-                if max_token_length is not None and stopped is not None and (counted > 0).any():
-                    stopped("max_token_length", 0)
+                if stopped is not None and (counted > 0).any():  # pairs are left, all ruled out
+                    stopped("token_limits", 0)
                 return
             state.room_for(2 * len(vocab) + 2)

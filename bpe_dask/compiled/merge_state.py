@@ -15,9 +15,10 @@ vocabulary size; gives ``State``, the arrays ``merge_loop`` works on, between it
   first, then the greater pair of byte strings: a pair's count only falls after the merge that
   creates it, so its entry is pushed then (or by ``heapify``, for the byte pairs) and lowered to the
   current count when it surfaces above it.
-- With a longest token (``max_token_length``), a pair that would make a longer one is counted
-  like any other but never has a heap entry, so it is never chosen; tokens keep their bytes, so it
-  never fits later either.
+- With limits on the tokens (``rules.bpe.allowed``: ``max_token_length``, ``max_words``,
+  ``forbid``, as ``token_rules`` lays them out), a pair that would make a token they rule out is
+  counted like any other but never has a heap entry, so it is never chosen; tokens keep their
+  bytes, so it never fits later either.
 
 Arrays are allocated once with room to spare (``np.empty``: pages never written cost no memory)
 rather than doubled as they fill, which holds two copies at once: the pool with half as much room
@@ -56,18 +57,63 @@ BATCH_GIVES = "pool gained tokens"
 
 # The functions here allocate nothing: compiled without numba's reference counts, they are less code to
 # compile (and to run).
+def token_rules(
+    max_token_length: int | None = None, max_words: int | None = None, forbid: tuple[str, ...] = ()
+) -> tuple:
+    """The limits on the tokens as the compiled loops take them (``fits``): the longest token in
+    bytes, the most words (``UNLIMITED``: none), and the byte strings no token may hold, back to
+    back, with where each ends."""
+    parts = [part.encode("utf-8") for part in forbid]
+    data = np.frombuffer(b"".join(parts) or b"\0", np.uint8).copy()
+    ends = np.cumsum([0, *map(len, parts)]).astype(np.int64)
+    return (
+        np.int64(UNLIMITED if max_token_length is None else min(max_token_length, UNLIMITED)),
+        np.int64(UNLIMITED if max_words is None else min(max_words, UNLIMITED)),
+        data,
+        ends,
+    )
+
+
 @njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def fits(key, sizes, longest):
-    """Whether the pair ``key`` makes a token of at most ``longest`` bytes."""
-    return sizes[key >> 32] + sizes[key & LOW] <= longest
+def _byte(token_bytes, offsets, sizes, a, b, k):
+    """Byte ``k`` of token ``a`` followed by token ``b``."""
+    return token_bytes[offsets[a] + k] if k < sizes[a] else token_bytes[offsets[b] + k - sizes[a]]
+
+
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def fits(key, token_bytes, offsets, sizes, rules):
+    """Whether the pair ``key`` makes a token the ``rules`` (``token_rules``) allow, as
+    ``rules.bpe.allowed`` says."""
+    longest, most_words, forbid, ends = rules
+    a, b = key >> 32, key & LOW
+    size = sizes[a] + sizes[b]
+    if size > longest:
+        return False
+    if most_words < UNLIMITED:
+        words, spaced = 0, True
+        for k in range(size):
+            space = _byte(token_bytes, offsets, sizes, a, b, k) == 0x20
+            words += not space and spaced
+            spaced = space
+        if words > most_words:
+            return False
+    for f in range(len(ends) - 1):
+        length = ends[f + 1] - ends[f]
+        for at in range(size - length + 1):
+            k = 0
+            while k < length and _byte(token_bytes, offsets, sizes, a, b, at + k) == forbid[ends[f] + k]:
+                k += 1
+            if k == length:
+                return False
+    return True
 
 
 @njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
-def heapify(pairs, used, heap_counts, heap_ids, token_bytes, offsets, sizes, longest):
-    """Fill the heap with every pair of positive count that fits; returns its size."""
+def heapify(pairs, used, heap_counts, heap_ids, token_bytes, offsets, sizes, rules):
+    """Fill the heap with every pair of positive count that fits the ``rules``; returns its size."""
     size = np.int64(0)
     for pair in range(used):
-        if pairs[pair, COUNT] > 0 and fits(pairs[pair, KEY], sizes, longest):
+        if pairs[pair, COUNT] > 0 and fits(pairs[pair, KEY], token_bytes, offsets, sizes, rules):
             heap_counts[size], heap_ids[size] = pairs[pair, COUNT], pair
             size += 1
     for i in range(size // 2 - 1, -1, -1):
@@ -162,7 +208,7 @@ class State:
     """The arrays the compiled functions share, between batches of merges. Takes the records from
     ``words``, which is left empty."""
 
-    def __init__(self, words: Words, vocab: dict, vocab_size: int, longest: int = UNLIMITED):
+    def __init__(self, words: Words, vocab: dict, vocab_size: int, rules: tuple | None = None):
         if len(words.records) < words.used:
             raise ValueError("these words were merged already: a merge takes their records")
         if words.records.dtype != token_dtype(vocab_size):
@@ -184,7 +230,8 @@ class State:
         self.tokens, self.uses[BYTES_USED] = (token_bytes, offsets, sizes), at
         self._first_pairs(used, positions, words.count, words.of_bytes)
         self.heap = (np.empty(len(self.pairs), np.int64), np.empty(len(self.pairs), np.int32))  # counts, ids
-        self.uses[HEAP_SIZE] = heapify(self.pairs, self.uses[PAIRS_USED], *self.heap, *self.tokens, longest)
+        rules = token_rules() if rules is None else rules
+        self.uses[HEAP_SIZE] = heapify(self.pairs, self.uses[PAIRS_USED], *self.heap, *self.tokens, rules)
         # A merge's new holdings (pair ids, words), before their lists are laid.
         self.gained = (np.empty(1024, np.int32), np.empty(1024, positions))
 
@@ -222,7 +269,7 @@ class State:
         >>> from bpe_dask.compiled import merge_loop
         >>> takes = list(inspect.signature(merge_loop._merge_batch.py_func).parameters)
         >>> takes[:8] == BATCH_TAKES.split(), takes[8:]
-        (True, ['next_id', 'last_id', 'out_pairs', 'min_frequency', 'longest'])
+        (True, ['next_id', 'last_id', 'out_pairs', 'min_frequency', 'rules'])
         """
         return [getattr(self, name) for name in BATCH_TAKES.split()]
 

@@ -39,8 +39,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Stop:
     """Why the merge loop stopped before the vocabulary was full, when an option made it stop:
-    ``"min_frequency"`` (the best pair left occurs only ``count`` times) or ``"max_token_length"``
-    (every pair left would make too long a token)."""
+    ``"min_frequency"`` (the best pair left occurs only ``count`` times) or ``"token_limits"`` (every
+    pair left would make a token ``Limits`` rule out)."""
 
     reason: str
     count: int = 0
@@ -71,10 +71,14 @@ class Merged:
 class Limits:
     """The options that may stop the merge loop before the vocabulary is full (as in Hugging Face's
     trainer): a merge only when the best pair occurs at least ``min_frequency`` times (0 and 1 change
-    nothing), and never a token over ``max_token_length`` bytes (None: no limit)."""
+    nothing); and the tokens it may make (``rules.bpe.allowed``): never one over ``max_token_length``
+    bytes, over ``max_words`` words (SuperBPE's recipe: 4), or holding any of ``forbid`` (its recipe:
+    ": "). None and nothing: no limit."""
 
     min_frequency: int = 0
     max_token_length: int | None = None
+    max_words: int | None = None
+    forbid: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _whole(self.min_frequency) or self.min_frequency < 0:
@@ -82,6 +86,11 @@ class Limits:
         longest = self.max_token_length
         if longest is not None and (not _whole(longest) or longest < 1):
             raise BpeDaskError(f"max_token_length must be a positive whole number of bytes, got {longest!r}")
+        if self.max_words is not None and (not _whole(self.max_words) or self.max_words < 1):
+            raise BpeDaskError(f"max_words must be a positive whole number, got {self.max_words!r}")
+        if isinstance(self.forbid, str) or not all(isinstance(part, str) and part for part in self.forbid):
+            raise BpeDaskError(f"forbid must be a list of non-empty strings, got {self.forbid!r}")
+        object.__setattr__(self, "forbid", tuple(self.forbid))  # frozen: a list given is kept as a tuple
 
 
 def _whole(value: object) -> bool:

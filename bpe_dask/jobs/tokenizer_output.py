@@ -100,12 +100,13 @@ def warn_if_short(merged: Merged, vocab_size: int, limits: Limits) -> None:
             f"{stopped.count:,}",
             limits.min_frequency,
         )
-    elif stopped is not None and stopped.reason == "max_token_length":
-        log.info(
-            "stopped at %s merges: every pair left would make a token longer than max_token_length=%d",
-            done,
-            limits.max_token_length,
-        )
+    elif stopped is not None and stopped.reason == "token_limits":
+        ruled_out = [
+            *([f"longer than max_token_length={limits.max_token_length}"] if limits.max_token_length else []),
+            *([f"of more than max_words={limits.max_words} words"] if limits.max_words else []),
+            *([f"holding one of forbid={list(limits.forbid)!r}"] if limits.forbid else []),
+        ]
+        log.info("stopped at %s merges: every pair left would make a token %s", done, " or ".join(ruled_out))
     elif merged.unique_words and len(merged.vocab) < vocab_size:
         log.warning(
             "the counts hold pairs for only %s merges: the vocabulary has %s tokens, not the %s asked for",

@@ -62,6 +62,8 @@ def train(
     superwords_after: int | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
+    max_words: int | None = None,
+    forbid: Sequence[str] = (),
     **options,
 ) -> dict:
     """Count ``inputs``, learn merges up to ``vocab_size``, and publish the tokenizer directory ``out``.
@@ -70,8 +72,9 @@ def train(
     continue training from, every id it has kept (``training_goal``), and ``inherit`` how many of its
     merges to keep (all: None). ``superwords_after`` makes a superword tokenizer (SuperBPE): merges
     up to that many tokens with the job's split pattern, then on to ``vocab_size`` with ``superbpe``
-    (``train_superwords``). ``min_frequency`` and ``max_token_length`` (bytes) are the ``Limits``
-    of the merge loop. ``options`` are ``JobOptions``
+    (``train_superwords``). ``min_frequency``, ``max_token_length`` (bytes), ``max_words`` and
+    ``forbid`` are the ``Limits`` of the merge loop (the last two SuperBPE's: 4 and ``[": "]`` in
+    its recipe). ``options`` are ``JobOptions``
     fields; ``merge_on`` is ``"client"``, ``"worker"``, or ``"auto"``: on a worker when the cluster
     is not an embedded LocalCluster, so the client never holds the word counts. ``inputs`` are
     paths, URLs or globs, or any other source (``sources.source``): a Dask DataFrame column or Bag
@@ -85,7 +88,7 @@ def train(
     >>> report["num_merges"], open("tokenizer/merges.txt").read().splitlines()
     (3, ['w e', 's t', 'l o'])
     """
-    limits = Limits(min_frequency, max_token_length)
+    limits = Limits(min_frequency, max_token_length, max_words, forbid)
     opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
     if superwords_after is not None:
         return train_superwords(inputs, out, opts, goal, superwords_after)[0]
@@ -150,6 +153,8 @@ def train_from_iterator(
     inherit: int | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
+    max_words: int | None = None,
+    forbid: Sequence[str] = (),
     **options,
 ) -> dict:
     """``train`` of the documents an iterable gives (``str``, or ``bytes`` of UTF-8), counted here.
@@ -167,7 +172,7 @@ def train_from_iterator(
     >>> report["documents"], open("tokenizer/merges.txt").read().splitlines()
     (2, ['w e', 's t', 'l o'])
     """
-    limits = Limits(min_frequency, max_token_length)
+    limits = Limits(min_frequency, max_token_length, max_words, forbid)
     options = {**options, "pattern": pattern} if pattern is not None else options
     opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
     iterating = {"documents": True, "batch_size": positive_int(batch_size, "batch_size"), "length": length}
@@ -231,6 +236,8 @@ def merge(
     inherit: int | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
+    max_words: int | None = None,
+    forbid: Sequence[str] = (),
     **options,
 ) -> dict:
     """The merge loop over a counts table written by ``count_words``, then publish ``out``.
@@ -238,7 +245,7 @@ def merge(
     ``special_tokens`` default to those the counts were made with (the counts file records them);
     other special tokens than those are refused: the counts were split on the recorded ones. So with
     the ``pattern`` option: it defaults to the recorded split pattern, which the tokenizer keeps.
-    ``init_from``, ``inherit``, ``min_frequency`` and ``max_token_length`` are those of ``train``.
+    ``init_from``, ``inherit`` and the limits (``min_frequency``, ...) are those of ``train``.
 
     >>> from distributed import Client
     >>> from bpe_dask import count_words
@@ -255,7 +262,7 @@ def merge(
     recorded = recorded_settings(counts, Store(JobOptions.of(**options).storage_options))
     special_tokens = _special_tokens_for(counts, special_tokens, recorded)
     options = {**options, "pattern": _pattern_for(counts, options.get("pattern"), recorded)}
-    limits = Limits(min_frequency, max_token_length)
+    limits = Limits(min_frequency, max_token_length, max_words, forbid)
     opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
     job = Job.start(opts, None, [counts, out])
     check_tokenizer_dir(out, opts.overwrite, job.store)
@@ -311,11 +318,13 @@ def train_bpe(
     superwords_after: int | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
+    max_words: int | None = None,
+    forbid: Sequence[str] = (),
     **options,
 ) -> tuple[Vocab, Merges]:
     """Train a byte-level BPE tokenizer: a drop-in for CS336's ``run_train_bpe``.
 
-    ``init_from``, ``inherit``, ``superwords_after``, ``min_frequency`` and ``max_token_length`` are
+    ``init_from``, ``inherit``, ``superwords_after`` and the limits (``min_frequency``, ...) are
     those of ``train``
     (continued from a base, the merges begin with its merges). ``options`` are ``JobOptions``
     fields: ``chunk_size``, ``client``, ``scheduler``, ``workers``, ``work_dir``, ``storage_options``,
@@ -326,7 +335,7 @@ def train_bpe(
     >>> vocab[256], merges
     (b'<|endoftext|>', [(b'w', b'e'), (b's', b't'), (b'l', b'o')])
     """
-    limits = Limits(min_frequency, max_token_length)
+    limits = Limits(min_frequency, max_token_length, max_words, forbid)
     opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
     if superwords_after is not None:
         merged = train_superwords(input_path, None, opts, goal, superwords_after)[1]

@@ -1,15 +1,16 @@
 """The one BPE step, as minbpe writes it: a sequence of parts in, the same with one pair joined out.
 
 ``merge`` joins every occurrence of a pair, left to right, without overlaps; ``pair_counts`` counts
-the neighbouring pairs. The reference trainer and the reference encoder (``reference``) are built
-on these two and nothing else, so that what "applying a merge" means is written once; the fast
+the neighbouring pairs; ``allowed`` says which tokens training may make. The reference trainer and
+the reference encoder (``reference``) are built on these and nothing else, so that what "applying a
+merge" means is written once; the fast
 engines (``stages.merge``, ``Tokenizer``, ``compiled``) are held to those references by the tests.
 Parts may be anything comparable: token ids, or the tokens' bytes. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from itertools import pairwise
 from typing import TypeVar
 
@@ -51,6 +52,37 @@ def pair_counts(
     for pair in pairwise(ids):
         counts[pair] = counts.get(pair, 0) + weight
     return counts
+
+
+def words_in(token: bytes) -> int:
+    """How many words ``token`` spans: runs of bytes other than the space (SuperBPE's count; a tab, a
+    line end or punctuation does not part words).
+
+    >>> words_in(b" of the"), words_in(b", and"), words_in(b"  "), words_in(b"\\n\\nThe")
+    (2, 2, 0, 1)
+    """
+    return sum(1 for run in token.split(b" ") if run)
+
+
+def allowed(
+    token: bytes,
+    max_token_length: int | None = None,
+    max_words: int | None = None,
+    forbid: Iterable[bytes] = (),
+) -> bool:
+    """Whether training may make ``token``: at most ``max_token_length`` bytes, at most ``max_words``
+    words (``words_in``), holding none of ``forbid`` (None and nothing: no limit). A pair whose token
+    is not allowed is never merged, however frequent; the same pair never becomes allowed later, as a
+    pair's token is always the same bytes.
+
+    >>> allowed(b" of the cat", max_words=2), allowed(b"see: the", forbid=[b": "])
+    (False, False)
+    """
+    return (
+        (max_token_length is None or len(token) <= max_token_length)
+        and (max_words is None or words_in(token) <= max_words)
+        and not any(part in token for part in forbid)
+    )
 
 
 _UNMERGEABLE = (float("inf"), -1)  # (rank, merged id) of a pair no merge joins

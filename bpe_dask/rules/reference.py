@@ -18,7 +18,7 @@ from itertools import pairwise
 
 import regex
 
-from bpe_dask.rules.bpe import merge_pair, pair_counts
+from bpe_dask.rules.bpe import allowed, merge_pair, pair_counts
 from bpe_dask.rules.patterns import GPT2
 from bpe_dask.rules.vocabulary import start
 
@@ -55,6 +55,8 @@ def train_on_counts(
     base: tuple[Vocab, Merges] | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
+    max_words: int | None = None,
+    forbid: tuple[str, ...] = (),
 ) -> tuple[Vocab, Merges]:
     """Ids 0-255 are the bytes, then the special tokens, then one per merge: the most frequent
     adjacent pair, ties to the lexicographically greater pair of byte strings (docs/exactness.md#ties).
@@ -64,9 +66,10 @@ def train_on_counts(
     merges, as ``encode`` splits a pre-token, and each merge learned then takes the next free id,
     after the special tokens the base lacks (``start``); the merges returned begin with the base's.
 
-    With ``max_token_length`` (bytes), only pairs that make a token that long at most are candidates;
-    longer ones stay in the words, never chosen. Training stops when no candidate is left, or when
-    the best one occurs fewer than ``min_frequency`` times (0 and 1 change nothing).
+    Only pairs whose token is ``allowed`` (``max_token_length`` bytes, ``max_words`` words, none of
+    ``forbid`` in it) are candidates; others stay in the words, never chosen. Training stops when no
+    candidate is left, or when the best one occurs fewer than ``min_frequency`` times (0 and 1 change
+    nothing).
 
     >>> vocab, merges = train_on_counts({b"low": 5, b"lower": 2, b"newest": 6, b"widest": 3}, 259, [])
     >>> merges  # "e st" and "s t" both occur 9 times: the greater pair, (b"s", b"t"), goes first
@@ -84,9 +87,8 @@ def train_on_counts(
         counts: dict[tuple[bytes, bytes], int] = {}
         for word, count in words.items():
             pair_counts(word, counts, count)
-        candidates = [
-            (a, b) for a, b in counts if max_token_length is None or len(a) + len(b) <= max_token_length
-        ]
+        forbidden = [part.encode("utf-8") for part in forbid]
+        candidates = [(a, b) for a, b in counts if allowed(a + b, max_token_length, max_words, forbidden)]
         if not candidates:
             break
         best = max(candidates, key=lambda pair: (counts[pair], pair))
@@ -113,6 +115,8 @@ def train(
     base: tuple[Vocab, Merges] | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
+    max_words: int | None = None,
+    forbid: tuple[str, ...] = (),
 ) -> tuple[Vocab, Merges]:
     """Byte-level BPE on whole texts, one per input file, from the bytes or from ``base``.
 
@@ -124,7 +128,8 @@ def train(
     True
     """
     counts = pretokenize(texts, special_tokens, pattern)
-    limits = {"min_frequency": min_frequency, "max_token_length": max_token_length}
+    limits = {"min_frequency": min_frequency, "max_token_length": max_token_length, "max_words": max_words,
+              "forbid": forbid}  # fmt: skip
     return train_on_counts(counts, vocab_size, special_tokens, base=base, **limits)
 
 

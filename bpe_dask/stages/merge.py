@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from bpe_dask import interrupts
 from bpe_dask.engines import use_compiled
 from bpe_dask.io.counts_table import token_bytes, word_chunks, words_bytes
+from bpe_dask.rules.bpe import allowed
 from bpe_dask.rules.vocabulary import Vocabulary, start
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ def train_merges(
     base: Vocabulary | None = None,
     min_frequency: int = 0,
     max_token_length: int | None = None,
+    max_words: int | None = None,
+    forbid: tuple[str, ...] = (),
     stopped: Callable[[str, int], None] | None = None,
     savings: list[int] | None = None,
 ) -> tuple[dict[int, bytes], list[tuple[bytes, bytes]]]:
@@ -70,10 +73,11 @@ def train_merges(
     where its start-up pays off. The tests check every engine against the plain reference trainer
     (``bpe_dask.rules.reference``).
 
-    ``max_token_length`` (bytes) leaves out of the running every pair that would make a longer
-    token; ``min_frequency`` stops the loop when the best pair left occurs fewer times. When one of
-    them ends the loop before the vocabulary is full, ``stopped`` is told which:
-    ``"min_frequency"`` and the best pair's count, or ``"max_token_length"`` and 0.
+    ``max_token_length`` (bytes), ``max_words`` and ``forbid`` leave out of the running every pair
+    that would make a token they rule out (``rules.bpe.allowed``); ``min_frequency`` stops the loop
+    when the best pair left occurs fewer times. When one of them ends the loop before the
+    vocabulary is full, ``stopped`` is told which: ``"min_frequency"`` and the best pair's count, or
+    ``"token_limits"`` and 0.
 
     ``savings``, when given, gets for each merge how many tokens it saves: by how much the merge
     shortens the words, times their counts. It is not the pair's count, which counts overlapping
@@ -84,7 +88,8 @@ def train_merges(
     # Said here, once, where the loop starts (the words may have been laid out before, by the job).
     log.info("merging %s words with the %s", f"{word_counts.rows:,}", word_counts.loop)
     vocab, merges = start(special_tokens, (base.vocab, base.merges) if base else None)
-    learned = _learner(word_counts)(word_counts, vocab, vocab_size, min_frequency, max_token_length, stopped)
+    limits = {"min_frequency": min_frequency, "max_token_length": max_token_length, "max_words": max_words}
+    learned = _learner(word_counts)(word_counts, vocab, vocab_size, **limits, forbid=forbid, stopped=stopped)
     kept = len(merges)
     for a, b, saved in learned:  # each merge's token is in ``vocab`` already
         merges.append((vocab[a], vocab[b]))
@@ -97,7 +102,7 @@ def train_merges(
 
 def _learner(words: LaidOut | Words | LongWords) -> Callable[..., Iterator[tuple[int, int, int]]]:
     """The loop for words laid out as ``words`` are (``laid_out``): each takes the words, the first
-    vocabulary, the vocabulary size, ``min_frequency``, ``max_token_length`` and ``stopped``."""
+    vocabulary, the vocabulary size, and ``train_merges``'s limits and ``stopped`` by name."""
     if isinstance(words, LaidOut):
         return _python_loop
     from bpe_dask.compiled import LongWords, learn_merges, learn_merges_long
@@ -105,8 +110,8 @@ def _learner(words: LaidOut | Words | LongWords) -> Callable[..., Iterator[tuple
     return learn_merges_long if isinstance(words, LongWords) else learn_merges
 
 
-def _python_loop(words, vocab, vocab_size, min_frequency, max_token_length, stopped):
-    return _MergeState(words, vocab, max_token_length).learn_merges(vocab_size, min_frequency, stopped)
+def _python_loop(words, vocab, vocab_size, *, min_frequency, stopped, **limits):
+    return _MergeState(words, vocab, **limits).learn_merges(vocab_size, min_frequency, stopped)
 
 
 class LaidOut(list):
@@ -207,9 +212,13 @@ class _MergeState:
         self,
         word_counts: Iterable[tuple[bytes | tuple[int, ...], int]],
         vocab: dict[int, bytes],
-        longest: int | None = None,
+        max_token_length: int | None = None,
+        max_words: int | None = None,
+        forbid: tuple[str, ...] = (),
     ) -> None:
-        self.vocab, self.longest = vocab, longest
+        self.vocab = vocab
+        self.limits = (max_token_length, max_words, [part.encode("utf-8") for part in forbid])
+        self.limited = any((max_token_length, max_words, forbid))
         self.descending = {token_id: _Descending(token) for token_id, token in vocab.items()}
         self.words: list[str] = []
         self.freqs: list[int] = []
@@ -234,10 +243,9 @@ class _MergeState:
         return (-count, self.descending[ord(pair[0])], self.descending[ord(pair[1])], pair)
 
     def _fits(self, pair: str) -> bool:
-        """Whether merging ``pair`` makes a token no longer than ``longest``: a pair that does not
-        fit never will (tokens keep their bytes), so it gets no heap entry, though it is counted."""
-        longest = self.longest
-        return longest is None or len(self.vocab[ord(pair[0])]) + len(self.vocab[ord(pair[1])]) <= longest
+        """Whether merging ``pair`` makes a token the limits allow: a pair that does not fit never
+        will (tokens keep their bytes), so it gets no heap entry, though it is counted."""
+        return not self.limited or allowed(self.vocab[ord(pair[0])] + self.vocab[ord(pair[1])], *self.limits)
 
     def learn_merges(
         self, vocab_size: int, min_frequency: int, stopped: Callable[[str, int], None] | None
@@ -251,8 +259,8 @@ class _MergeState:
             interrupts.check()  # a signal is raised here, between merges, not in whatever C called back
             best = self.pop_best()
             if best is None:
-                if self.pair_counts and stopped is not None:  # pairs are left, all too long
-                    stopped("max_token_length", 0)
+                if self.pair_counts and stopped is not None:  # pairs are left, all ruled out
+                    stopped("token_limits", 0)
                 return
             (a, b), count = best
             if count < min_frequency:
@@ -318,14 +326,14 @@ class _MergeState:
         return saved
 
     def _apply(self, delta: dict[str, int]) -> None:
-        pair_counts, heap, longest = self.pair_counts, self.heap, self.longest
+        pair_counts, heap = self.pair_counts, self.heap
         for pair, change in delta.items():
             if not change:
                 continue
             count = pair_counts.get(pair, 0) + change
             if count > 0:
                 pair_counts[pair] = count
-                if longest is None or self._fits(pair):
+                if self._fits(pair):
                     heapq.heappush(heap, self._entry(pair, count))
             else:
                 del pair_counts[pair]
