@@ -101,40 +101,75 @@ def _lay_out(data, offsets, freqs, tok, starts, counts, at, w):
     return at, w, text
 
 
-@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
-def _count_pairs(tok, starts, counts, n_words, pairs, index):
-    """Every adjacent pair into ``pairs`` (found through ``index``, both empty): its count and its
-    occurrences (``LENGTH``). Returns how many pairs, or -1 when ``pairs`` or its index is too small
-    (the caller makes both larger and calls again)."""
-    n = np.int64(0)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+def _first_pairs(tok, starts, counts, n_words, capacity, pool):
+    """Every adjacent pair of the words, as records (key, count, list start, list length) in order of
+    their left token, then of where each first occurs; their occurrences in ``pool``, each pair's
+    list in increasing order, the lists in the order of the records. Returns the records and how
+    many there are.
+
+    No hashing, and every array read in order: the positions are first sorted by their left token (a
+    counting sort into the pool, where the lists of that token's pairs go, each with its right token
+    and its word beside it), then each token's share again by the right token, with counters of
+    ``capacity`` entries that only its pairs touch."""
+    unit = True
     for w in range(n_words):
-        f = counts[w]
+        unit &= counts[w] == 1
+    first = np.zeros(capacity + 1, np.int64)  # where each left token's positions go in the pool
+    for w in range(n_words):
         for i in range(starts[w], starts[w + 1] - 2):
-            if n == len(pairs) or INDEX_LOAD * n >= len(index):
-                return np.int64(-1)
-            pair, new = add(index, pairs, n, (np.int64(tok[i]) << 32) | np.int64(tok[i + 1]))
-            if new:
-                n += 1
-            pairs[pair, COUNT] += f
-            pairs[pair, LENGTH] += 1
-    return n
-
-
-@njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
-def _list_pairs(tok, n_positions, pairs, n, index, pool):
-    """Each pair's occurrences into ``pool``, in increasing order, the lists in the order of the
-    pairs' ids; returns the pool's use."""
-    start = np.int64(0)
-    for pair in range(n):
-        pairs[pair, START], start = start, start + pairs[pair, LENGTH]
-        pairs[pair, LENGTH] = 0
-    for i in range(n_positions - 1):
-        if tok[i] < 0 or tok[i + 1] < 0:
+            first[tok[i] + 1] += 1
+    for t in range(capacity):
+        first[t + 1] += first[t]
+    total = first[capacity]
+    right = np.empty(total, np.int32)
+    word = np.empty(0 if unit else total, np.int32)
+    placed = first[:-1].copy()
+    for w in range(n_words):
+        for i in range(starts[w], starts[w + 1] - 2):
+            q = placed[tok[i]]
+            pool[q], right[q] = i, tok[i + 1]
+            if not unit:
+                word[q] = w
+            placed[tok[i]] = q + 1
+    seen, pair_of = np.empty(capacity, np.int64), np.full(capacity, -1, np.int64)
+    occurrences, weight = np.zeros(capacity, np.int64), np.zeros(capacity, np.int64)
+    spare = np.empty(0, np.int32)
+    pairs = np.empty((max(1 << 16, total // 16), 4), np.int64)
+    n = np.int64(0)
+    for a in range(capacity):
+        lo, hi = first[a], first[a + 1]
+        if lo == hi:
             continue
-        pair = find(index, pairs, (np.int64(tok[i]) << 32) | np.int64(tok[i + 1]))
-        pool[pairs[pair, START] + pairs[pair, LENGTH]] = i
-        pairs[pair, LENGTH] += 1
-    return start
+        kinds = 0
+        for q in range(lo, hi):  # count each right token's pairs
+            b = right[q]
+            if occurrences[b] == 0:
+                seen[kinds] = b
+                kinds += 1
+            occurrences[b] += 1
+            weight[b] += 1 if unit else counts[word[q]]
+        if n + kinds > len(pairs):
+            grown = np.empty((2 * len(pairs) + kinds, 4), np.int64)
+            grown[:n] = pairs[:n]
+            pairs = grown
+        at = lo
+        for k in range(kinds):  # a record per pair, its list's room after the one before
+            b = seen[k]
+            pairs[n, KEY], pairs[n, COUNT] = (np.int64(a) << 32) | b, weight[b]
+            pairs[n, START], pairs[n, LENGTH] = at, 0
+            pair_of[b], at = n, at + occurrences[b]
+            occurrences[b] = weight[b] = 0
+            n += 1
+        if hi - lo > len(spare):
+            spare = np.empty(2 * (hi - lo), np.int32)
+        for q in range(lo, hi):
+            spare[q - lo] = pool[q]
+        for q in range(lo, hi):  # each position into its pair's list, in order
+            pair = pair_of[right[q]]
+            pool[pairs[pair, START] + pairs[pair, LENGTH]] = spare[q - lo]
+            pairs[pair, LENGTH] += 1
+    return pairs, n
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -402,7 +437,6 @@ class _State:
     def __init__(self, words: LongWords, vocab, vocab_size, rules):
         self.tok, self.starts, self.counts = words.tok, words.starts, words.counts
         self.n_words = words.n_words
-        n_positions = int(self.starts[self.n_words])
         capacity = max(vocab_size, max(vocab) + 1)
         token_bytes = np.zeros(max(1, sum(len(t) for t in vocab.values())) * 4 + 64, np.uint8)
         offsets, sizes = np.zeros(capacity, np.int64), np.zeros(capacity, np.int64)
@@ -414,19 +448,17 @@ class _State:
         self.tokens = (token_bytes, offsets, sizes)
         self.uses = np.zeros(6, np.int64)
         self.uses[BYTES_USED] = at
-        records = 1 << 16
-        while True:
-            self.pairs = np.empty((records, 4), np.int64)
-            self.index = np.full(1 << (INDEX_LOAD * records - 1).bit_length(), NO_PAIR, np.int32)
-            n = int(_count_pairs(self.tok, self.starts, self.counts, self.n_words, self.pairs, self.index))
-            if n >= 0:
-                break
-            records *= 4
-        lengths = self.pairs[:n, LENGTH]
-        used = int(lengths.sum())
-        limit = used + max(used // 8, int(lengths.max(initial=0))) + 16
-        self.pool = np.empty(limit + used // 2, np.int32)
-        _list_pairs(self.tok, n_positions, self.pairs, n, self.index, self.pool)
+        positions = int(self.starts[self.n_words]) - self.n_words  # a pair at each but a word's last
+        room = positions + max(positions // 8, 1 << 16) + 16  # the first lists, then the first merges'
+        self.pool = np.empty(room + positions // 2, np.int32)
+        self.pairs, n = _first_pairs(self.tok, self.starts, self.counts, self.n_words, capacity, self.pool)
+        n = int(n)
+        self.index = np.full(1 << (INDEX_LOAD * max(n, len(self.pairs)) - 1).bit_length(), NO_PAIR, np.int32)
+        index_pairs(self.pairs, n, self.index)
+        used = int(self.pairs[:n, LENGTH].sum())
+        limit = used + max(used // 8, int(self.pairs[:n, LENGTH].max(initial=0))) + 16
+        if limit + used // 2 > len(self.pool):  # one pair holds most positions: its list's room again
+            self.pool = _grown(self.pool, limit + used // 2, used)
         self.uses[PAIRS_USED], self.uses[POOL_USED] = n, used
         self.uses[POOL_LIMIT], self.uses[POOL_WRITTEN] = limit, used
         self.heap = (np.empty(len(self.pairs), np.int64), np.empty(len(self.pairs), np.int32))

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections import defaultdict
+import os
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from operator import add
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -32,6 +36,7 @@ from bpe_dask.rules.vocabulary import Vocabulary, start
 
 if TYPE_CHECKING:
     from bpe_dask.compiled import LongWords, Words
+    from bpe_dask.compiled.word_records import Chunk
 
 log = logging.getLogger(__name__)
 
@@ -159,14 +164,44 @@ def laid_out(
 
     chunks = word_chunks(word_counts)
     if base is not None:
-        from bpe_dask.compiled import Encoder
-
-        encoder = Encoder(base.byte_ids, base.merge_ranks)
-        chunks = ((*encoder.pretoken_ids(data, offsets), counts) for data, offsets, counts in chunks)
+        chunks = _split_by(base, chunks)
     long = _long(word_counts, size)
     words = LongWords(chunks, rows, size) if long else Words(chunks, rows, size, vocab_size)
     words.text_bytes = text_bytes
     return words
+
+
+ENCODE_SLICE = 1 << 24  # bytes of words one thread splits into a base's tokens at a time
+
+
+def _split_by(base: Vocabulary, chunks: Iterator[Chunk]) -> Iterator[Chunk]:
+    """The words of ``chunks`` split into ``base``'s tokens by its compiled encoder, in order, in
+    slices of ``ENCODE_SLICE`` bytes on every core of this machine (the encoder releases the GIL):
+    the ids of a slice take four bytes a byte, so a table of long documents is never encoded whole."""
+    from bpe_dask.compiled import Encoder
+
+    encoder = Encoder(base.byte_ids, base.merge_ranks)
+
+    def encoded(data: np.ndarray, offsets: np.ndarray, counts: np.ndarray) -> Chunk:
+        start = offsets[0]
+        return (*encoder.pretoken_ids(data[start : offsets[-1]], offsets - start), counts)
+
+    def slices() -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        for data, offsets, counts in chunks:
+            cuts = np.searchsorted(offsets, np.arange(0, offsets[-1], ENCODE_SLICE), side="right") - 1
+            for a, b in pairwise([*np.unique(np.maximum(cuts, 0)).tolist(), len(offsets) - 1]):
+                if b > a:
+                    yield data, offsets[a : b + 1], counts[a:b]
+
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    with ThreadPoolExecutor(threads, thread_name_prefix="bpe-dask-split") as pool:
+        pending: deque = deque()
+        for piece in slices():
+            pending.append(pool.submit(encoded, *piece))
+            if len(pending) > 2 * threads:  # a few ahead: their ids are held until laid out
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def _long(word_counts: pa.Table, size: int) -> bool:
