@@ -922,6 +922,8 @@ CONTENDERS = {
     "gigabpe_train": gigabpe_train,
     "ffbpe_train": ffbpe_train,
     "bpe_dask_train_tokens": bpe_dask_train_tokens,
+    "bpe_dask_train_into": bpe_dask_train_into,
+    "superword_encoding": superword_encoding,
     "bpe_dask_from_iterator": bpe_dask_from_iterator,
     "bpe_dask_count_worker_peak": bpe_dask_count_worker_peak,
     "bpe_dask_encode_in_process": bpe_dask_encode_in_process,

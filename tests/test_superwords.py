@@ -239,6 +239,24 @@ def test_long_pretokens_merge_in_segments_exactly_as_whole():
     for pattern in (GPT2, SUPERBPE):  # SuperBPE's merges join bytes across spaces too
         base = Vocabulary(*reference.train(phrases(5, 30), 600, [EOT], pattern.regex), [EOT])
         encoder = Encoder(base.byte_ids, base.merge_ranks)
-        assert bool(encoder.junctions[ord("e") << 8 | ord(" ")]) == (pattern is SUPERBPE)
+        junctions, limit = encoder.split  # a superword tokenizer's first bridging merge is its limit
+        assert not junctions[ord("e") << 8 | ord(" ")] and (limit < 1 << 62) == (pattern is SUPERBPE)
         ids, ends = encoder.pretoken_ids(b"".join(docs), offsets)
         assert [tuple(ids[a:b]) for a, b in itertools.pairwise(ends)] == [base.merged(d) for d in docs]
+
+
+@settings(max_examples=max(5, settings.default.max_examples // 4))
+@given(docs=st.lists(document, min_size=1, max_size=4), texts=st.lists(document, min_size=1, max_size=3),
+       after=st.integers(0, 40), merges=st.integers(1, 60))  # fmt: skip
+def test_a_superword_tokenizer_encodes_as_the_reference_on_either_engine(docs, texts, after, merges):
+    """Long pre-tokens are merged by stage 1's merges in segments, then by the rest over their ids
+    (docs/exactness.md#encoding-in-segments): the reference encoder's ids all the same."""
+    specials = [EOT, "<|pad|>"]
+    first = reference.train(docs, 258 + after, specials)
+    vocab, learned = reference.train(docs, len(first[0]) + merges, specials, SUPERBPE.regex, base=first)
+    for engine in ("python", "numba"):
+        tokenizer = Tokenizer(vocab, learned, specials, pattern="superbpe", engine=engine)
+        for text in texts:
+            assert tokenizer.encode(text, allowed_special="all") == reference.encode(
+                text, vocab, learned, specials, SUPERBPE.regex
+            )

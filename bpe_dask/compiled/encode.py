@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from bpe_dask.compiled.merge_pretoken import SCRATCH, SHORT, merge_long, merge_short
+from bpe_dask.compiled.merge_pretoken import NONE, SCRATCH, SHORT, merge_long, merge_parts, merge_short
 from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, O200K, own_cache_file
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
 from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
@@ -74,18 +74,44 @@ def _full(length, records, arena, ids_arena, used):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _merge_into(data, i, end, out, n, parts, ranks, scratch, byte_ids, keys, pair_ranks, pair_merged):
+def _merge_into(data, i, end, out, n, parts, ranks, scratch, byte_ids, keys, pair_ranks, pair_merged, split):
     """Merge the pre-token ``data[i:end]`` and write its ids to ``out`` from ``n`` on: a short one in
     ``parts`` and ``ranks``, a long one in ``scratch`` (``SCRATCH`` int64 a byte at least); returns
-    how many."""
+    how many.
+
+    A long one is merged in two phases (``split``: a junction table and a rank; why both are exact:
+    docs/exactness.md#encoding-in-segments). First by the merges below the rank, in segments cut
+    where two bytes meet that none of them joins: a superword tokenizer's pre-tokens, whole
+    documents, fall into words there. Then, where the tokenizer has more merges, by all of them over
+    those ids: only the later merges can join anything then."""
+    junctions, limit = split
     if end - i <= SHORT:
-        count = merge_short(data, i, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks)
-        merged = parts
-    else:
-        count = merge_long(data, i, end, byte_ids, keys, pair_ranks, pair_merged, scratch)
-        merged = scratch
-    for k in range(count):  # not a slice assignment: compile_once.py says why
-        out[n + k] = merged[k]
+        count = merge_short(data, i, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks, NONE)
+        for k in range(count):  # not a slice assignment: compile_once.py says why
+            out[n + k] = parts[k]
+        return count
+    m, start = n, i
+    while start < end:
+        cut = start + 1
+        while cut < end and junctions[(np.int64(data[cut - 1]) << 8) | data[cut]]:
+            cut += 1
+        if cut - start <= SHORT:
+            count = merge_short(data, start, cut, byte_ids, keys, pair_ranks, pair_merged, parts, ranks,
+                                limit)  # fmt: skip
+            merged = parts
+        else:
+            count = merge_long(data, start, cut, byte_ids, keys, pair_ranks, pair_merged, scratch, limit)
+            merged = scratch
+        for k in range(count):
+            out[m + k] = merged[k]
+        m, start = m + count, cut
+    if limit == NONE or m - n < 2:
+        return m - n
+    for k in range(m - n):
+        scratch[k] = out[n + k]
+    count = merge_parts(m - n, keys, pair_ranks, pair_merged, scratch, NONE)
+    for k in range(count):
+        out[n + k] = scratch[k]
     return count
 
 
@@ -93,12 +119,13 @@ def _merge_into(data, i, end, out, n, parts, ranks, scratch, byte_ids, keys, pai
 # pre-token slows it, where inlining costs only compile time, once per install.
 @njit(cache=True, nogil=True, inline="always")
 def _merged(data, i, end, h, key, r, meta, out, n, parts, ranks, scratch, byte_ids, keys,
-            pair_ranks, pair_merged, records, arena, ids_arena, used):  # fmt: skip
+            pair_ranks, pair_merged, split, records, arena, ids_arena, used):  # fmt: skip
     """Merge the pre-token ``data[i:end]`` (hash ``h``, first bytes ``key``, not in the cache, whose
     record goes at ``r`` with ``meta``), write its ids to ``out`` from ``n`` on and cache them (the
     cache has room: ``_full``); returns where they end."""
     length = end - i
-    count = _merge_into(data, i, end, out, n, parts, ranks, scratch, byte_ids, keys, pair_ranks, pair_merged)
+    count = _merge_into(data, i, end, out, n, parts, ranks, scratch, byte_ids, keys, pair_ranks, pair_merged,
+                        split)  # fmt: skip
     if length > CACHED_MAX:
         return n + count
     if length > 8:  # the bytes ``find`` compares past the key
@@ -152,8 +179,9 @@ def encode_loop(pattern: int):
     """The encoding loop of pattern number ``pattern``, compiled (and cached) for it alone, as
     ``count.count_loop`` is."""
 
-    def encode_pieces(data, bounds, specials, piece, position, out, n, parts, ranks, scratch, table, byte_ids,
-                      keys, pair_ranks, pair_merged, records, arena, ids_arena, used, pending):  # fmt: skip
+    def encode_pieces(data, bounds, specials, piece, position, out, n, parts, ranks, scratch, table,
+                      byte_ids, keys, pair_ranks, pair_merged, split, records, arena, ids_arena, used,
+                      pending):  # fmt: skip
         """Write the ids of the pieces ``data[bounds[2k]:bounds[2k+1]]`` to ``out`` from ``n`` on, with
         ``specials[k]`` between pieces ``k`` and ``k + 1`` unless it is negative, from ``piece`` at
         byte ``position`` (``FRESH``: the piece's start, its special token not yet written; a piece
@@ -213,8 +241,8 @@ def encode_loop(pattern: int):
                 elif end - i <= CACHED_MAX and _full(end - i, records, arena, ids_arena, used):
                     return n, at, i, FULL
                 else:
-                    n = _merged(data, i, end, h, key, r, meta, out, n, parts, ranks, scratch, byte_ids,
-                                keys, pair_ranks, pair_merged, records, arena, ids_arena, used)  # fmt: skip
+                    n = _merged(data, i, end, h, key, r, meta, out, n, parts, ranks, scratch, byte_ids, keys,
+                                pair_ranks, pair_merged, split, records, arena, ids_arena, used)  # fmt: skip
             encoded += 1
 
     # Without numba's reference counts, as ``count.count_loop`` says: the loop allocates nothing.
@@ -226,13 +254,10 @@ ENCODE_LOOPS = {number: encode_loop(number) for number in NUMBERS.values()}
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True)
-def pretoken_ids(data, offsets, ids, ends, byte_ids, keys, pair_ranks, pair_merged, junctions):
+def pretoken_ids(data, offsets, ids, ends, byte_ids, keys, pair_ranks, pair_merged, split):
     """The ids of each pre-token ``data[offsets[k]:offsets[k + 1]]`` into ``ids`` (at least as long as
     ``data``: a pre-token has no more ids than bytes), the ``k``-th ending at ``ends[k]``: no scanning
-    (each is one pre-token already) and no cache (each is merged once). A long one is merged in
-    segments, cut where two bytes meet that no merge joins (``junctions``): no token can span such a
-    place, so the segments merge apart exactly as the whole (docs/exactness.md#encoding-in-segments).
-    Returns how many ids."""
+    (each is one pre-token already) and no cache (each is merged once). Returns how many ids."""
     parts = np.empty(SHORT, np.int64)
     ranks = np.empty(SHORT, np.int64)
     scratch = np.empty(SCRATCH * CACHED_MAX, np.int64)
@@ -241,25 +266,21 @@ def pretoken_ids(data, offsets, ids, ends, byte_ids, keys, pair_ranks, pair_merg
         i, end = offsets[k], offsets[k + 1]
         if SCRATCH * (end - i) > len(scratch):  # never for a short one, which takes no scratch
             scratch = np.empty(2 * SCRATCH * (end - i), np.int64)
-        while i < end:
-            cut = end
-            if end - i > SHORT:
-                cut = i + 1
-                while cut < end and junctions[(np.int64(data[cut - 1]) << 8) | data[cut]]:
-                    cut += 1
-            n += _merge_into(data, i, cut, ids, n, parts, ranks, scratch,
-                             byte_ids, keys, pair_ranks, pair_merged)  # fmt: skip
-            i = cut
+        n += _merge_into(data, i, end, ids, n, parts, ranks, scratch, byte_ids, keys, pair_ranks, pair_merged,
+                         split)  # fmt: skip
         ends[k] = n
     return n
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True)
-def junctions_of(left, right, merged, byte_ids, size):
-    """Which two bytes, side by side, some merge joins (``[first << 8 | second]``, 1 if so): the last
-    byte of a merge's left token and the first of its right one, for the merges ``left[k]``,
-    ``right[k]`` into ``merged[k]`` in the order of their ranks (each token made before it is
-    merged); ids up to ``size``."""
+def split_of(left, right, ranks, merged, byte_ids, size):
+    """Where a long pre-token may be cut (docs/exactness.md#encoding-in-segments), for the merges
+    ``left[k]``, ``right[k]`` into ``merged[k]`` at ``ranks[k]``, in the order of their ranks (each
+    token made before it is merged; ids up to ``size``): which two bytes, side by side, the merges
+    before the first that joins a visible ASCII character to a space after it join (``[first << 8 |
+    second]``, 1 if so), and that first merge's rank (``NONE`` where there is none: GPT-2's, GPT-4's
+    and o200k's patterns never put a space after such a character in a pre-token). The junction of a
+    merge is the last byte of its left token and the first of its right one."""
     first, last = np.full(size, -1, np.int64), np.full(size, -1, np.int64)
     for b in range(256):
         first[byte_ids[b]] = last[byte_ids[b]] = b
@@ -267,7 +288,10 @@ def junctions_of(left, right, merged, byte_ids, size):
     for k in range(len(left)):
         a, b = first[left[k]], last[left[k]]
         c, d = first[right[k]], last[right[k]]
-        if a >= 0 and c >= 0:
-            joined[(b << 8) | c] = 1
-            first[merged[k]], last[merged[k]] = a, d
-    return joined
+        if a < 0 or c < 0:
+            continue
+        if 0x20 < b < 0x7F and c == 0x20:  # a visible character to a space: the superwords' merges start
+            return joined, ranks[k]
+        joined[(b << 8) | c] = 1
+        first[merged[k]], last[merged[k]] = a, d
+    return joined, NONE

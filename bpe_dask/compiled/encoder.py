@@ -14,7 +14,6 @@ borrows one of its own (``Encoder.encode``): threads may share an encoder.
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Mapping
 from itertools import pairwise
@@ -29,9 +28,9 @@ from bpe_dask.compiled.encode import (
     FIRST_ENTRIES,
     FRESH,
     FULL,
-    junctions_of,
     keep_found,
     pretoken_ids,
+    split_of,
 )
 from bpe_dask.compiled.merge_pretoken import EMPTY, SCRATCH, SHORT, fill_pairs
 from bpe_dask.compiled.scan import pattern_number, table_of
@@ -76,14 +75,17 @@ class Encoder:
         self.keys = np.full(size, EMPTY, np.int64)
         self.pair_ranks = np.zeros(size, np.int64)
         self.pair_merged = np.zeros(size, np.int64)
+        pairs = np.array(list(merges), np.int64).reshape(-1, 2)
+        values = np.array(list(merges.values()), np.int64).reshape(-1, 2)
+        left, right, ranks, merged = pairs[:, 0], pairs[:, 1], values[:, 0], values[:, 1]
         if merges:
-            pairs = np.array(list(merges), np.int64)
-            values = np.array(list(merges.values()), np.int64)
-            left, right, ranks, merged = pairs[:, 0], pairs[:, 1], values[:, 0], values[:, 1]
             fill_pairs(left, right, ranks, merged, self.keys, self.pair_ranks, self.pair_merged)
+        order = np.argsort(ranks, kind="stable")
+        size = int(max(self.byte_ids.max(), merged.max(initial=0))) + 1
+        # Where a long pre-token may be cut, and where the merges of superwords start.
+        self.split = split_of(left[order], right[order], ranks[order], merged[order], self.byte_ids, size)
         # What the loops read of the merges, in the order they take it.
-        self.tables = (self.byte_ids, self.keys, self.pair_ranks, self.pair_merged)
-        self._merges = merges
+        self.tables = (self.byte_ids, self.keys, self.pair_ranks, self.pair_merged, self.split)
         ids = [*byte_ids, *(merged for _, merged in merges.values()), *self.special_ids.values()]
         # Each id's Python int, made once (``encode_texts``).
         self._ints = np.arange(max(ids) + 1).astype(object)
@@ -91,17 +93,6 @@ class Encoder:
             self.cache_entries = cache_entries
         self._idle: list[tuple[np.ndarray, ...]] = []  # caches no call holds, kept warm for the next
         self._lock = threading.Lock()
-
-    @functools.cached_property
-    def junctions(self) -> np.ndarray:
-        """Which two bytes side by side some merge joins (``encode.junctions_of``): made when first
-        wanted, by ``pretoken_ids``."""
-        order = sorted(self._merges.items(), key=lambda item: item[1][0])
-        pairs = np.array([pair for pair, _ in order], np.int64).reshape(-1, 2)
-        merged = np.array([into for _, (_, into) in order], np.int64)
-        left, right = pairs[:, 0].copy(), pairs[:, 1].copy()
-        size = int(max(self.byte_ids.max(), merged.max(initial=0))) + 1
-        return junctions_of(left, right, merged, self.byte_ids, size)
 
     def _new_cache(self) -> tuple[np.ndarray, ...]:
         """A ``word_table`` of records, its byte arena, id arena and their use (arena use, id-arena use,
@@ -242,5 +233,5 @@ class Encoder:
         buffer = readonly(np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data)
         offsets = np.asarray(offsets, np.int64)
         ids, ends = np.empty(len(buffer), np.int32), np.zeros(len(offsets), np.int64)
-        n = pretoken_ids(buffer, offsets, ids, ends[1:], *self.tables, self.junctions)
+        n = pretoken_ids(buffer, offsets, ids, ends[1:], *self.tables)
         return ids[:n], ends

@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit
 
 EMPTY = np.int64(-1)  # a key no pair has: an empty slot of the table
-_NONE = np.int64(1) << 62  # the rank of a pair no merge joins
+NONE = np.int64(1) << 62  # the rank of a pair no merge joins (as a limit: every merge)
 SHORT = 24  # pre-tokens up to this many bytes take the plain loop
 _ZERO = np.int64(0)
 
@@ -41,21 +41,23 @@ def fill_pairs(left, right, ranks, merged, keys, pair_ranks, pair_merged):
 
 
 @njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def _rank(keys, pair_ranks, a, b):
+def _rank(keys, pair_ranks, a, b, limit):
+    """The rank of the merge of ``a`` and ``b`` when it is below ``limit``, else ``NONE``."""
     slot = _slot_of(keys, (a << 32) | b)
-    return pair_ranks[slot] if keys[slot] != EMPTY else _NONE
+    return pair_ranks[slot] if keys[slot] != EMPTY and pair_ranks[slot] < limit else NONE
 
 
 @njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def merge_short(data, start, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks):
-    """The ids of ``data[start:end]`` (at most ``SHORT`` bytes) in ``parts``; returns how many."""
+def merge_short(data, start, end, byte_ids, keys, pair_ranks, pair_merged, parts, ranks, limit):
+    """The ids of ``data[start:end]`` (at most ``SHORT`` bytes) in ``parts``, by the merges of rank
+    below ``limit``; returns how many."""
     n = end - start
     for i in range(n):
         parts[i] = byte_ids[data[start + i]]
     for i in range(n - 1):
-        ranks[i] = _rank(keys, pair_ranks, parts[i], parts[i + 1])
+        ranks[i] = _rank(keys, pair_ranks, parts[i], parts[i + 1], limit)
     while n > 1:
-        best, i = _NONE, -1
+        best, i = NONE, -1
         for j in range(n - 1):
             if ranks[j] < best:
                 best, i = ranks[j], j
@@ -68,9 +70,9 @@ def merge_short(data, start, end, byte_ids, keys, pair_ranks, pair_merged, parts
             ranks[j] = ranks[j + 1]
         n -= 1
         if i > 0:
-            ranks[i - 1] = _rank(keys, pair_ranks, parts[i - 1], parts[i])
+            ranks[i - 1] = _rank(keys, pair_ranks, parts[i - 1], parts[i], limit)
         if i < n - 1:
-            ranks[i] = _rank(keys, pair_ranks, parts[i], parts[i + 1])
+            ranks[i] = _rank(keys, pair_ranks, parts[i], parts[i + 1], limit)
     return n
 
 
@@ -78,24 +80,32 @@ SCRATCH = 6  # int64 of ``merge_long``'s scratch per byte of its pre-token
 
 
 @njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
-def merge_long(data, start, end, byte_ids, keys, pair_ranks, pair_merged, scratch):
-    """The ids of ``data[start:end]``, written to ``scratch`` from 0 on (``SCRATCH`` int64 a byte at
-    least); returns how many. Parts in a linked list, pairs in a min-heap of ``rank << 32 | position``
-    (the leftmost first among equal ranks), entries that went stale skipped. Allocates nothing, so
-    that loops compiled without reference counts may call it."""
-    n = end - start
+def merge_long(data, start, end, byte_ids, keys, pair_ranks, pair_merged, scratch, limit):
+    """The ids of ``data[start:end]`` by the merges of rank below ``limit``, written to ``scratch``
+    from 0 on (``SCRATCH`` int64 a byte at least); returns how many (``merge_parts``)."""
+    for i in range(end - start):
+        scratch[i] = byte_ids[data[start + i]]
+    return merge_parts(end - start, keys, pair_ranks, pair_merged, scratch, limit)
+
+
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def merge_parts(n, keys, pair_ranks, pair_merged, scratch, limit):
+    """The ids ``scratch[:n]`` merged by the merges of rank below ``limit``, written back to
+    ``scratch`` from 0 on (``SCRATCH`` int64 an id at least); returns how many. Parts in a linked
+    list, pairs in a min-heap of ``rank << 32 | position`` (the leftmost first among equal ranks),
+    entries that went stale skipped. Allocates nothing, so that loops compiled without reference
+    counts may call it."""
     # Four arrays in one: the parts, each one's neighbours, and the heap, which a pre-token of n
-    # bytes fills with at most 3n entries (n - 1 pairs at first, two more for each of n - 1 merges).
+    # parts fills with at most 3n entries (n - 1 pairs at first, two more for each of n - 1 merges).
     parts, following, preceding, heap = 0, n, 2 * n, 3 * n
     for i in range(n):
-        scratch[parts + i] = byte_ids[data[start + i]]
         scratch[following + i] = i + 1
         scratch[preceding + i] = i - 1
     scratch[following + n - 1] = -1
     size = _ZERO  # not 0: a constant argument makes numba compile a version of the callee (compile_once.py)
     for i in range(n - 1):
-        r = _rank(keys, pair_ranks, scratch[parts + i], scratch[parts + i + 1])
-        if r != _NONE:
+        r = _rank(keys, pair_ranks, scratch[parts + i], scratch[parts + i + 1], limit)
+        if r != NONE:
             scratch[heap + size] = (r << 32) | i
             size += 1
     for i in range(size // 2 - 1, -1, -1):
@@ -107,7 +117,7 @@ def merge_long(data, start, end, byte_ids, keys, pair_ranks, pair_merged, scratc
         _sift_down(scratch, heap, size, _ZERO)
         r, i = top >> 32, top & np.int64(0xFFFFFFFF)
         j, a = scratch[following + i], scratch[parts + i]
-        if a < 0 or j < 0 or _rank(keys, pair_ranks, a, scratch[parts + j]) != r:
+        if a < 0 or j < 0 or _rank(keys, pair_ranks, a, scratch[parts + j], limit) != r:
             continue  # the pair at ``i`` changed since this entry was pushed
         scratch[parts + i] = pair_merged[_slot_of(keys, (scratch[parts + i] << 32) | scratch[parts + j])]
         scratch[parts + j] = -1
@@ -116,8 +126,9 @@ def merge_long(data, start, end, byte_ids, keys, pair_ranks, pair_merged, scratc
             scratch[preceding + scratch[following + j]] = i
         for left in (scratch[preceding + i], i):
             if left >= 0 and scratch[following + left] >= 0:
-                r = _rank(keys, pair_ranks, scratch[parts + left], scratch[parts + scratch[following + left]])
-                if r != _NONE:
+                after = scratch[following + left]
+                r = _rank(keys, pair_ranks, scratch[parts + left], scratch[parts + after], limit)
+                if r != NONE:
                     scratch[heap + size] = (r << 32) | left
                     size += 1
                     _sift_up(scratch, heap, size - 1)
