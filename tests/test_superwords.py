@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import random
 
 import commands
@@ -141,6 +142,24 @@ def test_the_one_command_writes_the_files_of_the_two_stages_by_hand(tmp_path, co
     assert report["inherited_merges"] == 330 - 257 and report["timings"]["stage_1"] > 0
     want = superwords_reference([corpus_file.read_text(encoding="utf-8")], 330, 500, [EOT])
     assert Tokenizer.load(tmp_path / "one").merges == want[1]
+
+
+def test_both_stages_counts_are_reused_from_a_work_dir_and_from_a_counts_table(tmp_path, corpus_file, caplog):
+    """Run again with the same work directory, each stage's partitions are read back, not counted;
+    stage 2's counts made once by ``count_words --pattern superbpe`` merge from any stage 1."""
+    caplog.set_level(logging.INFO, logger="bpe_dask")
+    place = {"work_dir": str(tmp_path / "work"), "workers": 2, "chunk_size": 4096}
+    bpe_dask.train(str(corpus_file), 500, tmp_path / "one", [EOT], superwords_after=330, **place)
+    caplog.clear()
+    again = bpe_dask.train(str(corpus_file), 520, tmp_path / "again", [EOT], superwords_after=330, **place)
+    counted = [r.getMessage() for r in caplog.records if "counted in" in r.getMessage()]
+    partitions = again["partitions"]
+    assert partitions > 1 and len(counted) == 2 and all(f"({partitions} reused)" in line for line in counted)
+    bpe_dask.count_words(str(corpus_file), [EOT], out=str(tmp_path / "c.parquet"), pattern="superbpe",
+                         in_process=True)  # fmt: skip
+    bpe_dask.train(str(corpus_file), 330, tmp_path / "s1", [EOT], in_process=True)
+    bpe_dask.merge(tmp_path / "c.parquet", 500, tmp_path / "merged", init_from=tmp_path / "s1")
+    assert (tmp_path / "merged" / "merges.txt").read_bytes() == (tmp_path / "one" / "merges.txt").read_bytes()
 
 
 def test_hugging_face_and_tiktoken_encode_as_the_tokenizer_does(tmp_path, corpus_file):
