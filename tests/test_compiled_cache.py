@@ -69,6 +69,7 @@ def test_each_loop_compiles_its_own_scanner_and_a_new_process_loads_them_all_fro
     called = {  # what Python calls; the functions these call are compiled into them
         "count[0]", "count[1]", "encode[0]", "encode[1]",  # gpt2's and gpt4's loops; o200k's is not used
         "bpe_dask.compiled.word_table._rehash", "bpe_dask.compiled.merge_pretoken.fill_pairs",
+        "bpe_dask.compiled.encode.split_of",
     }  # fmt: skip
     first = run_job(tmp_path)
     assert called <= set(first["stats"]), first  # and what these call but do not inline

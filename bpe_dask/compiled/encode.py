@@ -96,8 +96,9 @@ def _merge_into(data, i, end, out, n, parts, ranks, scratch, byte_ids, keys, pai
         while cut < end and junctions[(np.int64(data[cut - 1]) << 8) | data[cut]]:
             cut += 1
         if cut - start <= SHORT:
-            count = merge_short(data, start, cut, byte_ids, keys, pair_ranks, pair_merged, parts, ranks,
-                                limit)  # fmt: skip
+            count = merge_short(
+                data, start, cut, byte_ids, keys, pair_ranks, pair_merged, parts, ranks, limit
+            )
             merged = parts
         else:
             count = merge_long(data, start, cut, byte_ids, keys, pair_ranks, pair_merged, scratch, limit)
@@ -124,8 +125,9 @@ def _merged(data, i, end, h, key, r, meta, out, n, parts, ranks, scratch, byte_i
     record goes at ``r`` with ``meta``), write its ids to ``out`` from ``n`` on and cache them (the
     cache has room: ``_full``); returns where they end."""
     length = end - i
-    count = _merge_into(data, i, end, out, n, parts, ranks, scratch, byte_ids, keys, pair_ranks, pair_merged,
-                        split)  # fmt: skip
+    count = _merge_into(
+        data, i, end, out, n, parts, ranks, scratch, byte_ids, keys, pair_ranks, pair_merged, split
+    )
     if length > CACHED_MAX:
         return n + count
     if length > 8:  # the bytes ``find`` compares past the key
@@ -266,8 +268,9 @@ def pretoken_ids(data, offsets, ids, ends, byte_ids, keys, pair_ranks, pair_merg
         i, end = offsets[k], offsets[k + 1]
         if SCRATCH * (end - i) > len(scratch):  # never for a short one, which takes no scratch
             scratch = np.empty(2 * SCRATCH * (end - i), np.int64)
-        n += _merge_into(data, i, end, ids, n, parts, ranks, scratch, byte_ids, keys, pair_ranks, pair_merged,
-                         split)  # fmt: skip
+        n += _merge_into(
+            data, i, end, ids, n, parts, ranks, scratch, byte_ids, keys, pair_ranks, pair_merged, split
+        )
         ends[k] = n
     return n
 

@@ -28,14 +28,14 @@ from its position by a galloping search over the words' starts, from the last on
 occurrences come in order); with every count 1 (documents) it is not looked up at all.
 
 Memory model, for N input tokens in W words: ``tok`` 4 bytes a position (N + W positions); the
-pool 4 bytes an entry, N at first, then up to two entries per occurrence merged (the lists of merged
-pairs, and of pairs counted down to 0, are squeezed out when it fills, and its pages past its use
-given back); 16 bytes a word (starts and counts); about 60 bytes a distinct pair (record 32, index
-8 to 16, heap 12), never freed. Measured (benchmarks/merge_positions.py, 256 to 8,000 tokens, web
-text split only at its documents' ends): a peak of 25.7 bytes per input byte (token) over the
-input for 16 MB (the pool ending at 1.25 N entries, 2.1 million pairs), 16.1 for 65 MB; 3.4 s and
-13.0 s, where the words' loop (``merge_loop``) takes 42.5 s and 168 s, and 140 s for 16 MB as one
-word. Positions are int32: under 2**31 tokens and words.
+pool 4 bytes an entry, N at first, with half as much room again, then up to two entries per
+occurrence merged (the lists of merged pairs, and of pairs counted down to 0, are squeezed out when
+it fills, and its pages past its use given back); 16 bytes a word (starts and counts); 8 bytes a
+position while the first pairs are made; about 60 bytes a distinct pair (record 32, index 8 to 16,
+heap 12), never freed. Measured at 650 MB of documents (docs/performance.md#superword-tokenizers):
+19.7 bytes a token above the laid-out words. Against the words' loop (``merge_loop``), from the
+bytes to 8,000 tokens: 3.4 s against 42.5 s for 16 MB of documents, 3.7 s against 140 s for 16 MB
+as one word. Positions are int32: under 2**31 tokens and words.
 """
 
 from __future__ import annotations
