@@ -279,3 +279,32 @@ def test_a_superword_tokenizer_encodes_as_the_reference_on_either_engine(docs, t
             assert tokenizer.encode(text, allowed_special="all") == reference.encode(
                 text, vocab, learned, specials, SUPERBPE.regex
             )
+
+
+def test_on_separate_machines_a_corpus_in_s3_trains_superwords_into_s3(tmp_path, corpus_file, s3, endpoint):
+    """Corpus and output in S3, two workers on machines of their own: both stages count there and
+    merge on a worker, and the tokenizer appears whole in S3 with the reference's merges."""
+    import servers
+
+    bucket = "superwords"
+    s3.mkdir(bucket)
+    s3.put(str(corpus_file), f"{bucket}/in.txt")
+    want = superwords_reference([corpus_file.read_text(encoding="utf-8")], 330, 500, [EOT])
+    client = tmp_path / "client"
+    client.mkdir()
+    env = {**servers.env_without_aws(), **servers.S3_ENV, "AWS_ENDPOINT_URL": endpoint}
+    with servers.separate_machines(
+        [tmp_path], 2, nthreads=2, worker_env_extra=servers.WORKER_CREDENTIALS
+    ) as cluster:
+        args = ["train", f"s3://{bucket}/in.txt", "--vocab-size", "500", "--superwords-after", "330",
+                "--special-token", EOT, "--out", f"s3://{bucket}/tok", "--scheduler", cluster.address,
+                "--chunk-size", "8KiB"]  # fmt: skip
+        done = commands.bpe_dask(*args, cwd=client, environment=env, check=True)
+        assert not any(cluster.files().values()), cluster.files()  # nothing on the workers' disks
+    s3.invalidate_cache()
+    assert sorted(s3.ls(bucket)) == [f"{bucket}/in.txt", f"{bucket}/tok"]
+    s3.get(f"{bucket}/tok", str(tmp_path / "tok"), recursive=True)
+    report = json.loads((tmp_path / "tok" / "report.json").read_text())
+    assert report["merge_ran_on"] == "worker" and report["partitions"] > 1, done.stderr
+    assert Tokenizer.load(tmp_path / "tok").merges == want[1]
+    assert not list(client.iterdir())
