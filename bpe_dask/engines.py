@@ -13,7 +13,7 @@ threshold.
 False
 >>> use_compiled("numba", 1, threshold=100, builtin_pattern=False)
 Traceback (most recent call last):
-bpe_dask.errors.BpeDaskError: the numba engine works with the built-in patterns only (gpt2, gpt4, ...): ...
+bpe_dask.errors.BpeDaskError: the numba engine works with the built-in patterns only (pattern= names one): ...
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ def check_engine_supports(engine: str, builtin_pattern: bool, pattern: str = "")
     if check_engine(engine) == "numba" and not builtin_pattern:
         which = f", not {pattern}" if pattern else ""
         raise BpeDaskError(
-            f"the numba engine works with the built-in patterns only (gpt2, gpt4, o200k, superbpe){which}: "
-            "use engine auto or python"
+            f"the numba engine works with the built-in patterns only (pattern= names one){which}: use "
+            "engine auto or python"
         )
 
 

@@ -19,7 +19,7 @@ import pytest
 import regex
 
 from bpe_dask.errors import BpeDaskError
-from bpe_dask.rules.patterns import GPT4, O200K, SUPERBPE, split_pattern
+from bpe_dask.rules.patterns import GPT4, O200K, SUPERBPE, SUPERBPE_LINES, split_pattern
 from bpe_dask.rules.pretokenize import GPT2, WHITESPACE, Pretokenizer
 
 PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -256,7 +256,7 @@ def cut_allowed(rules: Pretokenizer, x: str, y: str) -> bool:
     return rules.first_cut(x + y, 1, 2) == 1
 
 
-@pytest.mark.parametrize("pattern", [*NEW_PATTERNS, SUPERBPE], ids=lambda p: p.name)
+@pytest.mark.parametrize("pattern", [*NEW_PATTERNS, SUPERBPE, SUPERBPE_LINES], ids=lambda p: p.name)
 def test_every_allowed_pair_is_safe_in_any_context_for_the_new_patterns(pattern):
     rules, findall = Pretokenizer(pattern=pattern), pattern.compiled.findall
     characters = [c for c in MIXED if len(c) == 1]
@@ -270,7 +270,7 @@ def test_every_allowed_pair_is_safe_in_any_context_for_the_new_patterns(pattern)
             p = len(before) + 1
             assert findall(text[:p]) + findall(text[p:]) == findall(text), (before, x, y, after)
             checked += 1
-    assert checked > (100_000 if pattern is not SUPERBPE else 20_000)
+    assert checked > (100_000 if pattern in NEW_PATTERNS else 20_000)
 
 
 @pytest.mark.parametrize("pattern", NEW_PATTERNS, ids=lambda p: p.name)
@@ -298,7 +298,7 @@ def mixed_text(seed: int, k: int, specials: list[str] = ()) -> str:
 
 
 @pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("pattern", [GPT2, *NEW_PATTERNS, SUPERBPE], ids=lambda p: p.name)
+@pytest.mark.parametrize("pattern", [GPT2, *NEW_PATTERNS, SUPERBPE, SUPERBPE_LINES], ids=lambda p: p.name)
 def test_every_cut_in_random_mixed_text_is_safe(pattern, seed):
     specials = [[], [EOT], ["<|a|>", "x<|a|>", "<|a|>y"], ["s1", "' "], [EOT, EOT + EOT]][seed % 5]
     text = mixed_text(seed, 500, specials)
@@ -334,9 +334,14 @@ def test_superbpe_cuts_only_where_numbers_start_or_end():
     assert SUPERBPE.compiled.findall("By the way, in 2024 I paid $1234567.\n") == [
         "By the way, in ", "2", "024", " I paid $", "1", "234", "567", ".\n"
     ]  # fmt: skip
+    lines = Pretokenizer(pattern=SUPERBPE_LINES)
+    assert lines.first_cut("a\nb", 1, 3) == 2 and not cut_allowed(lines, "\r", "\n")
+    assert SUPERBPE_LINES.compiled.findall("one two\r\n\nthree 45\n") == [
+        "one two\r\n", "\n", "three ", "45", "\n"
+    ]  # fmt: skip
 
 
-@pytest.mark.parametrize("pattern", [*NEW_PATTERNS, SUPERBPE], ids=lambda p: p.name)
+@pytest.mark.parametrize("pattern", [*NEW_PATTERNS, SUPERBPE, SUPERBPE_LINES], ids=lambda p: p.name)
 def test_hugging_face_splits_text_as_the_regex_module_does(pattern):
     """``tokenizer.json`` gives Oniguruma ``hf_regex``: it must find the same pre-tokens."""
     tokenizers = pytest.importorskip("tokenizers")
@@ -389,6 +394,7 @@ compiled = pytest.importorskip("bpe_dask.compiled")
 from bpe_dask.compiled.scan import GPT2 as GPT2_NUMBER  # noqa: E402
 from bpe_dask.compiled.scan import GPT4 as GPT4_NUMBER  # noqa: E402
 from bpe_dask.compiled.scan import O200K as O200K_NUMBER  # noqa: E402
+from bpe_dask.compiled.scan import SUPERBPE_LINES as LINES_NUMBER  # noqa: E402
 from bpe_dask.compiled.scan import own_cache_file  # noqa: E402
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2  # noqa: E402
 from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k  # noqa: E402
@@ -411,7 +417,7 @@ def _pretoken_ends_of(pattern: int):
                 if pattern == GPT4_NUMBER
                 else next_token_o200k(data, i, hi, table)
                 if pattern == O200K_NUMBER
-                else next_token_superbpe(data, i, lo, hi, table)
+                else next_token_superbpe(data, i, lo, hi, table, pattern == LINES_NUMBER)
             )
             ends[count] = i
             count += 1

@@ -71,7 +71,7 @@ INVALID = [
 ]  # fmt: skip
 
 ENGINES = ["python", "numba"]
-BUILTIN = ["gpt2", "gpt4", "o200k", "superbpe"]
+BUILTIN = ["gpt2", "gpt4", "o200k", "superbpe", "superbpe-lines"]
 # Patterns of one's own: cut only where a special token starts. The last leaves text out of every
 # pre-token (newlines, and everything but lowercase ASCII), which must be left out alike everywhere.
 CUSTOM = [r"\p{L}+|\p{N}{1,2}|\s+|[^\s\p{L}\p{N}]+", r"\w+|\s+|.", r"[a-z]+"]

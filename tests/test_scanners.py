@@ -17,7 +17,7 @@ import pytest
 import regex
 from test_pretokenize import one_of_each_class, pretoken_ends
 
-from bpe_dask.rules.patterns import GPT4, O200K, SUPERBPE
+from bpe_dask.rules.patterns import GPT4, O200K, SUPERBPE, SUPERBPE_LINES
 
 np = pytest.importorskip("numpy")
 pytest.importorskip("numba")
@@ -63,7 +63,7 @@ def scanner(name: str):
     return scanned
 
 
-PATTERNS = {"gpt4": GPT4, "o200k": O200K, "superbpe": SUPERBPE}
+PATTERNS = {"gpt4": GPT4, "o200k": O200K, "superbpe": SUPERBPE, "superbpe-lines": SUPERBPE_LINES}
 
 
 def test_the_scan_table_agrees_with_regex_on_every_code_point():
@@ -191,7 +191,7 @@ def test_the_numba_engine_counts_every_built_in_pattern_and_says_which(caplog):
     assert counting_engine(CountSettings(pattern="gpt4"), 1) == "the regex module (gpt4 pattern)"
     assert not split_pattern(r"\S+|\s+").builtin
     assert counting_engine(CountSettings(pattern=r"\S+|\s+"), 1 << 30) == "the regex module (custom pattern)"
-    with pytest.raises(BpeDaskError, match=r"patterns only \(gpt2, gpt4, o200k, superbpe\), not \\S\+"):
+    with pytest.raises(BpeDaskError, match=r"patterns only \(pattern= names one\), not \\S\+"):
         CountSettings(pattern=r"\S+|\s+", engine="numba")
 
 

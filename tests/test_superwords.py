@@ -26,7 +26,7 @@ import bpe_dask
 from bpe_dask import Tokenizer
 from bpe_dask.rules import reference
 from bpe_dask.rules.bpe import words_in
-from bpe_dask.rules.patterns import GPT2, GPT4, SUPERBPE
+from bpe_dask.rules.patterns import GPT2, GPT4, SUPERBPE, SUPERBPE_LINES
 from bpe_dask.rules.vocabulary import Vocabulary
 from bpe_dask.stages.merge import laid_out, train_merges
 
@@ -121,6 +121,20 @@ def test_one_call_trains_both_stages_exactly_from_every_source_kind(tmp_path, ki
     got = bpe_dask.train_bpe(path, 257 + 150, [EOT], superwords_after=257 + 60, **place)
     assert got == superwords_reference(docs, 257 + 60, 257 + 150, [EOT])
     assert any(b" " in token.strip(b" ") for token in got[0].values())  # a superword, bridging a space
+
+
+def test_by_lines_no_token_crosses_a_line_end_as_in_the_authors_trainer(tmp_path):
+    """``superwords_pattern="superbpe-lines"``: stage 2's pre-tokens end after each line end, so no
+    token holds one but at its end; the reference's merges by that pattern, on a cluster too."""
+    docs = [doc.replace(" I", "\n I") for doc in phrases(6, 40)]
+    (tmp_path / "in.txt").write_text(EOT.join(docs), encoding="utf-8")
+    for place in ({"in_process": True}, {"workers": 2, "engine": "numba"}):
+        got = bpe_dask.train_bpe(str(tmp_path / "in.txt"), 600, [EOT], superwords_after=320,
+                                 superwords_pattern="superbpe-lines", **place)  # fmt: skip
+        first = reference.train(docs, 320, [EOT])
+        assert got == reference.train(docs, 600, [EOT], SUPERBPE_LINES.regex, base=first)
+        assert not any(b"\n" in token.rstrip(b"\n") for token in got[0].values())
+        assert any(b" " in token.strip(b" ") for token in got[0].values())  # superwords all the same
 
 
 def test_the_one_command_writes_the_files_of_the_two_stages_by_hand(tmp_path, corpus_file):
@@ -236,6 +250,10 @@ def test_stage_two_too_large_for_the_merge_node_is_one_line_before_it_starts(
         ),
         (["--vocab-size", "400", "--superwords-after", "300", "--pattern", "superbpe"], "not superbpe"),
         (["--vocab-size", "400", "--superwords-after", "300", "--init-from", "super"], "not superbpe"),
+        (
+            ["--vocab-size", "400", "--superwords-after", "300", "--superwords-pattern", "gpt2"],
+            "--superwords-pattern must be superbpe or superbpe-lines, got 'gpt2'",
+        ),
     ],
 )
 def test_bad_superword_settings_are_one_line_and_nothing_written(tmp_path, corpus_file, args, says):

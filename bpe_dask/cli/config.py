@@ -77,6 +77,7 @@ OPTIONS: dict[str, Callable[[Any], Any]] = {
     **dict.fromkeys(("inputs", "special_tokens", "tokenizers", "patterns", "forbid"), _strings),
     **dict.fromkeys(("out", "init_from", "work_dir", "tokenizer", "scheduler", "scheduler_file"), _string),
     **dict.fromkeys(("pattern", "engine", "format", "input_format", "text_column", "on_bad_record"), _string),
+    "superwords_pattern": _string,
     **dict.fromkeys(("bos_token", "eos_token", "pad_token", "document_separator"), _string),
     **dict.fromkeys(("overwrite", "quiet", "ship_package", "ship_credentials"), _boolean),
     **dict.fromkeys(("trust_pattern", "strict_pattern"), _boolean),

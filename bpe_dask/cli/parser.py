@@ -92,6 +92,13 @@ FLAGS: dict[str, dict[str, Any]] = {
             "of the vocab size)"
         ),
     },
+    "--superwords-pattern": {
+        "metavar": "NAME",
+        "help": (
+            "with --superwords-after, the second stage's pattern: superbpe (the default: documents whole "
+            "between numbers), or superbpe-lines (cut after each line end, as SuperBPE's trainer reads files)"
+        ),
+    },
     "--min-frequency": {
         "metavar": "N",
         "help": "stop merging when the most frequent pair occurs fewer than N times (default: no limit)",
@@ -146,7 +153,7 @@ FLAGS: dict[str, dict[str, Any]] = {
     },
     "--trust-pattern": {
         "action": "store_true",
-        "help": "run the tokenizer's split pattern even if not built in (gpt2, gpt4, o200k, superbpe)",
+        "help": "run the tokenizer's split pattern even if it is not a built-in one (see --pattern)",
     },
     "--merge-on": {
         "choices": ("auto", "client", "worker"),
@@ -203,6 +210,7 @@ FLAGS: dict[str, dict[str, Any]] = {
 }
 LIMITS = ("--init-from", "--inherit", "--min-frequency", "--max-token-length", "--max-words", "--forbid")
 ROLES = ("--bos-token", "--eos-token", "--pad-token")
+SUPERWORDS = ("--superwords-after", "--superwords-pattern")
 READING = ("--input-format", "--text-column", "--on-bad-record")
 COMMON = ("--storage-options", "--config", "--overwrite", "--quiet", "--verbose")
 PLACE_FLAGS = ("--workers", "--scheduler", "--scheduler-file")  # where a job runs
@@ -271,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
         "train",
         "count words and learn merges: the whole job, a tokenizer directory out",
         ["inputs", "--vocab-size", out("DIR", TOKENIZER_OUT)],
-        [*counting, *LIMITS, "--superwords-after", *ROLES, *READING, "--merge-on", *CLUSTER],
+        [*counting, *LIMITS, *SUPERWORDS, *ROLES, *READING, "--merge-on", *CLUSTER],
     )
     _command(
         commands,

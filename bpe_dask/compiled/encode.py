@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit
 
 from bpe_dask.compiled.merge_pretoken import NONE, SCRATCH, SHORT, merge_long, merge_parts, merge_short
-from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, O200K, own_cache_file
+from bpe_dask.compiled.scan import GPT2, GPT4, NUMBERS, O200K, SUPERBPE_LINES, own_cache_file
 from bpe_dask.compiled.scan_gpt2 import next_token_gpt2
 from bpe_dask.compiled.scan_gpt4 import next_token_gpt4, next_token_o200k
 from bpe_dask.compiled.scan_superbpe import next_token_superbpe
@@ -211,7 +211,7 @@ def encode_loop(pattern: int):
                     if pattern == GPT4
                     else next_token_o200k(data, i, hi, table)
                     if pattern == O200K
-                    else next_token_superbpe(data, i, bounds[2 * piece], hi, table)
+                    else next_token_superbpe(data, i, bounds[2 * piece], hi, table, pattern == SUPERBPE_LINES)
                 )
                 hold(data, i, end, piece, records, pending, scanned, end - i > 1)  # a byte's id is known
                 scanned, position = scanned + 1, end

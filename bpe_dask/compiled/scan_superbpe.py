@@ -1,15 +1,18 @@
-"""SuperBPE's stage-2 split pattern (``superbpe``) compiled with numba: where the pre-token at a byte ends.
+"""SuperBPE's stage-2 split patterns (``superbpe``, ``superbpe-lines``) compiled with numba: where the
+pre-token at a byte ends.
 
 Takes the UTF-8 bytes of a piece of text (between special tokens), where the piece starts, a byte
 where a pre-token starts, and ``class_table``; gives exactly where ``regex.findall`` with the pattern
 ends that pre-token, which the tests hold it to:
 
-    \\p{N}{1,3}(?=(?:\\p{N}{3})*(?!\\p{N})) | \\P{N}+
+    \\p{N}{1,3}(?=(?:\\p{N}{3})*(?!\\p{N})) | \\P{N}+                 (superbpe)
+    \\p{N}{1,3}(?=(?:\\p{N}{3})*(?!\\p{N})) | [^\\p{N}\\n]+\\n? | \\n     (superbpe-lines)
 
 A run of numbers is cut in groups of three counted from its end; everything else runs whole to the
-next number. Only a run's first group can be shorter than three, so the run is measured only there:
-a pre-token that starts after a number of the same piece is a later group, three numbers long. Each
-run is then read twice at most, where the regex reads it again at every group.
+next number (by lines: to the end of its line, the line end included). Only a run's first group can
+be shorter than three, so the run is measured only there: a pre-token that starts after a number of
+the same piece is a later group, three numbers long. Each run is then read twice at most, where the
+regex reads it again at every group.
 """
 
 from __future__ import annotations
@@ -29,12 +32,17 @@ def _is_number(data, i, table):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def next_token_superbpe(data, i, lo, hi, table):
-    """The end of the ``superbpe`` pre-token that starts at byte ``i`` of a piece ``[lo, hi)``."""
+def next_token_superbpe(data, i, lo, hi, table, lines):
+    """The end of the ``superbpe`` pre-token (``superbpe-lines`` with ``lines``) that starts at byte
+    ``i`` of a piece ``[lo, hi)``."""
     number, width = _is_number(data, i, table)
-    if not number:  # \P{N}+
+    if not number:  # \P{N}+, or [^\p{N}\n]+\n?|\n
+        if lines and data[i] == 0x0A:
+            return i + 1
         j = i + width
         while j < hi:
+            if lines and data[j] == 0x0A:
+                return j + 1
             number, width = _is_number(data, j, table)
             if number:
                 break

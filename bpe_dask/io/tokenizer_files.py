@@ -9,8 +9,8 @@ vocabulary and a split pattern back from such a directory (``load_files``), from
 (``read_tokenizer_json``), and a tokenizer to continue training from, of any of these kinds or a
 tiktoken rank file (``read_base``). What each file holds, and how: ``tokenizer_formats``.
 
-A split pattern read from a file is run only if it is a built-in one (gpt2, gpt4, o200k, superbpe) or the
-caller says it trusts it (``trust_pattern``): a regex can take time exponential in its text's length.
+A split pattern read from a file is run only if it is a built-in one (``rules.patterns.PATTERNS``) or
+the caller says it trusts it (``trust_pattern``): a regex can take time exponential in its text's length.
 The readers of a directory and of a ``tokenizer.json`` say what is wrong with one in a one-line
 ``BpeDaskError`` naming it.
 """
@@ -109,7 +109,7 @@ def load_files(
     ``special_tokens`` are given (where it has no ``tokenizer.json``: those ``read_gpt2_files`` finds
     in ``vocab.json``, and GPT-2's pattern).
 
-    A split pattern that is not built in (gpt2, gpt4, o200k, superbpe) is refused unless ``trust_pattern``
+    A split pattern that is not built in (``rules.patterns.PATTERNS``) is refused unless ``trust_pattern``
     is true: a regex from a file may take time exponential in its text's length. A file missing,
     unreadable or not of its kind is a one-line ``BpeDaskError`` naming the directory.
 

@@ -39,7 +39,7 @@ from bpe_dask.jobs.tokenizer_output import (
     warn_if_empty,
     warn_if_short,
 )
-from bpe_dask.rules.patterns import SUPERBPE
+from bpe_dask.rules.patterns import SUPERWORDS
 from bpe_dask.rules.pretokenize import split_pattern
 from bpe_dask.rules.vocabulary import Vocabulary, training_base
 from bpe_dask.sources.source import Source
@@ -60,6 +60,7 @@ def train(
     init_from: PathLike | None = None,
     inherit: int | None = None,
     superwords_after: int | None = None,
+    superwords_pattern: str = "superbpe",
     min_frequency: int = 0,
     max_token_length: int | None = None,
     max_words: int | None = None,
@@ -71,8 +72,9 @@ def train(
     Returns the report (also written as ``out/report.json``). ``init_from`` is a tokenizer to
     continue training from, every id it has kept (``training_goal``), and ``inherit`` how many of its
     merges to keep (all: None). ``superwords_after`` makes a superword tokenizer (SuperBPE): merges
-    up to that many tokens with the job's split pattern, then on to ``vocab_size`` with ``superbpe``
-    (``train_superwords``). ``min_frequency``, ``max_token_length`` (bytes), ``max_words`` and
+    up to that many tokens with the job's split pattern, then on to ``vocab_size`` with
+    ``superwords_pattern`` (``superbpe``, or ``superbpe-lines``, which no token crosses a line end
+    of: ``train_superwords``). ``min_frequency``, ``max_token_length`` (bytes), ``max_words`` and
     ``forbid`` are the ``Limits`` of the merge loop (the last two SuperBPE's: 4 and ``[": "]`` in
     its recipe). ``options`` are ``JobOptions``
     fields; ``merge_on`` is ``"client"``, ``"worker"``, or ``"auto"``: on a worker when the cluster
@@ -91,20 +93,20 @@ def train(
     limits = Limits(min_frequency, max_token_length, max_words, forbid)
     opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
     if superwords_after is not None:
-        return train_superwords(inputs, out, opts, goal, superwords_after)[0]
+        return train_superwords(inputs, out, opts, goal, superwords_after, superwords_pattern)[0]
     return _train(inputs, out, opts, goal, {})[0]
 
 
 def train_superwords(
-    inputs: Any, out: PathLike | None, opts: JobOptions, goal: Goal, after: int
+    inputs: Any, out: PathLike | None, opts: JobOptions, goal: Goal, after: int, pattern: str = "superbpe"
 ) -> tuple[dict, Merged]:
     """SuperBPE's two stages as one job: 1. merges up to ``after`` tokens with the job's split pattern
-    (from the bytes, or from ``goal``'s base), 2. training continued from those merges with the
-    ``superbpe`` pattern, up to ``goal``'s size (docs/exactness.md#superword-tokenizers). The same
-    tokenizer as the two stages by hand, ``out`` published once, at the end; the report is stage 2's,
-    with stage 1's merges and timings."""
+    (from the bytes, or from ``goal``'s base), 2. training continued from those merges with
+    ``pattern`` (one of ``rules.patterns.SUPERWORDS``), up to ``goal``'s size
+    (docs/exactness.md#superword-tokenizers). The same tokenizer as the two stages by hand, ``out``
+    published once, at the end; the report is stage 2's, with stage 1's time."""
     started = time.perf_counter()
-    _check_superwords(opts, goal, after)
+    _check_superwords(opts, goal, after, pattern)
     if out:  # refused now, not after stage 1
         out = absolute(out)
         job = Job.start(opts, None, [out])
@@ -114,13 +116,16 @@ def train_superwords(
         merged = _train(inputs, None, opts, replace(goal, vocab_size=after), {})[1]  # 1. words
         first = Vocabulary(merged.vocab, merged.merges, opts.special_tokens)
     told = {"superwords_after": after, "timings": {"stage_1": time.perf_counter() - started}}
-    superwords = replace(opts, pattern=SUPERBPE.name)
+    superwords = replace(opts, pattern=split_pattern(pattern).name)
     return _train(inputs, out, superwords, replace(goal, base=first), {}, told)  # 2. superwords
 
 
-def _check_superwords(opts: JobOptions, goal: Goal, after: int) -> None:
-    """One line for a transition ``after`` that leaves a stage nothing to learn, or a first stage
-    that would not split words."""
+def _check_superwords(opts: JobOptions, goal: Goal, after: int, pattern: str) -> None:
+    """One line for a transition ``after`` that leaves a stage nothing to learn, a first stage that
+    would not split words, or a second stage's pattern that is not SuperBPE's."""
+    if split_pattern(pattern) not in SUPERWORDS:
+        names = " or ".join(p.name for p in SUPERWORDS)
+        raise BpeDaskError(f"superwords_pattern= must be {names}, got {pattern!r}")
     if not (isinstance(after, int) and not isinstance(after, bool)):
         raise BpeDaskError(f"superwords_after= must be a whole number of tokens, got {after!r}")
     if after >= goal.vocab_size:
@@ -132,10 +137,10 @@ def _check_superwords(opts: JobOptions, goal: Goal, after: int) -> None:
         raise BpeDaskError(
             f"superwords_after={after} is below the {goal.first_size:,} tokens training starts from"
         )
-    if split_pattern(opts.pattern) is SUPERBPE:
+    if split_pattern(opts.pattern) in SUPERWORDS:
         raise BpeDaskError(
-            "superwords_after= learns its first stage with a pattern that splits words, not superbpe: give "
-            "another pattern (gpt2 by default), or continue a superword tokenizer with pattern=superbpe "
+            f"superwords_after= learns its first stage with a pattern that splits words, not {opts.pattern}: "
+            "give another pattern (gpt2 by default), or continue a superword tokenizer with pattern=superbpe "
             "and no superwords_after="
         )
 
@@ -316,6 +321,7 @@ def train_bpe(
     init_from: PathLike | None = None,
     inherit: int | None = None,
     superwords_after: int | None = None,
+    superwords_pattern: str = "superbpe",
     min_frequency: int = 0,
     max_token_length: int | None = None,
     max_words: int | None = None,
@@ -324,7 +330,7 @@ def train_bpe(
 ) -> tuple[Vocab, Merges]:
     """Train a byte-level BPE tokenizer: a drop-in for CS336's ``run_train_bpe``.
 
-    ``init_from``, ``inherit``, ``superwords_after`` and the limits (``min_frequency``, ...) are
+    ``init_from``, ``inherit``, ``superwords_after``, ``superwords_pattern`` and the limits are
     those of ``train``
     (continued from a base, the merges begin with its merges). ``options`` are ``JobOptions``
     fields: ``chunk_size``, ``client``, ``scheduler``, ``workers``, ``work_dir``, ``storage_options``,
@@ -338,7 +344,7 @@ def train_bpe(
     limits = Limits(min_frequency, max_token_length, max_words, forbid)
     opts, goal = training_goal(vocab_size, special_tokens, options, limits, init_from, inherit)
     if superwords_after is not None:
-        merged = train_superwords(input_path, None, opts, goal, superwords_after)[1]
+        merged = train_superwords(input_path, None, opts, goal, superwords_after, superwords_pattern)[1]
     else:
         merged = _train(input_path, None, opts, goal, {})[1]
     return merged.vocab, merged.merges
@@ -369,7 +375,7 @@ def training_goal(
         given = options.get("pattern")
         if given is None:
             options = {**options, "pattern": pattern.spec if pattern else "gpt2"}
-        elif pattern is not None and split_pattern(given) not in (pattern, SUPERBPE):  # SuperBPE's stage 2
+        elif pattern is not None and split_pattern(given) not in (pattern, *SUPERWORDS):  # SuperBPE's stage 2
             log.warning(
                 "training with split pattern %s, not %s's own (%s): its words split otherwise",
                 split_pattern(given).spec, location, pattern.spec,

@@ -140,7 +140,16 @@ SUPERBPE = SplitPattern(
     # why each cut is safe: docs/exactness.md#superbpe
     cut_rule=r"\P{N}(?=\p{N})|\p{N}(?=\P{N})",  # where numbers start or end
 )
-PATTERNS = {p.name: p for p in (GPT2, GPT4, O200K, SUPERBPE)}
+# The same, cut after every line end, as its authors' trainer reads its files line by line: no token
+# crosses a line end.
+SUPERBPE_LINES = SplitPattern(
+    name="superbpe-lines",
+    regex=r"\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N}))|[^\p{N}\n]+\n?|\n",
+    # why each cut is safe: docs/exactness.md#superbpe
+    cut_rule=r"\P{N}(?=\p{N})|\p{N}(?=\P{N})|\n",  # where numbers start or end, after a line end
+)
+PATTERNS = {p.name: p for p in (GPT2, GPT4, O200K, SUPERBPE, SUPERBPE_LINES)}
+SUPERWORDS = (SUPERBPE, SUPERBPE_LINES)  # the patterns of SuperBPE's second stage
 # tiktoken's names for the same patterns.
 ALIASES = {"r50k_base": GPT2, "cl100k_base": GPT4, "o200k_base": O200K}
 _BY_REGEX = {r: p for p in PATTERNS.values() for r in (p.regex, p.hf_regex) if r}
@@ -156,7 +165,7 @@ def split_pattern(pattern: str | SplitPattern) -> SplitPattern:
     ('gpt4', 'gpt4', 'custom')
     >>> split_pattern("gtp4")
     Traceback (most recent call last):
-    bpe_dask.errors.BpeDaskError: unknown split pattern 'gtp4' (built in: gpt2, gpt4, o200k, superbpe; ...
+    bpe_dask.errors.BpeDaskError: unknown split pattern 'gtp4' (built in: gpt2, gpt4, o200k, superbpe, ...
     """
     if isinstance(pattern, SplitPattern):
         return pattern

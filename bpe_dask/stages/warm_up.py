@@ -30,7 +30,7 @@ from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import as_arrays, counts_table
 from bpe_dask.io.documents import Documents
 from bpe_dask.rules import reference
-from bpe_dask.rules.patterns import split_pattern
+from bpe_dask.rules.patterns import PATTERNS, split_pattern
 from bpe_dask.rules.pretokenize import Pretokenizer
 from bpe_dask.stages.counters import CompiledCounter
 from bpe_dask.stages.merge import train_merges
@@ -61,8 +61,8 @@ def builtin_patterns(names: Iterable[str]) -> list[str]:
         pattern = split_pattern(name)
         if not pattern.builtin:
             raise BpeDaskError(
-                f"only the built-in patterns are compiled (gpt2, gpt4, o200k, superbpe), not {name}: a "
-                "pattern of your own runs in the regex module, with nothing to compile"
+                f"only the built-in patterns are compiled ({', '.join(PATTERNS)}), not {name}: a pattern of "
+                "your own runs in the regex module, with nothing to compile"
             )
         if pattern.name not in found:
             found.append(pattern.name)

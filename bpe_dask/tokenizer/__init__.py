@@ -217,9 +217,9 @@ class Tokenizer:
         """The tokenizer ``save`` (or `bpe-dask train`) wrote into ``directory``, with the special
         tokens its ``tokenizer.json`` registers unless ``special_tokens`` are given.
 
-        A split pattern that is not built in (gpt2, gpt4, o200k, superbpe) is refused unless ``trust_pattern``
-        is true: a regex from a file may take time exponential in its text's length. A trusted one
-        still runs with a time limit per call (``pattern_limit.pattern_timeout``).
+        A split pattern that is not built in (``rules.patterns.PATTERNS``) is refused unless
+        ``trust_pattern`` is true: a regex from a file may take time exponential in its text's length.
+        A trusted one still runs with a time limit per call (``pattern_limit.pattern_timeout``).
 
         >>> Tokenizer({i: bytes([i]) for i in range(256)}, [], ["<|x|>"], "gpt4").save("saved")
         >>> Tokenizer.load("saved").encode("hi<|x|>")
