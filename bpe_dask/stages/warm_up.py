@@ -23,15 +23,16 @@ from collections.abc import Iterable
 import numpy as np
 import pyarrow as pa
 
-from bpe_dask.compiled import Counter, Encoder, compile_merge_loop
+from bpe_dask.compiled import Counter, Encoder, LongWords, compile_merge_loop, learn_merges_long
 from bpe_dask.compiled.cache import CacheUse, cache_use
 from bpe_dask.compiled.utf8 import check_utf8
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.io.counts_table import as_arrays, counts_table
 from bpe_dask.io.documents import Documents
 from bpe_dask.rules import reference
-from bpe_dask.rules.patterns import PATTERNS, split_pattern
+from bpe_dask.rules.patterns import PATTERNS, SUPERWORDS, split_pattern
 from bpe_dask.rules.pretokenize import Pretokenizer
+from bpe_dask.rules.vocabulary import Vocabulary
 from bpe_dask.stages.counters import CompiledCounter
 from bpe_dask.stages.merge import train_merges
 from bpe_dask.stages.reduce import sum_sorted
@@ -96,7 +97,19 @@ def compile_stages(patterns: Iterable[str] = ("gpt2",), stages: Iterable[str] = 
         finally:
             merging.setLevel(level)
         compile_merge_loop()  # its regrowths too, which a small table never needs
+        if any(split_pattern(name) in SUPERWORDS for name in names):
+            _merge_documents()
     return cache_use(time.perf_counter() - started)
+
+
+def _merge_documents() -> None:
+    """What SuperBPE's second stage merges with: documents split into a base's tokens, and the loop
+    of long words (``compiled.merge_positions``)."""
+    base = Vocabulary(*reference.train([TEXT], MERGED, [SPECIAL]), [SPECIAL])
+    data = TEXT.encode("utf-8")
+    ids, ends = Encoder(base.byte_ids, base.merge_ranks).pretoken_ids(data, np.array([0, len(data)]))
+    words = LongWords([(ids, ends, np.array([2]))], 1, len(ids))
+    list(learn_merges_long(words, dict(base.vocab), len(base.vocab) + 16))
 
 
 def _count(pretokenizer: Pretokenizer) -> None:
