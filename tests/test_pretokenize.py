@@ -336,6 +336,7 @@ def test_superbpe_cuts_only_where_numbers_start_or_end():
     ]  # fmt: skip
     lines = Pretokenizer(pattern=SUPERBPE_LINES)
     assert lines.first_cut("a\nb", 1, 3) == 2 and not cut_allowed(lines, "\r", "\n")
+    assert lines.first_cut_in_bytes("\x85\n".encode(), 0, 3) is None  # a cut needs a character after it
     assert SUPERBPE_LINES.compiled.findall("one two\r\n\nthree 45\n") == [
         "one two\r\n", "\n", "three ", "45", "\n"
     ]  # fmt: skip

@@ -146,7 +146,7 @@ SUPERBPE_LINES = SplitPattern(
     name="superbpe-lines",
     regex=r"\p{N}{1,3}(?=(?:\p{N}{3})*(?!\p{N}))|[^\p{N}\n]+\n?|\n",
     # why each cut is safe: docs/exactness.md#superbpe
-    cut_rule=r"\P{N}(?=\p{N})|\p{N}(?=\P{N})|\n",  # where numbers start or end, after a line end
+    cut_rule=r"\P{N}(?=\p{N})|\p{N}(?=\P{N})|\n(?=[\s\S])",  # where numbers start or end, after a line end
 )
 PATTERNS = {p.name: p for p in (GPT2, GPT4, O200K, SUPERBPE, SUPERBPE_LINES)}
 SUPERWORDS = (SUPERBPE, SUPERBPE_LINES)  # the patterns of SuperBPE's second stage
