@@ -24,25 +24,20 @@ from bpe_dask.compiled.merge_state import (
     POOL_USED,
     UNLIMITED,
     State,
+    best_pair,
     fits,
+    grown,
+    join_tokens,
+    lay_lists,
+    pop_top,
     token_rules,
 )
-from bpe_dask.compiled.pair_heap import sift_down, sift_up
+from bpe_dask.compiled.pair_heap import sift_up
 from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, START, compact
 from bpe_dask.compiled.word_records import WIDE_VOCAB, Words, count_width, end_mark, token_dtype
 
 _BATCH = 256  # merges per compiled call, between progress reports
 _ZERO = np.int64(0)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _grown(array, size, keep):
-    """A new array of ``size`` elements that starts with the first ``keep`` of ``array`` (copied in a
-    loop: compiled/compile_once.py says why)."""
-    grown = np.empty(size, array.dtype)
-    for k in range(keep):
-        grown[k] = array[k]
-    return grown
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True)
@@ -76,44 +71,19 @@ def _merge_batch(
         room = 2 * (next_id + made) + 2
         if pairs_used + room > len(pairs) or INDEX_LOAD * (pairs_used + room) > len(index):
             break  # the caller makes room
-        # The best pair whose heap entry is current. Every pair with a count has one entry, at least
-        # that high: an entry above its pair's count is lowered to it and put back in its place.
-        best = np.int64(-1)
-        while heap_size > 0:
-            count, pair = heap_counts[0], heap_ids[0]
-            now = pairs[pair, COUNT]
-            if now == count:
-                best = pair
-                break
-            if now > 0:
-                heap_counts[0] = now
-            else:  # merged, or no word holds it any more
-                heap_size -= 1
-                heap_counts[0], heap_ids[0] = heap_counts[heap_size], heap_ids[heap_size]
-            sift_down(heap_counts, heap_ids, heap_size, np.int64(0), pairs, token_bytes, offsets, sizes)
+        best, heap_size = best_pair(heap_counts, heap_ids, heap_size, pairs, token_bytes, offsets, sizes)
         if best < 0:
             break
         if heap_counts[0] < min_frequency:
             below = heap_counts[0]
             break
-        heap_size -= 1  # pop it
-        heap_counts[0], heap_ids[0] = heap_counts[heap_size], heap_ids[heap_size]
-        sift_down(heap_counts, heap_ids, heap_size, np.int64(0), pairs, token_bytes, offsets, sizes)
+        heap_size = pop_top(heap_counts, heap_ids, heap_size, pairs, token_bytes, offsets, sizes)
         merge = next_id + made
         key = pairs[best, KEY]
         a, b, x = key >> 32, key & LOW, merge
         out_pairs[made, 0], out_pairs[made, 1], out_pairs[made, 2] = a, b, 0
         made += 1
-        # The new token's bytes.
-        need = sizes[a] + sizes[b]
-        if bytes_used + need > len(token_bytes):
-            token_bytes = _grown(token_bytes, 2 * len(token_bytes) + need, bytes_used)
-        for k in range(sizes[a]):
-            token_bytes[bytes_used + k] = token_bytes[offsets[a] + k]
-        for k in range(sizes[b]):
-            token_bytes[bytes_used + sizes[a] + k] = token_bytes[offsets[b] + k]
-        offsets[x], sizes[x] = bytes_used, need
-        bytes_used += need
+        token_bytes, bytes_used = join_tokens(token_bytes, offsets, sizes, bytes_used, a, b, x)
         # Every occurrence is merged: the pair is gone, and its list is dead room once read here.
         listed, n_listed = pairs[best, START], pairs[best, LENGTH]
         pairs[best, COUNT] = pairs[best, LENGTH] = 0
@@ -125,26 +95,21 @@ def _merge_batch(
             )  # fmt: skip
             if j == n_listed:
                 break
-            gained_pairs = _grown(gained_pairs, 2 * len(gained_pairs), n_gained)  # until a word fits
-            gained_words = _grown(gained_words, len(gained_pairs), n_gained)
+            gained_pairs = grown(gained_pairs, 2 * len(gained_pairs), n_gained)  # until a word fits
+            gained_words = grown(gained_words, len(gained_pairs), n_gained)
         out_pairs[made - 1, 2] = saved
-        # The new pairs' lists, laid tight at the end of the pool: squeezed first if full.
-        for k in range(n_new):
-            pairs[new_pairs[k], START] = -1  # not a list yet
-        if pool_used + n_gained > pool_limit:
-            pool_used = compact(pairs, pairs_used, pool)
-            pool_limit = max(pool_limit, pool_used + n_gained + (pool_used + n_gained) // 8)
-            if pool_limit > len(pool):
-                pool = _grown(pool, max(len(pool) + len(pool) // 4, pool_limit), pool_used)
-        for k in range(n_new):
-            pair = new_pairs[k]
-            pairs[pair, START] = pool_used
-            pool_used += pairs[pair, LENGTH]
-            pairs[pair, LENGTH] = 0
-        for g in range(n_gained):
-            pair = gained_pairs[g]
-            pool[pairs[pair, START] + pairs[pair, LENGTH]] = gained_words[g]
-            pairs[pair, LENGTH] += 1
+        pool, pool_used, pool_limit = lay_lists(
+            pairs,
+            pairs_used,
+            pool,
+            pool_used,
+            pool_limit,
+            new_pairs,
+            n_new,
+            gained_pairs,
+            gained_words,
+            n_gained,
+        )
         pool_written = max(pool_written, pool_used)
         # An entry for each new pair that may be chosen.
         for k in range(n_new):

@@ -48,9 +48,27 @@ from numba import njit
 from bpe_dask import interrupts
 from bpe_dask.compiled.compile_once import readonly
 from bpe_dask.compiled.hashing import LOW
-from bpe_dask.compiled.merge_state import INDEX_LOAD, UNLIMITED, fits, free_pages, heapify, token_rules
-from bpe_dask.compiled.pair_heap import sift_down, sift_up
-from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, NO_PAIR, START, add, compact, find, index_pairs
+from bpe_dask.compiled.merge_state import (  # ``uses`` as ``merge_state.State`` has them
+    BYTES_USED,
+    HEAP_SIZE,
+    INDEX_LOAD,
+    PAIRS_USED,
+    POOL_LIMIT,
+    POOL_USED,
+    POOL_WRITTEN,
+    UNLIMITED,
+    Pairs,
+    best_pair,
+    fits,
+    grown,
+    heapify,
+    join_tokens,
+    lay_lists,
+    pop_top,
+    token_rules,
+)
+from bpe_dask.compiled.pair_heap import sift_up
+from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, NO_PAIR, START, add, find, index_pairs
 from bpe_dask.compiled.word_records import Chunk
 from bpe_dask.errors import BpeDaskError
 from bpe_dask.wording import format_bytes
@@ -62,21 +80,9 @@ MAX_POSITIONS = 2**31 - 3  # a run's link, -3 - position, is an int32
 # a token): measured 12 to 22 (docs/performance.md#superword-tokenizers).
 BYTES_PER_TOKEN = 24
 _BATCH = 256  # merges per compiled call, between progress reports
-# ``uses`` (int64, updated in place by a batch): records used, the pool's use, its limit of use and
-# its highest use, the heap's size, the tokens' bytes used.
-PAIRS_USED, POOL_USED, POOL_LIMIT, POOL_WRITTEN, HEAP_SIZE, BYTES_USED = range(6)
 # What each merge reports (``out`` rows): the pair, the tokens saved, and the work: list entries read
 # (stale ones included) and occurrences merged.
 A, B, SAVED, READ, MERGED = range(5)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _grown(array, size, keep):
-    """A new array of ``size`` elements that starts with the first ``keep`` of ``array``."""
-    grown = np.empty(size, array.dtype)
-    for k in range(keep):
-        grown[k] = array[k]
-    return grown
 
 
 @njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
@@ -270,40 +276,17 @@ def _merge_batch(
         room = 2 * (next_id + made) + 2
         if pairs_used + room > len(pairs) or INDEX_LOAD * (pairs_used + room) > len(index):
             break
-        best = np.int64(-1)  # the best pair whose heap entry is current (as in ``merge_loop``)
-        while heap_size > 0:
-            count, pair = heap_counts[0], heap_ids[0]
-            now = pairs[pair, COUNT]
-            if now == count:
-                best = pair
-                break
-            if now > 0:
-                heap_counts[0] = now
-            else:
-                heap_size -= 1
-                heap_counts[0], heap_ids[0] = heap_counts[heap_size], heap_ids[heap_size]
-            sift_down(heap_counts, heap_ids, heap_size, np.int64(0), pairs, token_bytes, offsets, sizes)
+        best, heap_size = best_pair(heap_counts, heap_ids, heap_size, pairs, token_bytes, offsets, sizes)
         if best < 0:
             break
         if heap_counts[0] < min_frequency:
             below = heap_counts[0]
             break
-        heap_size -= 1
-        heap_counts[0], heap_ids[0] = heap_counts[heap_size], heap_ids[heap_size]
-        sift_down(heap_counts, heap_ids, heap_size, np.int64(0), pairs, token_bytes, offsets, sizes)
+        heap_size = pop_top(heap_counts, heap_ids, heap_size, pairs, token_bytes, offsets, sizes)
         x = next_id + made
         key = pairs[best, KEY]
         a, b = key >> 32, key & LOW
-        # The new token's bytes.
-        need = sizes[a] + sizes[b]
-        if bytes_used + need > len(token_bytes):
-            token_bytes = _grown(token_bytes, 2 * len(token_bytes) + need, bytes_used)
-        for k in range(sizes[a]):
-            token_bytes[bytes_used + k] = token_bytes[offsets[a] + k]
-        for k in range(sizes[b]):
-            token_bytes[bytes_used + sizes[a] + k] = token_bytes[offsets[b] + k]
-        offsets[x], sizes[x] = bytes_used, need
-        bytes_used += need
+        token_bytes, bytes_used = join_tokens(token_bytes, offsets, sizes, bytes_used, a, b, x)
         # Every occurrence, left to right: merged where ``a b`` still stands there.
         listed, n_listed = pairs[best, START], pairs[best, LENGTH]
         if 2 * n_listed > len(gained_pairs):  # each occurrence gains at most two
@@ -359,23 +342,18 @@ def _merge_batch(
         out[made, READ], out[made, MERGED] = n_listed, merged
         made += 1
         pairs[best, COUNT] = pairs[best, LENGTH] = 0  # its list is dead room now
-        # The new pairs' lists, laid at the end of the pool (squeezed first if full), in order.
-        for k in range(n_new):
-            pairs[new_pairs[k], START] = -1  # not a list yet
-        if pool_used + n_gained > pool_limit:
-            pool_used = compact(pairs, pairs_used, pool)
-            pool_limit = max(pool_limit, pool_used + n_gained + (pool_used + n_gained) // 8)
-            if pool_limit > len(pool):
-                pool = _grown(pool, max(len(pool) + len(pool) // 4, pool_limit), pool_used)
-        for k in range(n_new):
-            pair = new_pairs[k]
-            pairs[pair, START] = pool_used
-            pool_used += pairs[pair, LENGTH]
-            pairs[pair, LENGTH] = 0
-        for g in range(n_gained):
-            pair = gained_pairs[g]
-            pool[pairs[pair, START] + pairs[pair, LENGTH]] = gained_at[g]
-            pairs[pair, LENGTH] += 1
+        pool, pool_used, pool_limit = lay_lists(
+            pairs,
+            pairs_used,
+            pool,
+            pool_used,
+            pool_limit,
+            new_pairs,
+            n_new,
+            gained_pairs,
+            gained_at,
+            n_gained,
+        )
         pool_written = max(pool_written, pool_used)
         for k in range(n_new):  # a heap entry for each new pair that may be chosen
             pair = new_pairs[k]
@@ -431,23 +409,15 @@ class LongWords:
         return cls([(data, np.array(offsets, np.int64), np.array(counts, np.int64))], len(counts), len(data))
 
 
-class _State:
+class _State(Pairs):
     """The arrays a batch of merges works on, between batches."""
 
     def __init__(self, words: LongWords, vocab, vocab_size, rules):
         self.tok, self.starts, self.counts = words.tok, words.starts, words.counts
         self.n_words = words.n_words
         capacity = max(vocab_size, max(vocab) + 1)
-        token_bytes = np.zeros(max(1, sum(len(t) for t in vocab.values())) * 4 + 64, np.uint8)
-        offsets, sizes = np.zeros(capacity, np.int64), np.zeros(capacity, np.int64)
-        at = 0
-        for token_id, token in vocab.items():
-            token_bytes[at : at + len(token)] = np.frombuffer(token, np.uint8)
-            offsets[token_id], sizes[token_id] = at, len(token)
-            at += len(token)
-        self.tokens = (token_bytes, offsets, sizes)
         self.uses = np.zeros(6, np.int64)
-        self.uses[BYTES_USED] = at
+        self.tokens = self.token_table(vocab, vocab_size)
         positions = int(self.starts[self.n_words]) - self.n_words  # a pair at each but a word's last
         room = positions + max(positions // 8, 1 << 16) + 16  # the first lists, then the first merges'
         self.pool = np.empty(room + positions // 2, np.int32)
@@ -458,37 +428,12 @@ class _State:
         used = int(self.pairs[:n, LENGTH].sum())
         limit = used + max(used // 8, int(self.pairs[:n, LENGTH].max(initial=0))) + 16
         if limit + used // 2 > len(self.pool):  # one pair holds most positions: its list's room again
-            self.pool = _grown(self.pool, limit + used // 2, used)
+            self.pool = grown(self.pool, limit + used // 2, used)
         self.uses[PAIRS_USED], self.uses[POOL_USED] = n, used
         self.uses[POOL_LIMIT], self.uses[POOL_WRITTEN] = limit, used
         self.heap = (np.empty(len(self.pairs), np.int64), np.empty(len(self.pairs), np.int32))
         self.uses[HEAP_SIZE] = heapify(self.pairs, n, *self.heap, *self.tokens, rules)
         self.gained = (np.empty(1024, np.int32), np.empty(1024, np.int32))
-
-    def give_back(self) -> None:
-        """Return to the system the pool's pages past its use, once a squeeze has left many."""
-        used, written = int(self.uses[POOL_USED]), int(self.uses[POOL_WRITTEN])
-        if (written - used) * 4 > max(1 << 24, used * 4 // 8):
-            free_pages(self.pool, used, written)
-            self.uses[POOL_WRITTEN] = used
-
-    def room_for(self, more: int) -> None:
-        """Grow the pairs' records and the heap (copied), and the index (rebuilt), for ``more``."""
-        used, heap_size = int(self.uses[PAIRS_USED]), int(self.uses[HEAP_SIZE])
-        need = used + more
-        if need > len(self.pairs):
-            size = max(2 * len(self.pairs), need)
-            grown = np.empty((size, 4), np.int64)
-            grown[:used] = self.pairs[:used]
-            self.pairs = grown
-            heap = tuple(np.empty(size, part.dtype) for part in self.heap)
-            for new, old in zip(heap, self.heap, strict=True):
-                new[:heap_size] = old[:heap_size]
-            self.heap = heap
-        if INDEX_LOAD * need > len(self.index):
-            self.index = np.empty(0, np.int32)
-            self.index = np.full(1 << (INDEX_LOAD * need - 1).bit_length(), NO_PAIR, np.int32)
-            index_pairs(self.pairs, used, self.index)
 
 
 def memory_free() -> int:

@@ -39,7 +39,7 @@ from numba import njit
 
 from bpe_dask.compiled.hashing import LOW
 from bpe_dask.compiled.pair_heap import sift_down
-from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, NO_PAIR, START, add, find, index_pairs
+from bpe_dask.compiled.pair_map import COUNT, KEY, LENGTH, NO_PAIR, START, add, compact, find, index_pairs
 from bpe_dask.compiled.word_records import Words, count_of, count_width, end_mark, token_dtype
 
 UNLIMITED = 2**62  # the longest token when there is no max_token_length
@@ -106,6 +106,87 @@ def fits(key, token_bytes, offsets, sizes, rules):
             if k == length:
                 return False
     return True
+
+
+@njit(cache=True, nogil=True, inline="always")
+def grown(array, size, keep):
+    """A new array of ``size`` elements that starts with the first ``keep`` of ``array`` (copied in a
+    loop: compiled/compile_once.py says why)."""
+    bigger = np.empty(size, array.dtype)
+    for k in range(keep):
+        bigger[k] = array[k]
+    return bigger
+
+
+# The steps of a merge both loops take alike (``merge_loop``'s words, ``merge_positions``' long ones),
+# called, not inlined by numba: compiled once, and inlined by LLVM all the same.
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def best_pair(heap_counts, heap_ids, heap_size, pairs, token_bytes, offsets, sizes):
+    """The best pair whose heap entry is current (-1: none left), at the top of the heap, and the
+    heap's size. Every pair with a count has one entry, at least that high: an entry above its
+    pair's count is lowered to it and put back in its place; one of a pair no word holds is dropped."""
+    while heap_size > 0:
+        count, pair = heap_counts[0], heap_ids[0]
+        now = pairs[pair, COUNT]
+        if now == count:
+            return np.int64(pair), heap_size
+        if now > 0:
+            heap_counts[0] = now
+        else:  # merged, or no word holds it any more
+            heap_size -= 1
+            heap_counts[0], heap_ids[0] = heap_counts[heap_size], heap_ids[heap_size]
+        sift_down(heap_counts, heap_ids, heap_size, np.int64(0), pairs, token_bytes, offsets, sizes)
+    return np.int64(-1), heap_size
+
+
+@njit(cache=False, nogil=True, _nrt=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def pop_top(heap_counts, heap_ids, heap_size, pairs, token_bytes, offsets, sizes):
+    """Take the heap's top entry out; returns its size."""
+    heap_size -= 1
+    heap_counts[0], heap_ids[0] = heap_counts[heap_size], heap_ids[heap_size]
+    sift_down(heap_counts, heap_ids, heap_size, np.int64(0), pairs, token_bytes, offsets, sizes)
+    return heap_size
+
+
+@njit(cache=False, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def join_tokens(token_bytes, offsets, sizes, bytes_used, a, b, x):
+    """Token ``x``'s bytes, ``a``'s then ``b``'s, after the tokens' bytes (which grow when full);
+    returns them and their use."""
+    need = sizes[a] + sizes[b]
+    if bytes_used + need > len(token_bytes):
+        token_bytes = grown(token_bytes, 2 * len(token_bytes) + need, bytes_used)
+    for k in range(sizes[a]):
+        token_bytes[bytes_used + k] = token_bytes[offsets[a] + k]
+    for k in range(sizes[b]):
+        token_bytes[bytes_used + sizes[a] + k] = token_bytes[offsets[b] + k]
+    offsets[x], sizes[x] = bytes_used, need
+    return token_bytes, bytes_used + need
+
+
+@njit(cache=False, nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+def lay_lists(
+    pairs, pairs_used, pool, pool_used, pool_limit, new_pairs, n_new, gained_pairs, gained, n_gained
+):
+    """The lists of a merge's ``new_pairs``, laid tight at the end of the pool (squeezed first if
+    full; the limit of use raised, and the pool grown, when the live lists need it), each holding
+    its ``gained`` in order; returns the pool, its use and its limit."""
+    for k in range(n_new):
+        pairs[new_pairs[k], START] = -1  # not a list yet
+    if pool_used + n_gained > pool_limit:
+        pool_used = compact(pairs, pairs_used, pool)
+        pool_limit = max(pool_limit, pool_used + n_gained + (pool_used + n_gained) // 8)
+        if pool_limit > len(pool):
+            pool = grown(pool, max(len(pool) + len(pool) // 4, pool_limit), pool_used)
+    for k in range(n_new):
+        pair = new_pairs[k]
+        pairs[pair, START] = pool_used
+        pool_used += pairs[pair, LENGTH]
+        pairs[pair, LENGTH] = 0
+    for g in range(n_gained):
+        pair = gained_pairs[g]
+        pool[pairs[pair, START] + pairs[pair, LENGTH]] = gained[g]
+        pairs[pair, LENGTH] += 1
+    return pool, pool_used, pool_limit
 
 
 @njit(cache=True, nogil=True, _nrt=False, no_cfunc_wrapper=True)
@@ -204,7 +285,60 @@ def free_pages(array: np.ndarray, start: int, end: int) -> None:
 _LIBC = ctypes.CDLL(None) if sys.platform.startswith("linux") else None
 
 
-class State:
+class Pairs:
+    """What both merge loops' states hold alike: the tokens' bytes, the pairs' records, their index,
+    the heap and the pool, and how much of each is used (``uses``)."""
+
+    uses: np.ndarray
+    pairs: np.ndarray
+    index: np.ndarray
+    heap: tuple[np.ndarray, np.ndarray]
+    pool: np.ndarray
+
+    def token_table(self, vocab: dict, vocab_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The bytes of every token, back to back with room for the ones merges will add, where each
+        starts and how long it is (ties compare them); their use goes in ``uses``."""
+        capacity = max(vocab_size, max(vocab) + 1)
+        token_bytes = np.zeros(max(1, sum(len(t) for t in vocab.values())) * 4 + 64, np.uint8)
+        offsets, sizes = np.zeros(capacity, np.int64), np.zeros(capacity, np.int64)
+        at = 0
+        for token_id, token in vocab.items():
+            token_bytes[at : at + len(token)] = np.frombuffer(token, np.uint8)
+            offsets[token_id], sizes[token_id] = at, len(token)
+            at += len(token)
+        self.uses[BYTES_USED] = at
+        return token_bytes, offsets, sizes
+
+    def give_back(self) -> None:
+        """Return to the system the pages of the pool past its use, once a squeeze has left a good
+        part of them unused: the pool's use is highest in the first merges, and this leaves the
+        memory to the pairs, which grow in the last ones."""
+        used, written = int(self.uses[POOL_USED]), int(self.uses[POOL_WRITTEN])
+        if (written - used) * self.pool.itemsize > max(1 << 26, used * self.pool.itemsize // 8):
+            free_pages(self.pool, used, written)
+            self.uses[POOL_WRITTEN] = used
+
+    def room_for(self, pairs: int) -> None:
+        """Grow the pairs' records and the heap (copied), and the index (rebuilt), so that ``pairs``
+        more fit."""
+        used, heap_size = int(self.uses[PAIRS_USED]), int(self.uses[HEAP_SIZE])
+        need = used + pairs
+        if need > len(self.pairs):
+            size = max(2 * len(self.pairs), need)
+            grown = np.empty((size, 4), np.int64)
+            grown[:used] = self.pairs[:used]
+            self.pairs = grown
+            heap = tuple(np.empty(size, part.dtype) for part in self.heap)
+            for new, old in zip(heap, self.heap, strict=True):
+                new[:heap_size] = old[:heap_size]
+            self.heap = heap
+        if INDEX_LOAD * need > len(self.index):
+            self.index = np.empty(0, np.int32)  # let the old one go first
+            self.index = np.full(1 << (INDEX_LOAD * need - 1).bit_length(), NO_PAIR, np.int32)
+            index_pairs(self.pairs, used, self.index)
+
+
+class State(Pairs):
     """The arrays the compiled functions share, between batches of merges. Takes the records from
     ``words``, which is left empty."""
 
@@ -217,17 +351,7 @@ class State:
         self.words, used, positions = words.records, words.used, words.positions
         words.records = np.empty(0, self.words.dtype)
         self.uses = np.zeros(6, np.int64)  # ``PAIRS_USED`` and the rest
-        # The bytes of every token, back to back with room for the ones merges will add, where each
-        # starts and how long it is: ties compare them.
-        capacity = max(vocab_size, max(vocab) + 1)
-        token_bytes = np.zeros(max(1, sum(len(t) for t in vocab.values())) * 4 + 64, np.uint8)
-        offsets, sizes = np.zeros(capacity, np.int64), np.zeros(capacity, np.int64)
-        at = 0
-        for token_id, token in vocab.items():
-            token_bytes[at : at + len(token)] = np.frombuffer(token, np.uint8)
-            offsets[token_id], sizes[token_id] = at, len(token)
-            at += len(token)
-        self.tokens, self.uses[BYTES_USED] = (token_bytes, offsets, sizes), at
+        self.tokens = self.token_table(vocab, vocab_size)
         self._first_pairs(used, positions, words.count, words.of_bytes)
         self.heap = (np.empty(len(self.pairs), np.int64), np.empty(len(self.pairs), np.int32))  # counts, ids
         rules = token_rules() if rules is None else rules
@@ -278,31 +402,3 @@ class State:
         regrown."""
         for name, value in zip(BATCH_GIVES.split(), given, strict=True):
             setattr(self, name, value)
-
-    def give_back(self) -> None:
-        """Return to the system the pages of the pool past its use, once a squeeze has left a good
-        part of them unused: the pool's use is highest in the first merges, and this leaves the
-        memory to the pairs, which grow in the last ones."""
-        used, written = int(self.uses[POOL_USED]), int(self.uses[POOL_WRITTEN])
-        if (written - used) * self.pool.itemsize > max(1 << 26, used * self.pool.itemsize // 8):
-            free_pages(self.pool, used, written)
-            self.uses[POOL_WRITTEN] = used
-
-    def room_for(self, pairs: int) -> None:
-        """Grow the pairs' records and the heap (copied), and the index (rebuilt), so that ``pairs``
-        more fit."""
-        used, heap_size = int(self.uses[PAIRS_USED]), int(self.uses[HEAP_SIZE])
-        need = used + pairs
-        if need > len(self.pairs):
-            size = max(2 * len(self.pairs), need)
-            grown = np.empty((size, 4), np.int64)
-            grown[:used] = self.pairs[:used]
-            self.pairs = grown
-            heap = tuple(np.empty(size, part.dtype) for part in self.heap)
-            for new, old in zip(heap, self.heap, strict=True):
-                new[:heap_size] = old[:heap_size]
-            self.heap = heap
-        if INDEX_LOAD * need > len(self.index):
-            self.index = np.empty(0, np.int32)  # let the old one go first
-            self.index = np.full(1 << (INDEX_LOAD * need - 1).bit_length(), NO_PAIR, np.int32)
-            index_pairs(self.pairs, used, self.index)
